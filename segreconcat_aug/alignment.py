@@ -1,0 +1,328 @@
+"""The word-alignment cache: JSON Lines, one utterance per line.
+
+This is the contract between the aligners (``recipes/align.py``), the order
+cache and the augmenter::
+
+    {"id": "1272-128104-0000", "duration": 5.855, "aligner": "whisper:openai/whisper-medium",
+     "words": [{"word": "mister", "start": 0.42, "end": 0.71}, ...]}
+
+Times are seconds. On reading and writing, words are cleaned (see
+:func:`clean_words`) and every fix is counted, so a user can see how much an
+aligner's output had to be repaired.
+
+Writing is append-only and crash-safe: a run killed mid-line leaves at most one
+half-written last line, which :func:`completed_ids` detects and truncates, so a
+rerun redoes that utterance and no id is ever written twice.
+
+Example
+-------
+>>> import tempfile, os
+>>> path = os.path.join(tempfile.mkdtemp(), "align.jsonl")
+>>> with AlignmentWriter(path) as writer:
+...     _ = writer.write(UtteranceAlignment("u1", 2.0, [Word("hello", 0.1, 0.5), Word("world", 0.5, 0.9)], "test"))
+>>> index = load_alignments(path)
+>>> index.spans("u1")
+(array([0.1, 0.5]), array([0.5, 0.9]))
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import NamedTuple
+
+import numpy as np
+
+
+class AlignmentCacheError(ValueError):
+    """A cache line is malformed; the message names the file and line."""
+
+
+class Word(NamedTuple):
+    """One aligned word, times in seconds."""
+
+    word: str
+    start: float
+    end: float
+
+
+@dataclass
+class UtteranceAlignment:
+    """The word alignment of one utterance."""
+
+    id: str
+    duration: float
+    words: list[Word]
+    aligner: str = "unknown"
+
+    def to_json(self) -> str:
+        """One cache line (without the newline)."""
+        words = [{"word": w.word, "start": round(w.start, 4), "end": round(w.end, 4)} for w in self.words]
+        record = {"id": self.id, "duration": round(self.duration, 4), "aligner": self.aligner, "words": words}
+        return json.dumps(record, ensure_ascii=False)
+
+    @classmethod
+    def from_record(cls, record: dict, where: str) -> UtteranceAlignment:
+        """Build from a parsed JSON object; ``where`` is 'file:line' for errors."""
+        if not isinstance(record, dict):
+            raise AlignmentCacheError(f"{where}: expected a JSON object")
+        try:
+            utt_id = record["id"]
+            duration = float(record["duration"])
+            raw_words = record["words"]
+        except KeyError as err:
+            raise AlignmentCacheError(f"{where}: missing key {err}") from None
+        except (TypeError, ValueError):
+            raise AlignmentCacheError(f"{where}: duration is not a number") from None
+        if not isinstance(utt_id, str) or not utt_id:
+            raise AlignmentCacheError(f"{where}: 'id' must be a non-empty string")
+        if not np.isfinite(duration) or duration <= 0:
+            raise AlignmentCacheError(f"{where}: duration must be a positive number, got {duration}")
+        if not isinstance(raw_words, list):
+            raise AlignmentCacheError(f"{where}: 'words' must be a list")
+        words = []
+        for k, item in enumerate(raw_words):
+            try:
+                words.append(Word(str(item["word"]), float(item["start"]), float(item["end"])))
+            except (KeyError, TypeError, ValueError):
+                raise AlignmentCacheError(
+                    f"{where}: word {k} needs 'word', numeric 'start' and 'end', got {item!r}"
+                ) from None
+        return cls(utt_id, duration, words, str(record.get("aligner", "unknown")))
+
+
+FIX_KEYS = ("reordered", "clamped", "overlaps_resolved", "dropped_empty", "dropped_nonfinite")
+
+
+def clean_words(words: Iterable[Word], duration: float, stats: Counter | None = None) -> list[Word]:
+    """Sort, clamp to [0, duration], resolve overlaps and drop empty words.
+
+    Overlapping neighbours are cut at the middle of the overlap (neither word
+    wins); words with no time left are dropped. Each fix is counted in
+    ``stats`` under the keys of :data:`FIX_KEYS`.
+
+    Example
+    -------
+    >>> stats = Counter()
+    >>> clean_words([Word("b", 0.4, 0.9), Word("a", -0.1, 0.6), Word("c", 1.5, 1.5)], 1.0, stats)
+    [Word(word='a', start=0.0, end=0.5), Word(word='b', start=0.5, end=0.9)]
+    >>> sorted(stats.items())
+    [('clamped', 2), ('dropped_empty', 1), ('overlaps_resolved', 1), ('reordered', 1)]
+    """
+    stats = Counter() if stats is None else stats
+    kept = []
+    for word in words:
+        if not (np.isfinite(word.start) and np.isfinite(word.end)):
+            stats["dropped_nonfinite"] += 1
+            continue
+        kept.append(word)
+    ordered = sorted(kept, key=lambda w: (w.start, w.end))
+    if ordered != kept:
+        stats["reordered"] += 1
+    clamped = []
+    for word in ordered:
+        start, end = min(max(word.start, 0.0), duration), min(max(word.end, 0.0), duration)
+        if (start, end) != (word.start, word.end):
+            stats["clamped"] += 1
+        clamped.append(Word(word.word, start, end))
+    for k in range(1, len(clamped)):
+        left, right = clamped[k - 1], clamped[k]
+        if right.start < left.end:
+            cut = (right.start + left.end) / 2
+            clamped[k - 1] = Word(left.word, left.start, max(left.start, min(cut, left.end)))
+            clamped[k] = Word(right.word, max(cut, right.start), max(cut, right.end))
+            stats["overlaps_resolved"] += 1
+    result = [w for w in clamped if w.end > w.start]
+    stats["dropped_empty"] += len(clamped) - len(result)
+    return result
+
+
+class AlignmentWriter:
+    """Append cleaned alignments to a cache file, one flushed line each.
+
+    Opening an existing file first truncates a half-written last line (from a
+    killed run), so appending never glues two records together.
+    """
+
+    def __init__(self, path, *, fsync: bool = False):
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        if self.path.exists():
+            truncate_partial_tail(self.path)
+        self._handle = open(self.path, "a", encoding="utf-8")
+        self._fsync = fsync
+        self.stats: Counter = Counter()
+
+    def write(self, alignment: UtteranceAlignment) -> UtteranceAlignment:
+        """Clean, then write one line; returns the cleaned alignment."""
+        words = clean_words(alignment.words, alignment.duration, self.stats)
+        cleaned = UtteranceAlignment(alignment.id, alignment.duration, words, alignment.aligner)
+        # One write call per record keeps a kill from interleaving two records.
+        self._handle.write(cleaned.to_json() + "\n")
+        self._handle.flush()
+        if self._fsync:
+            os.fsync(self._handle.fileno())
+        return cleaned
+
+    def close(self) -> None:
+        self._handle.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+def truncate_partial_tail(path) -> bool:
+    """Cut a last line that has no newline (a write interrupted by a kill).
+
+    Returns True when something was cut.
+    """
+    path = Path(path)
+    size = path.stat().st_size
+    if size == 0:
+        return False
+    with open(path, "rb+") as handle:
+        handle.seek(-1, os.SEEK_END)
+        if handle.read(1) == b"\n":
+            return False
+        # Walk back to the previous newline in blocks (lines are short).
+        position = size
+        while position > 0:
+            step = min(4096, position)
+            position -= step
+            handle.seek(position)
+            block = handle.read(step)
+            newline = block.rfind(b"\n")
+            if newline >= 0:
+                handle.truncate(position + newline + 1)
+                return True
+        handle.truncate(0)
+        return True
+
+
+def iter_cache(path, *, partial_tail: str = "error"):
+    """Yield ``(line_number, UtteranceAlignment)`` from one cache file.
+
+    ``partial_tail="ignore"`` skips a last line that lacks its newline and does
+    not parse (a killed writer); ``"error"`` raises like any malformed line.
+    """
+    path = Path(path)
+    with open(path, encoding="utf-8") as handle:
+        lines = handle.readlines()
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        where = f"{path}:{number}"
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as err:
+            if partial_tail == "ignore" and number == len(lines) and not line.endswith("\n"):
+                return
+            raise AlignmentCacheError(f"{where}: not valid JSON ({err.msg})") from None
+        yield number, UtteranceAlignment.from_record(record, where)
+
+
+def completed_ids(path) -> set[str]:
+    """Ids already in a cache, after truncating a half-written tail (for resuming)."""
+    path = Path(path)
+    if not path.exists():
+        return set()
+    truncate_partial_tail(path)
+    return {alignment.id for _, alignment in iter_cache(path)}
+
+
+def cache_files(path) -> list[Path]:
+    """A cache file, or every ``*.jsonl`` in a cache folder (shards), sorted."""
+    path = Path(path)
+    if path.is_dir():
+        files = sorted(path.glob("*.jsonl"))
+        if not files:
+            raise FileNotFoundError(f"{path}: no *.jsonl alignment files in this folder")
+        return files
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: alignment cache not found")
+    return [path]
+
+
+class AlignmentIndex:
+    """All alignments of a cache in flat arrays, indexed by utterance id.
+
+    Flat numpy arrays (not one object per word) keep 104k utterances small,
+    quick to load, and cheap to share with forked DataLoader workers.
+    """
+
+    def __init__(self, ids, durations, offsets, starts, ends, aligners, words=None, stats=None):
+        self._row = {utt: k for k, utt in enumerate(ids)}
+        self.ids = list(ids)
+        self.durations = np.asarray(durations, dtype=np.float64)
+        self.offsets = np.asarray(offsets, dtype=np.int64)
+        self.starts = np.asarray(starts, dtype=np.float64)
+        self.ends = np.asarray(ends, dtype=np.float64)
+        self.aligners = list(aligners)
+        self.words = words
+        self.stats: Counter = stats if stats is not None else Counter()
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def __contains__(self, utt_id) -> bool:
+        return utt_id in self._row
+
+    def spans(self, utt_id: str) -> tuple[np.ndarray, np.ndarray]:
+        """Word start and end times (seconds) of one utterance."""
+        row = self._row[utt_id]
+        lo, hi = self.offsets[row], self.offsets[row + 1]
+        return self.starts[lo:hi], self.ends[lo:hi]
+
+    def duration(self, utt_id: str) -> float:
+        return float(self.durations[self._row[utt_id]])
+
+    def get(self, utt_id: str) -> UtteranceAlignment:
+        """The alignment as an object (word text only if loaded with ``keep_words``)."""
+        row = self._row[utt_id]
+        starts, ends = self.spans(utt_id)
+        lo = self.offsets[row]
+        texts = self.words[lo : lo + len(starts)] if self.words is not None else [""] * len(starts)
+        words = [Word(t, float(s), float(e)) for t, s, e in zip(texts, starts, ends)]
+        return UtteranceAlignment(utt_id, self.duration(utt_id), words, self.aligners[row])
+
+    def missing(self, utt_ids: Iterable[str]) -> list[str]:
+        """The ids (in the given order) that have no alignment."""
+        return [utt for utt in utt_ids if utt not in self._row]
+
+
+def load_alignments(path, *, keep_words: bool = False, partial_tail: str = "error") -> AlignmentIndex:
+    """Load a cache file or folder of shards into an :class:`AlignmentIndex`.
+
+    Words are cleaned as they are read (fixes counted in ``index.stats``); an id
+    that appears twice is an error naming both places.
+    """
+    ids, durations, aligners, offsets = [], [], [], [0]
+    starts, ends, texts = [], [], []
+    seen: dict[str, str] = {}
+    stats: Counter = Counter()
+    for file in cache_files(path):
+        for number, alignment in iter_cache(file, partial_tail=partial_tail):
+            if alignment.id in seen:
+                raise AlignmentCacheError(
+                    f"{file}:{number}: utterance {alignment.id!r} already defined at {seen[alignment.id]}"
+                )
+            seen[alignment.id] = f"{file}:{number}"
+            words = clean_words(alignment.words, alignment.duration, stats)
+            ids.append(alignment.id)
+            durations.append(alignment.duration)
+            aligners.append(alignment.aligner)
+            starts.extend(w.start for w in words)
+            ends.extend(w.end for w in words)
+            if keep_words:
+                texts.extend(w.word for w in words)
+            offsets.append(len(starts))
+    return AlignmentIndex(
+        ids, durations, offsets, starts, ends, aligners, texts if keep_words else None, stats
+    )

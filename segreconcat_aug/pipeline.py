@@ -1,0 +1,111 @@
+"""SpeechBrain data-pipeline steps: read -> SegReConcat -> random crop.
+
+A recipe attaches :class:`TrainAudioPipeline` to the *training* set only; dev
+and test sets use :func:`chunk_audio_pipeline` / whole-file reading, unaugmented.
+
+Training manifest columns used here (see ``docs/data.md``): ``ID`` (one row per
+crop, ``<utt>@<k>``), ``utt_id`` and ``wav``.
+
+Example
+-------
+>>> import speechbrain as sb
+>>> pipeline = TrainAudioPipeline(augmenter=None, sentence_len=3.0, seed=7)
+>>> item = pipeline.dynamic_item()
+>>> item.takes, item.provides
+(('id', 'utt_id', 'wav'), ('sig',))
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import soundfile
+import speechbrain as sb
+import torch
+
+from .audio import SAMPLE_RATE, read_audio
+from .augment import SegReConcat, seeded_rng
+
+_CROP_STREAM = 1  # keeps crop draws independent of the augmenter's permutation draws
+
+
+def random_crop(audio: np.ndarray, length: int, rng: np.random.Generator) -> np.ndarray:
+    """A random ``length``-sample window; shorter audio is returned whole.
+
+    >>> random_crop(np.arange(10), 4, np.random.default_rng(0)).shape
+    (4,)
+    """
+    if len(audio) <= length:
+        return audio
+    start = int(rng.integers(0, len(audio) - length + 1))
+    return audio[start : start + length]
+
+
+class TrainAudioPipeline:
+    """Training audio: full file, SegReConcat (optional), then a random crop.
+
+    The crop window and the RR permutation are drawn from ``(seed, epoch, id)``,
+    so a run is reproducible and each epoch differs. Call :meth:`set_epoch` from
+    ``Brain.on_stage_start``; the epoch lives in shared memory so DataLoader
+    workers (persistent or not) see it.
+
+    Parameters
+    ----------
+    augmenter : SegReConcat or None
+        None trains on the original audio (the baseline).
+    sentence_len : float
+        Crop length in seconds (3.0 as in the VoxCeleb recipe and VPC baseline).
+    sample_rate : int
+    seed : int
+    """
+
+    def __init__(
+        self,
+        augmenter: SegReConcat | None = None,
+        sentence_len: float = 3.0,
+        sample_rate: int = SAMPLE_RATE,
+        seed: int = 1986,
+    ):
+        self.augmenter = augmenter
+        self.crop_samples = int(round(sentence_len * sample_rate))
+        self.sample_rate = sample_rate
+        self.seed = int(seed)
+        self._epoch = torch.zeros(1, dtype=torch.int64).share_memory_()
+
+    def set_epoch(self, epoch: int) -> None:
+        self._epoch[0] = int(epoch)
+
+    @property
+    def epoch(self) -> int:
+        return int(self._epoch[0])
+
+    def __call__(self, row_id: str, utt_id: str, wav: str) -> torch.Tensor:
+        epoch = self.epoch
+        audio = read_audio(wav, sample_rate=self.sample_rate)
+        if self.augmenter is not None:
+            audio = self.augmenter(audio, utt_id, epoch)
+        rng = seeded_rng(self.seed, epoch, row_id, stream=_CROP_STREAM)
+        crop = random_crop(audio, self.crop_samples, rng)
+        return torch.from_numpy(np.ascontiguousarray(crop))
+
+    def dynamic_item(self, takes=("id", "utt_id", "wav"), provides="sig"):
+        """This pipeline as a SpeechBrain ``@takes/@provides`` dynamic item."""
+        return sb.utils.data_pipeline.takes(*takes)(sb.utils.data_pipeline.provides(provides)(self))
+
+
+@sb.utils.data_pipeline.takes("wav", "start", "stop")
+@sb.utils.data_pipeline.provides("sig")
+def chunk_audio_pipeline(wav, start, stop):
+    """A fixed chunk ``[start, stop)`` (samples) of a file: the dev set's rows.
+
+    Fixed chunks keep the dev loss comparable across epochs and runs, which
+    early stopping on dev loss needs.
+    """
+    audio, _ = soundfile.read(str(wav), start=int(start), stop=int(stop), dtype="float32", always_2d=True)
+    return torch.from_numpy(np.ascontiguousarray(audio.mean(axis=1)))
+
+
+@sb.utils.data_pipeline.takes("wav")
+@sb.utils.data_pipeline.provides("sig")
+def whole_audio_pipeline(wav):
+    """The whole file (enrollment and trial utterances are embedded whole)."""
+    return torch.from_numpy(read_audio(wav))

@@ -1,0 +1,78 @@
+"""Rearrangement strategies: the *order* step of SegReConcat.
+
+Each strategy is one function ``(segments, audio, rng, *, sample_rate, **options) -> order``
+registered under the name used in YAML (``strategy: random``). ``order`` is a
+permutation of ``range(len(segments))``.
+
+A strategy registered with ``precomputed=True`` is deterministic per utterance
+and too costly for DataLoader workers (DTW, a Whisper encoder): its orders are
+computed once offline (``recipes/compute_orders.py``) and the augmenter reads
+them from the order cache instead of calling the function.
+
+Example
+-------
+>>> import numpy as np
+>>> from segreconcat_aug.segments import Segments
+>>> segs = Segments(np.array([[0, 10], [10, 20], [20, 30]]), False)
+>>> order = get_strategy("random").fn(segs, None, np.random.default_rng(0), sample_rate=16000)
+>>> sorted(order.tolist())
+[0, 1, 2]
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from .segments import Segments
+
+
+@dataclass(frozen=True)
+class Strategy:
+    """A registered rearrangement strategy."""
+
+    name: str
+    fn: Callable[..., np.ndarray]
+    precomputed: bool  # True: orders come from the offline order cache
+    paper_name: str
+
+
+STRATEGIES: dict[str, Strategy] = {}
+
+
+def register_strategy(name: str, *, precomputed: bool = False, paper_name: str = ""):
+    """Decorator adding a strategy function to :data:`STRATEGIES`."""
+
+    def decorate(fn):
+        if name in STRATEGIES:
+            raise ValueError(f"strategy {name!r} is already registered")
+        STRATEGIES[name] = Strategy(name, fn, precomputed, paper_name or name)
+        return fn
+
+    return decorate
+
+
+def get_strategy(name: str) -> Strategy:
+    """The strategy registered as ``name``; a clear error lists the others."""
+    _load_builtin_strategies()
+    try:
+        return STRATEGIES[name]
+    except KeyError:
+        raise ValueError(f"unknown strategy {name!r}; available: {sorted(STRATEGIES)}") from None
+
+
+def _load_builtin_strategies() -> None:
+    # Similarity strategies live in their own module (heavier imports); importing
+    # it registers them. Until that module exists the registry holds RR alone.
+    if importlib.util.find_spec(f"{__package__}.similarity") is not None:
+        importlib.import_module(f"{__package__}.similarity")
+
+
+@register_strategy("random", paper_name="RR")
+def random_order(segments: Segments, audio, rng: np.random.Generator, **_) -> np.ndarray:
+    """RR: a uniformly random permutation of the segments."""
+    return rng.permutation(len(segments))

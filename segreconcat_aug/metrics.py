@@ -1,0 +1,214 @@
+"""Verification metrics: EER (SpeechBrain's exact definition), normalized minDCF, DET points.
+
+:func:`eer` returns the same number as ``speechbrain.utils.metric_stats.EER``
+(the challenge's metric) but sorts once instead of scanning every trial for
+every threshold: O(n log n) time and O(n) memory instead of O(n^2) time.
+
+SpeechBrain's definition, reproduced here including its float32 arithmetic:
+
+- thresholds = the sorted unique scores and the midpoints between neighbours
+  (computed in the scores' dtype);
+- at threshold ``t``: FRR = mean(pos <= t), FAR = mean(neg > t), both float32;
+- the chosen ``t`` minimizes ``|FAR - FRR|``, scanning thresholds in increasing
+  order and replacing the current choice only on a strictly smaller value,
+  where the candidate's difference is rounded to float32 and the current
+  choice's is exact (that is what ``(FAR - FRR).abs().item() <
+  abs(final_FAR - final_FRR)`` computes);
+- EER = (FAR + FRR) / 2 at that threshold.
+
+Example
+-------
+At t = 0.4 one target of three is missed and one non-target of four accepted:
+
+>>> result = eer([0.9, 0.8, 0.3], [0.1, 0.4, 0.2, 0.85])
+>>> round(result.eer, 4), result.threshold
+(0.2917, 0.4)
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+
+
+class EERResult(NamedTuple):
+    """EER (a fraction, not a percentage), its threshold, and FAR/FRR there."""
+
+    eer: float
+    threshold: float
+    far: float
+    frr: float
+
+
+class DCFResult(NamedTuple):
+    """Minimum detection cost (normalized unless asked otherwise) and its threshold."""
+
+    min_dcf: float
+    threshold: float
+
+
+def _as_scores(scores, name: str) -> np.ndarray:
+    array = np.asarray(scores)
+    if array.dtype.kind not in "fiu":
+        raise TypeError(f"{name} scores must be numbers, got dtype {array.dtype}")
+    if array.dtype.kind in "iu":
+        array = array.astype(np.float64)
+    array = array.ravel()
+    if array.size == 0:
+        raise ValueError(f"no {name} scores: EER and minDCF need target and non-target trials")
+    if not np.all(np.isfinite(array)):
+        raise ValueError(f"{name} scores contain NaN or infinite values ({int((~np.isfinite(array)).sum())})")
+    return array
+
+
+def _pair(positive_scores, negative_scores):
+    pos = _as_scores(positive_scores, "target")
+    neg = _as_scores(negative_scores, "non-target")
+    dtype = np.result_type(pos.dtype, neg.dtype)
+    return np.sort(pos.astype(dtype, copy=False)), np.sort(neg.astype(dtype, copy=False))
+
+
+def candidate_thresholds(pos: np.ndarray, neg: np.ndarray) -> np.ndarray:
+    """Sorted unique scores and midpoints, in the scores' dtype (as SpeechBrain builds them).
+
+    >>> candidate_thresholds(np.array([1.0, 3.0]), np.array([3.0]))
+    array([1., 2., 3.])
+    """
+    unique = np.unique(np.concatenate([pos, neg]))
+    middle = (unique[:-1] + unique[1:]) / unique.dtype.type(2)
+    return np.sort(np.concatenate([unique, middle]), kind="stable")
+
+
+def error_counts(pos_sorted: np.ndarray, neg_sorted: np.ndarray, thresholds: np.ndarray):
+    """Per threshold: number of targets ``<= t`` (misses) and non-targets ``> t`` (false alarms).
+
+    Both score arrays must be sorted ascending.
+
+    >>> error_counts(np.array([1.0, 2.0]), np.array([0.0, 1.5]), np.array([1.0, 1.5]))
+    (array([1, 1]), array([1, 0]))
+    """
+    misses = np.searchsorted(pos_sorted, thresholds, side="right")
+    false_alarms = len(neg_sorted) - np.searchsorted(neg_sorted, thresholds, side="right")
+    return misses, false_alarms
+
+
+def eer(positive_scores, negative_scores) -> EERResult:
+    """Equal error rate with exactly SpeechBrain's definition (see the module doc).
+
+    Parameters
+    ----------
+    positive_scores, negative_scores : array-like
+        Scores of target and non-target trials (higher = more likely the same
+        speaker). float32 input reproduces SpeechBrain on float32 tensors,
+        float64 input on float64 tensors.
+
+    Returns
+    -------
+    EERResult
+        ``eer`` as a fraction (x100 for the percentages the challenge reports).
+
+    Example
+    -------
+    >>> eer([0.6, 0.7, 0.8, 0.5], [0.4, 0.3, 0.2, 0.1]).eer
+    0.0
+    """
+    pos, neg = _pair(positive_scores, negative_scores)
+    thresholds = candidate_thresholds(pos, neg)
+    misses, false_alarms = error_counts(pos, neg, thresholds)
+    # SpeechBrain divides float32 counts by the count of trials, in float32.
+    frr = misses.astype(np.float32) / np.float32(len(pos))
+    far = false_alarms.astype(np.float32) / np.float32(len(neg))
+    # What SpeechBrain compares a candidate by: its float32 difference ...
+    rounded = np.abs(far - frr).astype(np.float64)
+    # ... against the exact (float64) difference of the current choice.
+    exact = np.abs(far.astype(np.float64) - frr.astype(np.float64))
+    # The scan reaches the first index holding the smallest rounded difference with a larger current
+    # value (every earlier index has a strictly larger rounded, hence larger exact, difference), so it
+    # always switches there; after it, only indices with that same rounded value can still win.
+    smallest = rounded.min()
+    ties = np.flatnonzero(rounded == smallest)
+    best = int(ties[0])
+    current = exact[best]
+    for index in ties[1:]:
+        if smallest < current:
+            best, current = int(index), exact[index]
+    far_best, frr_best = float(far[best]), float(frr[best])
+    return EERResult((far_best + frr_best) / 2, float(thresholds[best]), far_best, frr_best)
+
+
+def min_dcf(
+    positive_scores,
+    negative_scores,
+    p_target: float = 0.01,
+    c_miss: float = 1.0,
+    c_fa: float = 1.0,
+    normalize: bool = True,
+) -> DCFResult:
+    """Minimum detection cost over SpeechBrain's thresholds, normalized by default.
+
+    ``C(t) = c_miss * P_miss(t) * p_target + c_fa * P_fa(t) * (1 - p_target)``
+    with ``P_miss = mean(pos <= t)`` and ``P_fa = mean(neg > t)`` (float64).
+    Normalized: divided by ``min(c_miss * p_target, c_fa * (1 - p_target))``,
+    the cost of the better of the two trivial systems, as in NIST SRE.
+    ``normalize=False`` gives SpeechBrain's ``minDCF`` (up to its float32 rounding).
+
+    Example
+    -------
+    >>> round(min_dcf([0.9, 0.8, 0.3], [0.1, 0.4, 0.2, 0.85], p_target=0.5).min_dcf, 4)
+    0.5
+    """
+    if not 0.0 < p_target < 1.0:
+        raise ValueError(f"p_target must be in (0, 1), got {p_target}")
+    pos, neg = _pair(positive_scores, negative_scores)
+    thresholds = candidate_thresholds(pos, neg)
+    misses, false_alarms = error_counts(pos, neg, thresholds)
+    cost = c_miss * p_target * (misses / len(pos)) + c_fa * (1 - p_target) * (false_alarms / len(neg))
+    best = int(np.argmin(cost))
+    value = float(cost[best])
+    if normalize:
+        value /= min(c_miss * p_target, c_fa * (1 - p_target))
+    return DCFResult(value, float(thresholds[best]))
+
+
+def det_curve(positive_scores, negative_scores, max_points: int | None = 2000):
+    """False-alarm and miss rates over all thresholds, for a DET plot.
+
+    Returns ``(far, frr)`` arrays (fractions) at every unique score (FAR
+    decreasing, FRR increasing), thinned to at most ``max_points`` evenly
+    spaced points (the end points kept) when set.
+
+    Example
+    -------
+    >>> far, frr = det_curve([0.9, 0.8], [0.1, 0.85])
+    >>> far.tolist(), frr.tolist()
+    ([0.5, 0.5, 0.0, 0.0], [0.0, 0.5, 0.5, 1.0])
+    """
+    pos, neg = _pair(positive_scores, negative_scores)
+    thresholds = np.unique(np.concatenate([pos, neg]))
+    misses, false_alarms = error_counts(pos, neg, thresholds)
+    far = false_alarms / len(neg)
+    frr = misses / len(pos)
+    if max_points is not None and len(far) > max_points:
+        keep = np.unique(np.linspace(0, len(far) - 1, max_points).round().astype(int))
+        far, frr = far[keep], frr[keep]
+    return far, frr
+
+
+def verification_metrics(positive_scores, negative_scores, p_targets=(0.01, 0.05)) -> dict:
+    """EER (%) and normalized minDCF at each ``p_target``, with the trial counts.
+
+    >>> sorted(verification_metrics([0.9, 0.2], [0.1, 0.3]))
+    ['eer', 'eer_threshold', 'min_dcf_0.01', 'min_dcf_0.05', 'nontarget_trials', 'target_trials']
+    """
+    result = eer(positive_scores, negative_scores)
+    metrics = {
+        "eer": 100.0 * result.eer,
+        "eer_threshold": result.threshold,
+        "target_trials": int(np.size(positive_scores)),
+        "nontarget_trials": int(np.size(negative_scores)),
+    }
+    for p_target in p_targets:
+        cost = min_dcf(positive_scores, negative_scores, p_target=p_target)
+        metrics[f"min_dcf_{p_target:g}"] = cost.min_dcf
+    return metrics

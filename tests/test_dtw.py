@@ -1,0 +1,83 @@
+"""All-pairs DTW (segreconcat_aug.dtw) against librosa.sequence.dtw."""
+
+import librosa
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from segreconcat_aug.dtw import dtw_distance, pack_features, pairwise_dtw
+
+
+def librosa_last_cell(x, y):
+    return librosa.sequence.dtw(x, y, metric="euclidean")[0][-1, -1]
+
+
+@st.composite
+def sequence_sets(draw):
+    """2..7 sequences of one dimension d, lengths 1..25, values of MFCC-like scale."""
+    dims = draw(st.integers(1, 13))
+    lengths = draw(st.lists(st.integers(1, 25), min_size=2, max_size=7))
+    seed = draw(st.integers(0, 2**32 - 1))
+    scale = draw(st.sampled_from([1e-3, 1.0, 300.0]))
+    rng = np.random.default_rng(seed)
+    return [rng.normal(size=(dims, length)) * scale for length in lengths]
+
+
+@settings(max_examples=60, deadline=None)
+@given(sequence_sets())
+def test_pairwise_matches_librosa(features):
+    ours = pairwise_dtw(features)
+    count = len(features)
+    for i in range(count):
+        assert ours[i, i] == 0.0
+        for j in range(i + 1, count):
+            reference = librosa_last_cell(features[i], features[j])
+            assert ours[i, j] == pytest.approx(reference, rel=1e-9, abs=1e-12)
+            assert ours[j, i] == ours[i, j]
+
+
+def test_real_mfcc_lengths_match_librosa():
+    # The benchmark's shape: 13 x T, T in 15..80, with repeated frames (ties in the recursion).
+    rng = np.random.default_rng(3)
+    features = [
+        np.repeat(rng.normal(size=(13, int(n) // 2 + 1)) * 50, 2, axis=1) for n in rng.integers(15, 81, 6)
+    ]
+    ours = pairwise_dtw(features)
+    for i in range(6):
+        for j in range(6):
+            if i != j:
+                assert ours[i, j] == pytest.approx(librosa_last_cell(features[i], features[j]), rel=1e-9)
+
+
+def test_single_pair_and_asymmetric_lengths():
+    x = np.array([[0.0, 0.0, 5.0, 5.0, 5.0]])
+    y = np.array([[0.0, 5.0]])
+    assert dtw_distance(x, y) == pytest.approx(librosa_last_cell(x, y), rel=1e-12)
+    assert dtw_distance(x, y) == 0.0  # a warping exists with zero cost
+    assert dtw_distance(y, x + 1.0) == pytest.approx(librosa_last_cell(y, x + 1.0), rel=1e-12)
+
+
+def test_small_counts():
+    assert pairwise_dtw([]).shape == (0, 0)
+    assert pairwise_dtw([np.ones((3, 4))]).tolist() == [[0.0]]
+
+
+@pytest.mark.parametrize(
+    "features, message",
+    [
+        ([np.ones((3, 4)), np.ones((2, 4))], "same d"),
+        ([np.ones((3, 4)), np.ones((3, 0))], "sequence 1 has no frames"),
+        ([np.ones((3, 4)), np.ones((3, 2)), np.full((3, 2), np.nan)], "sequence 2 has non-finite"),
+    ],
+)
+def test_bad_input_names_the_sequence(features, message):
+    with pytest.raises(ValueError, match=message):
+        pairwise_dtw(features)
+
+
+def test_pack_features_layout():
+    packed, offsets = pack_features([np.arange(6.0).reshape(2, 3), np.full((2, 1), 9.0)])
+    assert offsets.tolist() == [0, 3, 4]
+    assert packed[:, 3].tolist() == [9.0, 9.0]
+    assert packed[:, :3].tolist() == [[0.0, 1.0, 2.0], [3.0, 4.0, 5.0]]

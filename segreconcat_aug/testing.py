@@ -1,0 +1,113 @@
+"""Offline stand-ins for tests and CPU demos: a tiny randomly initialized Whisper.
+
+:func:`tiny_whisper` builds the whole transformers Whisper stack in memory, with no
+download: a ``WhisperConfig`` (d_model 64, 2 encoder + 2 decoder layers, 1500 source
+positions so the real 30 s windows and the word-timestamp DTW run unchanged), the real
+``WhisperFeatureExtractor`` (80 mel bins), and a byte-level ``WhisperTokenizer`` holding
+256 byte symbols, Whisper's special tokens and the 1501 timestamp tokens
+``<|0.00|>`` ... ``<|30.00|>``. Its transcripts are garbage: assert structure (order,
+bounds, shapes), never words.
+
+Example
+-------
+>>> bundle = tiny_whisper()
+>>> tok = bundle.tokenizer
+>>> tok.convert_ids_to_tokens([tok.eos_token_id, bundle.model.generation_config.no_timestamps_token_id])
+['<|endoftext|>', '<|notimestamps|>']
+>>> len(tok) == bundle.model.config.vocab_size == 256 + 9 + 1501
+True
+"""
+
+from __future__ import annotations
+
+import torch
+
+from .whisper import WhisperBundle, prepare
+
+SPECIAL_TOKENS = (
+    "<|endoftext|>",
+    "<|startoftranscript|>",
+    "<|en|>",
+    "<|translate|>",
+    "<|transcribe|>",
+    "<|startoflm|>",
+    "<|startofprev|>",
+    "<|nospeech|>",
+    "<|notimestamps|>",
+)
+N_TIMESTAMPS = 1501  # 0.00 .. 30.00 s in steps of 20 ms
+
+
+def tiny_tokenizer():
+    """A byte-level Whisper tokenizer (no merges) with the special and timestamp tokens.
+
+    Ids: bytes 0-255, then :data:`SPECIAL_TOKENS` in order, then the timestamps, which is
+    the layout transformers assumes (timestamps start right after the last special id).
+    """
+    from tokenizers.pre_tokenizers import ByteLevel
+    from transformers import WhisperTokenizer
+
+    vocab = {symbol: k for k, symbol in enumerate(sorted(ByteLevel.alphabet()))}
+    for token in SPECIAL_TOKENS:
+        vocab[token] = len(vocab)
+    timestamps = [f"<|{k * 0.02:.2f}|>" for k in range(N_TIMESTAMPS)]
+    for token in timestamps:
+        vocab[token] = len(vocab)
+    tokenizer = WhisperTokenizer(vocab=vocab, merges=[], extra_special_tokens=list(SPECIAL_TOKENS[1:]))
+    tokenizer.add_tokens(timestamps)
+    return tokenizer
+
+
+def tiny_whisper(seed: int = 0, *, device: str = "cpu", dtype=torch.float32) -> WhisperBundle:
+    """A tiny random Whisper bundle (model, feature extractor, tokenizer); see module doc."""
+    from transformers import (
+        GenerationConfig,
+        WhisperConfig,
+        WhisperFeatureExtractor,
+        WhisperForConditionalGeneration,
+    )
+
+    tokenizer = tiny_tokenizer()
+    ids = {token: tokenizer.convert_tokens_to_ids(token) for token in SPECIAL_TOKENS}
+    eot, sot = ids["<|endoftext|>"], ids["<|startoftranscript|>"]
+    space = tokenizer.convert_tokens_to_ids("Ġ")
+    config = WhisperConfig(
+        vocab_size=len(tokenizer),
+        d_model=64,
+        encoder_layers=2,
+        decoder_layers=2,
+        encoder_attention_heads=2,
+        decoder_attention_heads=2,
+        encoder_ffn_dim=128,
+        decoder_ffn_dim=128,
+        num_mel_bins=80,
+        max_source_positions=1500,
+        max_target_positions=448,
+        decoder_start_token_id=sot,
+        pad_token_id=eot,
+        bos_token_id=eot,
+        eos_token_id=eot,
+    )
+    config._attn_implementation = "eager"
+    # A private RNG stream: building the model must not move the caller's global seed.
+    with torch.random.fork_rng():
+        torch.manual_seed(seed)
+        model = WhisperForConditionalGeneration(config)
+    model.generation_config = GenerationConfig(
+        decoder_start_token_id=sot,
+        bos_token_id=eot,
+        eos_token_id=eot,
+        pad_token_id=eot,
+        no_timestamps_token_id=ids["<|notimestamps|>"],
+        prev_sot_token_id=ids["<|startofprev|>"],
+        lang_to_id={"<|en|>": ids["<|en|>"]},
+        task_to_id={"translate": ids["<|translate|>"], "transcribe": ids["<|transcribe|>"]},
+        is_multilingual=True,
+        max_initial_timestamp_index=50,
+        begin_suppress_tokens=[space, eot],
+        suppress_tokens=[],
+        alignment_heads=[[0, 0], [1, 1]],
+        max_length=448,
+    )
+    bundle = WhisperBundle(model, WhisperFeatureExtractor(), tokenizer, "tiny-random-whisper", device, dtype)
+    return prepare(bundle)

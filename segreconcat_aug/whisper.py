@@ -1,0 +1,191 @@
+"""Loading Whisper (transformers) for word timestamps and for encoder features.
+
+One :class:`WhisperBundle` holds the model, feature extractor and tokenizer on a device
+and dtype. The aligner (:mod:`segreconcat_aug.aligners.whisper`) decodes with it; the
+semantic strategy uses :func:`encoder_features` (frames of 20 ms, 50 per second).
+
+Word timestamps need ``generation_config.alignment_heads`` (the cross-attention heads
+that follow the audio; published for every OpenAI checkpoint). :func:`load_whisper`
+refuses a model without them rather than producing meaningless times.
+
+Tests and CPU demos use :func:`segreconcat_aug.testing.tiny_whisper` (no download).
+
+Example
+-------
+>>> from segreconcat_aug.testing import tiny_whisper
+>>> import numpy as np
+>>> bundle = tiny_whisper()
+>>> bundle.name, bundle.device, bundle.dtype
+('tiny-random-whisper', 'cpu', torch.float32)
+>>> [f.shape for f in encoder_features(bundle, [np.zeros(16000, np.float32)])]
+[(50, 64)]
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from .audio import SAMPLE_RATE
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_MODEL = "openai/whisper-medium"
+WINDOW_SECONDS = 30.0
+FRAME_SECONDS = 0.02  # one encoder frame: 2 mel hops of 10 ms
+SAMPLES_PER_FRAME = int(SAMPLE_RATE * FRAME_SECONDS)
+WINDOW_SAMPLES = int(SAMPLE_RATE * WINDOW_SECONDS)
+
+_DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
+
+
+class WhisperLoadError(RuntimeError):
+    """The model cannot be used as asked (missing alignment heads, unknown dtype)."""
+
+
+@dataclass
+class WhisperBundle:
+    """A Whisper model ready to run: model, feature extractor, tokenizer, device, dtype."""
+
+    model: object
+    feature_extractor: object
+    tokenizer: object
+    name: str
+    device: str = "cpu"
+    dtype: torch.dtype = torch.float32
+
+    @property
+    def multilingual(self) -> bool:
+        """English-only checkpoints (``*.en``) take no language token."""
+        return bool(getattr(self.model.generation_config, "is_multilingual", False))
+
+    @property
+    def hidden_size(self) -> int:
+        return int(self.model.config.d_model)
+
+
+def resolve_dtype(dtype, device: str) -> torch.dtype:
+    """``"auto"``: float16 on CUDA (bfloat16 can be asked), float32 elsewhere.
+
+    >>> resolve_dtype("auto", "cpu"), resolve_dtype("bfloat16", "cuda:0")
+    (torch.float32, torch.bfloat16)
+    """
+    if isinstance(dtype, torch.dtype):
+        return dtype
+    if dtype in (None, "auto"):
+        return torch.float16 if str(device).startswith("cuda") else torch.float32
+    if dtype not in _DTYPES:
+        raise WhisperLoadError(f"dtype {dtype!r}: expected one of auto, {', '.join(_DTYPES)}")
+    if str(device) == "cpu" and dtype == "float16":
+        raise WhisperLoadError("float16 on the CPU is not supported by most kernels; use float32 or bfloat16")
+    return _DTYPES[dtype]
+
+
+def check_alignment_heads(model, name: str) -> None:
+    """Raise unless ``generation_config.alignment_heads`` lists valid (layer, head) pairs."""
+    heads = getattr(model.generation_config, "alignment_heads", None)
+    if not heads:
+        raise WhisperLoadError(
+            f"{name}: generation_config.alignment_heads is missing, so word timestamps cannot be "
+            "computed; use an OpenAI checkpoint or pass alignment_heads=[[layer, head], ...]"
+        )
+    layers, n_heads = model.config.decoder_layers, model.config.decoder_attention_heads
+    for layer, head in heads:
+        if not (0 <= layer < layers and 0 <= head < n_heads):
+            raise WhisperLoadError(
+                f"{name}: alignment head ({layer}, {head}) outside {layers} layers x {n_heads} heads"
+            )
+
+
+def prepare(bundle: WhisperBundle, *, word_timestamps: bool = True) -> WhisperBundle:
+    """Move to device/dtype, eval mode, and check alignment heads when words are wanted."""
+    if word_timestamps:
+        check_alignment_heads(bundle.model, bundle.name)
+    bundle.model.to(device=bundle.device, dtype=bundle.dtype).eval()
+    return bundle
+
+
+def load_whisper(
+    name: str = DEFAULT_MODEL,
+    *,
+    device: str | None = None,
+    dtype="auto",
+    word_timestamps: bool = True,
+    alignment_heads=None,
+    local_files_only: bool = False,
+) -> WhisperBundle:
+    """Load a checkpoint (hub name or local folder) for English transcription.
+
+    Parameters
+    ----------
+    name : str
+        ``openai/whisper-medium`` as in the paper, or a local copy.
+    device : str or None
+        ``None``: :func:`segreconcat_aug.jobs.default_device` (one GPU per torchrun rank).
+    dtype : str or torch.dtype
+        ``auto`` (float16 on GPU, float32 on CPU), ``float32``, ``float16``, ``bfloat16``.
+    word_timestamps : bool
+        Load eager attention (cross-attention weights are needed for word times) and check
+        the alignment heads; ``False`` for encoder features only (SDPA attention).
+    alignment_heads : list of [layer, head] or None
+        Overrides the checkpoint's (for a fine-tuned model that lost them).
+    """
+    from transformers import WhisperFeatureExtractor, WhisperForConditionalGeneration, WhisperTokenizer
+
+    from .jobs import default_device
+
+    device = device or default_device()
+    torch_dtype = resolve_dtype(dtype, device)
+    attention = "eager" if word_timestamps else "sdpa"
+    model = WhisperForConditionalGeneration.from_pretrained(
+        name, dtype=torch_dtype, attn_implementation=attention, local_files_only=local_files_only
+    )
+    if alignment_heads is not None:
+        model.generation_config.alignment_heads = [list(pair) for pair in alignment_heads]
+    feature_extractor = WhisperFeatureExtractor.from_pretrained(name, local_files_only=local_files_only)
+    tokenizer = WhisperTokenizer.from_pretrained(name, local_files_only=local_files_only)
+    bundle = WhisperBundle(model, feature_extractor, tokenizer, name, device, torch_dtype)
+    logger.info("loaded %s on %s (%s)", name, device, torch_dtype)
+    return prepare(bundle, word_timestamps=word_timestamps)
+
+
+def n_frames(n_samples: int) -> int:
+    """Encoder frames covering ``n_samples`` (20 ms each, last one partial).
+
+    >>> n_frames(16000), n_frames(16001), n_frames(0)
+    (50, 51, 0)
+    """
+    return math.ceil(n_samples / SAMPLES_PER_FRAME)
+
+
+@torch.inference_mode()
+def encoder_features(bundle: WhisperBundle, audios, *, batch_size: int = 8) -> list[np.ndarray]:
+    """Last encoder layer, ``(frames, d_model)`` float32 per utterance, 50 frames/s.
+
+    Whisper always encodes 30 s windows; longer audio is cut into consecutive windows and the
+    frames concatenated, then every result is trimmed to :func:`n_frames` of its audio (the
+    padding frames carry no speech). Frame ``k`` covers ``[0.02 k, 0.02 (k + 1))`` seconds.
+    """
+    windows, owners = [], []
+    for k, audio in enumerate(audios):
+        audio = np.asarray(audio, dtype=np.float32)
+        if len(audio) == 0:
+            raise ValueError(f"utterance {k}: empty audio has no encoder frames")
+        for start in range(0, len(audio), WINDOW_SAMPLES):
+            windows.append(audio[start : start + WINDOW_SAMPLES])
+            owners.append(k)
+    encoder = bundle.model.get_encoder()
+    pieces: list[list[np.ndarray]] = [[] for _ in audios]
+    for lo in range(0, len(windows), batch_size):
+        chunk = windows[lo : lo + batch_size]
+        inputs = bundle.feature_extractor(chunk, sampling_rate=SAMPLE_RATE, return_tensors="pt")
+        features = inputs.input_features
+        hidden = encoder(features.to(bundle.device, bundle.dtype)).last_hidden_state
+        hidden = hidden.float().cpu().numpy()
+        for offset, window in enumerate(chunk):
+            pieces[owners[lo + offset]].append(hidden[offset, : n_frames(len(window))])
+    return [np.concatenate(parts, axis=0) for parts in pieces]

@@ -1,0 +1,440 @@
+"""Similarity-based rearrangements: AR (acoustic, MFCC + DTW) and SR (semantic, Whisper encoder).
+
+Importing this module registers two precomputed strategies (paper section 3.2):
+
+``acoustic`` (AR)
+    MFCC (``d = 13``) per segment; DTW distance ``D_ij`` with Euclidean frame
+    cost (:mod:`segreconcat_aug.dtw`, equal to ``librosa.sequence.dtw``);
+    similarity ``s_ij = 1 / (1 + D_ij)``; the chain starts at the first
+    segment, which is the initial silence segment when the ``cover`` segment
+    policy made one (``Segments.leading_silence``).
+``semantic`` (SR)
+    The last encoder layer of Whisper (``openai/whisper-medium`` by default),
+    run once per utterance (per 30 s window beyond 30 s); each segment pools
+    the frames ``[floor(t0 / 0.02), ceil(t1 / 0.02))`` into ``concat(mean, max)``;
+    cosine similarity; the chain starts at the segment with the highest
+    average similarity to the others.
+
+Both then share :func:`greedy_chain`: repeatedly append the unused segment
+most similar to the current one; segments no longer reachable (similarity
+NaN, see below) are appended at the end in their original order. Ties go to
+the lowest index, so the result is deterministic.
+
+Defined results on bad input
+----------------------------
+- A segment shorter than one MFCC analysis window (``n_fft`` samples) is
+  zero-padded at its end to one window before the MFCC.
+- Silent audio: all MFCCs equal, all distances 0, all similarities 1, and by
+  the tie rule the order is the original one. (For SR, silence still gives
+  encoder features; a segment whose pooled vector is all zero has NaN cosine
+  similarity and is appended at the end.)
+- NaN or infinite samples: :class:`SimilarityInputError` naming the utterance.
+
+The paper leaves the MFCC framing open; the defaults are 25 ms windows, 10 ms
+hop, 40 mel bands (``n_fft=400, hop_length=160, n_mels=40`` at 16 kHz). The
+authors' public scripts zero-pad/truncate every MFCC matrix to 100 frames
+before DTW: the option ``fixed_frames=100`` reproduces that variant.
+
+Example
+-------
+>>> import numpy as np
+>>> sim = np.array([[1.0, 0.2, 0.9], [0.2, 1.0, 0.5], [0.9, 0.5, 1.0]])
+>>> greedy_chain(sim, start=0).tolist()
+[0, 2, 1]
+>>> similarity_order(sim, start="highest_average").tolist()
+[2, 0, 1]
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+
+import numpy as np
+
+from .segments import Segments
+from .strategies import register_strategy
+
+logger = logging.getLogger(__name__)
+
+__all__ = [
+    "START_RULES",
+    "SimilarityInputError",
+    "WhisperSegmentEncoder",
+    "acoustic_order",
+    "acoustic_similarity",
+    "cosine_similarity",
+    "greedy_chain",
+    "mfcc_features",
+    "pool_segments",
+    "semantic_order",
+    "similarity_order",
+]
+
+
+class SimilarityInputError(ValueError):
+    """Audio or features a similarity order cannot be computed from; names the utterance."""
+
+
+# --------------------------------------------------------------------------- the shared chain
+
+
+def start_first(similarity: np.ndarray) -> int:
+    """AR's start: the first segment (the initial silence segment when there is one)."""
+    return 0
+
+
+def start_highest_average(similarity: np.ndarray) -> int:
+    """SR's start: the segment with the highest average similarity to the *other* segments.
+
+    Non-finite entries are left out of the average; ties go to the lowest index.
+
+    >>> start_highest_average(np.array([[1.0, 0.1, 0.2], [0.1, 1.0, 0.9], [0.2, 0.9, 1.0]]))
+    2
+    """
+    count = len(similarity)
+    if count == 1:
+        return 0
+    values = np.array(similarity, dtype=np.float64)
+    np.fill_diagonal(values, np.nan)
+    finite = np.isfinite(values)
+    sums = np.where(finite, values, 0.0).sum(axis=1)
+    counts = finite.sum(axis=1)
+    means = np.where(counts > 0, sums / np.maximum(counts, 1), -np.inf)
+    return int(np.argmax(means))
+
+
+START_RULES = {"first": start_first, "highest_average": start_highest_average}
+
+
+def greedy_chain(similarity: np.ndarray, start: int) -> np.ndarray:
+    """Greedy traversal of a similarity matrix (the paper's AR/SR ordering).
+
+    From ``start``, repeatedly append the unused segment with the highest
+    similarity to the current (last appended) one. When no unused segment has
+    a finite similarity to the current one, the remaining segments are
+    unreachable and are appended in their original order.
+
+    Parameters
+    ----------
+    similarity : numpy.ndarray
+        ``(N, N)``; higher is more similar; a non-finite entry (NaN, inf) marks "no edge".
+        Only the row of the current segment is read, so it need not be symmetric.
+    start : int
+
+    Returns
+    -------
+    numpy.ndarray
+        int64 permutation of ``range(N)`` beginning with ``start``.
+
+    >>> nan = np.nan
+    >>> sim = np.array([[1, 0.5, nan, 0.2], [0.5, 1, nan, 0.9], [nan] * 4, [0.2, 0.9, nan, 1]])
+    >>> greedy_chain(sim, 0).tolist()
+    [0, 1, 3, 2]
+    """
+    values = np.asarray(similarity, dtype=np.float64)
+    count = len(values)
+    if values.shape != (count, count):
+        raise ValueError(f"similarity must be a square matrix, got shape {values.shape}")
+    if count == 0:
+        return np.zeros(0, dtype=np.int64)
+    if not 0 <= start < count:
+        raise ValueError(f"start {start} is outside 0..{count - 1}")
+    used = np.zeros(count, dtype=bool)
+    order = [int(start)]
+    used[start] = True
+    current = int(start)
+    while len(order) < count:
+        row = values[current]
+        candidates = np.flatnonzero(~used & np.isfinite(row))
+        if len(candidates) == 0:
+            break  # the rest is unreachable from here
+        current = int(candidates[np.argmax(row[candidates])])  # argmax: first (lowest) index on ties
+        order.append(current)
+        used[current] = True
+    order.extend(np.flatnonzero(~used).tolist())
+    return np.asarray(order, dtype=np.int64)
+
+
+def similarity_order(similarity: np.ndarray, start: str | int = "first") -> np.ndarray:
+    """Greedy order with a named start rule (:data:`START_RULES`) or an explicit index."""
+    if isinstance(start, str):
+        try:
+            rule = START_RULES[start]
+        except KeyError:
+            raise ValueError(f"unknown start rule {start!r}; choose from {sorted(START_RULES)}") from None
+        start = rule(similarity) if len(similarity) else 0
+    return greedy_chain(similarity, int(start))
+
+
+def _check_audio(audio: np.ndarray, segments: Segments, utt_id: str | None) -> np.ndarray:
+    name = repr(utt_id) if utt_id else "(unnamed)"
+    if audio is None:
+        raise SimilarityInputError(f"utterance {name}: no audio given")
+    audio = np.asarray(audio)
+    if audio.ndim != 1:
+        raise SimilarityInputError(f"utterance {name}: expected 1-D mono audio, got shape {audio.shape}")
+    if not np.all(np.isfinite(audio)):
+        raise SimilarityInputError(f"utterance {name}: audio contains NaN or infinite samples")
+    if len(segments) and int(segments.spans[:, 1].max()) > len(audio):
+        raise SimilarityInputError(
+            f"utterance {name}: segments end at sample {int(segments.spans[:, 1].max())} "
+            f"but the audio has {len(audio)} samples"
+        )
+    return audio
+
+
+# --------------------------------------------------------------------------- AR
+
+
+def mfcc_features(
+    audio: np.ndarray,
+    segments: Segments,
+    sample_rate: int,
+    *,
+    n_mfcc: int = 13,
+    n_fft: int = 400,
+    hop_length: int = 160,
+    n_mels: int = 40,
+    fixed_frames: int | None = None,
+) -> list[np.ndarray]:
+    """One ``(n_mfcc, T_k)`` MFCC matrix per segment (librosa).
+
+    Segments shorter than ``n_fft`` samples are zero-padded to ``n_fft`` first.
+    ``fixed_frames`` (the authors' script variant: 100) zero-pads or truncates
+    every matrix to that many frames.
+
+    >>> from segreconcat_aug.segments import Segments
+    >>> segs = Segments(np.array([[0, 1600], [1600, 1700]]), False)
+    >>> [m.shape for m in mfcc_features(np.ones(1700, dtype=np.float32), segs, 16000)]
+    [(13, 11), (13, 3)]
+    """
+    import librosa
+
+    features = []
+    for start, end in segments.spans:
+        piece = np.asarray(audio[start:end], dtype=np.float32)
+        if len(piece) < n_fft:
+            piece = np.pad(piece, (0, n_fft - len(piece)))
+        mfcc = librosa.feature.mfcc(
+            y=piece, sr=sample_rate, n_mfcc=n_mfcc, n_fft=n_fft, hop_length=hop_length, n_mels=n_mels
+        )
+        if fixed_frames is not None:
+            mfcc = librosa.util.fix_length(mfcc, size=int(fixed_frames), axis=-1)
+        features.append(mfcc.astype(np.float64))
+    return features
+
+
+def acoustic_similarity(features: Sequence[np.ndarray]) -> np.ndarray:
+    """``s_ij = 1 / (1 + DTW(M_i, M_j))`` for all pairs.
+
+    >>> acoustic_similarity([np.zeros((1, 2)), np.ones((1, 2))]).tolist()
+    [[1.0, 0.3333333333333333], [0.3333333333333333, 1.0]]
+    """
+    from .dtw import pairwise_dtw  # numba compiles on first use: keep importing the registry light
+
+    return 1.0 / (1.0 + pairwise_dtw(features))
+
+
+@register_strategy("acoustic", precomputed=True, paper_name="AR")
+def acoustic_order(
+    segments: Segments,
+    audio: np.ndarray,
+    rng=None,
+    *,
+    sample_rate: int,
+    utt_id: str | None = None,
+    n_mfcc: int = 13,
+    n_fft: int = 400,
+    hop_length: int = 160,
+    n_mels: int = 40,
+    fixed_frames: int | None = None,
+    start: str | int = "first",
+    **_,
+) -> np.ndarray:
+    """AR: MFCC + DTW similarity, greedy chain from the first segment.
+
+    ``rng`` is unused (the order is deterministic). See the module doc for
+    options and the results on bad input.
+
+    >>> from segreconcat_aug.segments import Segments
+    >>> rng = np.random.default_rng(0)
+    >>> audio = np.concatenate([np.zeros(800), rng.normal(size=4000), 0.1 * rng.normal(size=4000)])
+    >>> segs = Segments(np.array([[0, 800], [800, 4800], [4800, 8800]]), True)
+    >>> acoustic_order(segs, audio.astype(np.float32), None, sample_rate=16000).tolist()[0]
+    0
+    """
+    audio = _check_audio(audio, segments, utt_id)
+    if len(segments) < 2:
+        return np.arange(len(segments), dtype=np.int64)
+    features = mfcc_features(
+        audio,
+        segments,
+        sample_rate,
+        n_mfcc=n_mfcc,
+        n_fft=n_fft,
+        hop_length=hop_length,
+        n_mels=n_mels,
+        fixed_frames=fixed_frames,
+    )
+    return similarity_order(acoustic_similarity(features), start)
+
+
+# --------------------------------------------------------------------------- SR
+
+
+def pool_segments(
+    frames: np.ndarray, segments: Segments, sample_rate: int, frame_rate: int = 50
+) -> np.ndarray:
+    """``concat(mean, max)`` of each segment's encoder frames: ``(N, 2 * dim)``.
+
+    Segment ``[s0, s1)`` (samples) takes frames ``[floor(t0 * frame_rate), ceil(t1 * frame_rate))``,
+    computed in integers, clipped to the frames there are, and at least one frame.
+
+    >>> from segreconcat_aug.segments import Segments
+    >>> frames = np.arange(10, dtype=np.float32).reshape(10, 1)  # 10 frames = 0.2 s at 50 frames/s
+    >>> pool_segments(frames, Segments(np.array([[0, 960], [960, 3200]]), False), 16000).tolist()
+    [[1.0, 2.0], [6.0, 9.0]]
+    """
+    frames = np.asarray(frames)
+    total = len(frames)
+    if total == 0:
+        raise ValueError("no encoder frames to pool")
+    pooled = np.empty((len(segments), 2 * frames.shape[1]), dtype=np.float64)
+    for k, (start, end) in enumerate(segments.spans):
+        lo = min(int(start) * frame_rate // sample_rate, total - 1)
+        hi = min(-(-int(end) * frame_rate // sample_rate), total)
+        hi = max(hi, lo + 1)
+        window = frames[lo:hi].astype(np.float64)
+        pooled[k, : frames.shape[1]] = window.mean(axis=0)
+        pooled[k, frames.shape[1] :] = window.max(axis=0)
+    return pooled
+
+
+def cosine_similarity(vectors: np.ndarray) -> np.ndarray:
+    """Pairwise cosine similarity of rows; a zero row gives NaN (unreachable).
+
+    >>> cosine_similarity(np.array([[1.0, 0.0], [1.0, 1.0], [0.0, 0.0]])).round(3).tolist()
+    [[1.0, 0.707, nan], [0.707, 1.0, nan], [nan, nan, nan]]
+    """
+    vectors = np.asarray(vectors, dtype=np.float64)
+    norms = np.linalg.norm(vectors, axis=1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        unit = vectors / np.where(norms > 0, norms, np.nan)[:, None]
+    return unit @ unit.T
+
+
+class WhisperSegmentEncoder:
+    """Whisper's last encoder layer for whole utterances, batched over 30 s windows.
+
+    The SR strategy's feature extractor: built once per job (it holds the
+    model), it runs the encoder once per utterance, not once per word.
+
+    Parameters
+    ----------
+    model : transformers Whisper model
+        ``WhisperModel`` or ``WhisperForConditionalGeneration`` (its encoder is used).
+    feature_extractor : transformers.WhisperFeatureExtractor
+    device : str
+    batch_size : int
+        30 s windows per encoder forward pass.
+    """
+
+    def __init__(self, model, feature_extractor, *, device: str = "cpu", batch_size: int = 8):
+        self.encoder = model.get_encoder() if hasattr(model, "get_encoder") else model.encoder
+        self.encoder.eval().to(device)
+        self.feature_extractor = feature_extractor
+        self.device = device
+        self.batch_size = int(batch_size)
+        self.sample_rate = int(feature_extractor.sampling_rate)
+        self.window_samples = int(feature_extractor.n_samples)
+        self.frames_per_window = int(model.config.max_source_positions)
+        window_seconds = self.window_samples / self.sample_rate
+        self.frame_rate = int(round(self.frames_per_window / window_seconds))
+
+    @classmethod
+    def from_pretrained(
+        cls, name: str = "openai/whisper-medium", *, device: str = "cpu", dtype=None, **kwargs
+    ):
+        """Load a Whisper checkpoint by name or path (transformers)."""
+        from transformers import WhisperFeatureExtractor, WhisperModel
+
+        model = WhisperModel.from_pretrained(name, torch_dtype=dtype)
+        return cls(model, WhisperFeatureExtractor.from_pretrained(name), device=device, **kwargs)
+
+    def encode(self, audios: Sequence[np.ndarray]) -> list[np.ndarray]:
+        """Encoder frames ``(ceil(len / 320), dim)`` float32 per utterance (16 kHz input).
+
+        Utterances longer than one window are cut into 30 s windows whose
+        frames are concatenated; all windows of all utterances are batched.
+        """
+        import torch
+
+        windows, owners = [], []
+        for index, audio in enumerate(audios):
+            audio = np.asarray(audio, dtype=np.float32)
+            if len(audio) == 0:
+                raise ValueError(f"utterance {index} of the batch is empty")
+            for start in range(0, len(audio), self.window_samples):
+                windows.append(audio[start : start + self.window_samples])
+                owners.append(index)
+        parameter = next(self.encoder.parameters())
+        outputs = []
+        with torch.inference_mode():
+            for first in range(0, len(windows), self.batch_size):
+                chunk = windows[first : first + self.batch_size]
+                features = self.feature_extractor(
+                    chunk, sampling_rate=self.sample_rate, return_tensors="pt"
+                ).input_features
+                features = features.to(device=parameter.device, dtype=parameter.dtype)
+                hidden = self.encoder(features).last_hidden_state
+                outputs.extend(hidden.float().cpu().numpy())
+        per_utterance: list[list[np.ndarray]] = [[] for _ in audios]
+        for owner, frames in zip(owners, outputs):
+            per_utterance[owner].append(frames)
+        samples_per_frame = self.sample_rate // self.frame_rate
+        return [
+            np.concatenate(parts)[: -(-len(audio) // samples_per_frame)]
+            for parts, audio in zip(per_utterance, audios)
+        ]
+
+
+@register_strategy("semantic", precomputed=True, paper_name="SR")
+def semantic_order(
+    segments: Segments,
+    audio: np.ndarray,
+    rng=None,
+    *,
+    sample_rate: int,
+    utt_id: str | None = None,
+    encoder: WhisperSegmentEncoder | None = None,
+    frames: np.ndarray | None = None,
+    frame_rate: int | None = None,
+    start: str | int = "highest_average",
+    **_,
+) -> np.ndarray:
+    """SR: Whisper-encoder similarity, greedy chain from the most central segment.
+
+    Pass either ``frames`` (this utterance's encoder output, e.g. computed in a
+    batch by :meth:`WhisperSegmentEncoder.encode`) or ``encoder`` (then it is
+    run on ``audio`` here). ``rng`` is unused.
+    """
+    audio = _check_audio(audio, segments, utt_id)
+    if len(segments) < 2:
+        return np.arange(len(segments), dtype=np.int64)
+    if frames is None:
+        if encoder is None:
+            raise ValueError(
+                "semantic strategy needs encoder frames or a WhisperSegmentEncoder (option 'encoder')"
+            )
+        if encoder.sample_rate != sample_rate:
+            raise ValueError(f"Whisper expects {encoder.sample_rate} Hz audio, got {sample_rate} Hz")
+        frames = encoder.encode([audio])[0]
+    if frame_rate is None:
+        frame_rate = encoder.frame_rate if encoder is not None else 50
+    frames = np.asarray(frames)
+    if not np.all(np.isfinite(frames)):
+        name = repr(utt_id) if utt_id else "(unnamed)"
+        raise SimilarityInputError(f"utterance {name}: Whisper encoder output has NaN or infinite values")
+    pooled = pool_segments(frames, segments, sample_rate, frame_rate)
+    return similarity_order(cosine_similarity(pooled), start)

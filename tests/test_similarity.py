@@ -1,0 +1,227 @@
+"""AR/SR strategies (segreconcat_aug.similarity): greedy chain, start rules, real audio, bad input."""
+
+import librosa
+import numpy as np
+import pytest
+from vpac_fixture import FIXTURES
+
+from segreconcat_aug.audio import read_audio
+from segreconcat_aug.kaldi import read_kaldi_map
+from segreconcat_aug.segments import Segments, word_segments
+from segreconcat_aug.similarity import (
+    SimilarityInputError,
+    acoustic_order,
+    cosine_similarity,
+    greedy_chain,
+    mfcc_features,
+    pool_segments,
+    similarity_order,
+    start_highest_average,
+)
+from segreconcat_aug.strategies import get_strategy
+
+nan = np.nan
+
+
+# --------------------------------------------------------------------------- greedy chain
+
+
+def test_greedy_follows_the_most_similar_neighbour_not_the_best_total():
+    # From 0 the greedy step takes 1 (0.9); the chain is 0-1-2-3 even though 0-3 is also strong.
+    sim = np.array(
+        [
+            [1.0, 0.9, 0.1, 0.8],
+            [0.9, 1.0, 0.7, 0.2],
+            [0.1, 0.7, 1.0, 0.6],
+            [0.8, 0.2, 0.6, 1.0],
+        ]
+    )
+    assert greedy_chain(sim, 0).tolist() == [0, 1, 2, 3]
+    assert greedy_chain(sim, 3).tolist() == [3, 0, 1, 2]
+    assert greedy_chain(sim, 2).tolist() == [2, 1, 0, 3]
+
+
+def test_greedy_reads_the_current_row_only():
+    # Asymmetric: from 0 the best is 2 (row 0), from 2 the best unused is 1 (row 2).
+    sim = np.array([[0, 0.1, 0.5], [0.9, 0, 0.2], [0.0, 0.3, 0]])
+    assert greedy_chain(sim, 0).tolist() == [0, 2, 1]
+
+
+def test_ties_go_to_the_lowest_index():
+    assert greedy_chain(np.ones((4, 4)), 2).tolist() == [2, 0, 1, 3]
+
+
+def test_unreachable_segments_are_appended_in_original_order():
+    sim = np.array(
+        [
+            [1.0, nan, 0.5, nan, nan],
+            [nan, 1.0, nan, 0.4, nan],
+            [0.5, nan, 1.0, nan, nan],
+            [nan, 0.4, nan, 1.0, nan],
+            [nan, nan, nan, nan, nan],
+        ]
+    )
+    # 0 reaches 2 only; from 2 nothing unused is reachable: 1, 3, 4 follow in order.
+    assert greedy_chain(sim, 0).tolist() == [0, 2, 1, 3, 4]
+    assert greedy_chain(sim, 4).tolist() == [4, 0, 1, 2, 3]
+    # -inf also means "no edge".
+    assert greedy_chain(np.array([[0, -np.inf], [-np.inf, 0]]), 1).tolist() == [1, 0]
+
+
+def test_start_rules():
+    sim = np.array(
+        [
+            [1.0, 0.1, 0.2, 0.3],
+            [0.1, 1.0, 0.8, 0.7],
+            [0.2, 0.8, 1.0, 0.1],
+            [0.3, 0.7, 0.1, 1.0],
+        ]
+    )
+    # Averages over the others: 0.2, 0.533, 0.367, 0.367 -> segment 1.
+    assert start_highest_average(sim) == 1
+    assert similarity_order(sim, "highest_average").tolist() == [1, 2, 0, 3]
+    assert similarity_order(sim, "first").tolist() == [0, 3, 1, 2]
+    assert similarity_order(sim, 3).tolist() == [3, 1, 2, 0]
+    # The diagonal is left out: a huge self-similarity does not make a start.
+    skewed = sim.copy()
+    skewed[0, 0] = 100.0
+    assert start_highest_average(skewed) == 1
+    # Non-finite entries are left out of the average, not counted as zero (that would pick 0).
+    holes = np.array([[1.0, 0.5, 0.4], [0.5, 1.0, nan], [0.4, nan, 1.0]])
+    assert start_highest_average(holes) == 1
+    with pytest.raises(ValueError, match="unknown start rule"):
+        similarity_order(sim, "middle")
+    with pytest.raises(ValueError, match="outside"):
+        greedy_chain(sim, 4)
+
+
+def test_cosine_similarity_and_pooling():
+    frames = np.array([[1.0, 0.0], [3.0, 0.0], [0.0, 2.0], [0.0, 4.0]])  # 4 frames = 80 ms at 50 frames/s
+    segments = Segments(np.array([[0, 640], [640, 1280]]), False)  # 40 ms each at 16 kHz -> 2 frames each
+    pooled = pool_segments(frames, segments, 16000)
+    assert pooled.tolist() == [[2.0, 0.0, 3.0, 0.0], [0.0, 3.0, 0.0, 4.0]]
+    # A segment inside one frame still gets that frame; frames past the end are clipped.
+    tiny = pool_segments(frames, Segments(np.array([[700, 710], [1200, 5000]]), False), 16000)
+    assert tiny.tolist() == [[0.0, 2.0, 0.0, 2.0], [0.0, 4.0, 0.0, 4.0]]
+    sim = cosine_similarity(pooled)
+    assert sim[0, 1] == pytest.approx(0.0) and sim[0, 0] == pytest.approx(1.0)
+
+
+# --------------------------------------------------------------------------- AR on real audio
+
+
+def fixture_segments(utt, lead=0.0, max_words=None, policy="cover"):
+    """Real audio with uniform word times (optionally shifted by a lead-in)."""
+    audio = read_audio(FIXTURES / f"{utt}.flac")
+    words = read_kaldi_map(FIXTURES / "text")[utt].split()[:max_words]
+    duration = len(audio) / 16000
+    span = (duration - lead) / len(words) if max_words is None else 0.3
+    starts = lead + span * np.arange(len(words))
+    return audio, word_segments(starts, starts + span, len(audio), 16000, policy)
+
+
+MFCC = dict(n_mfcc=13, n_fft=400, hop_length=160, n_mels=40)
+
+
+def reference_acoustic_order(audio, segments):
+    """The paper's AR, written directly on librosa (per-pair DTW) for comparison."""
+    features = [
+        librosa.feature.mfcc(
+            y=np.pad(audio[a:b], (0, max(0, 400 - (b - a)))),
+            sr=16000,
+            n_mfcc=13,
+            n_fft=400,
+            hop_length=160,
+            n_mels=40,
+        )
+        for a, b in segments.spans
+    ]
+    count = len(features)
+    sim = np.eye(count)
+    for i in range(count):
+        for j in range(count):
+            if i != j:
+                sim[i, j] = 1 / (
+                    1 + librosa.sequence.dtw(features[i], features[j], metric="euclidean")[0][-1, -1]
+                )
+    order, current = [0], 0
+    while len(order) < count:
+        rest = [k for k in range(count) if k not in order]
+        current = max(rest, key=lambda k: sim[current, k])
+        order.append(current)
+    return order
+
+
+def test_acoustic_order_matches_a_librosa_reference_on_real_speech():
+    audio, segments = fixture_segments("27-123349-0009", lead=0.2, max_words=9)
+    assert segments.leading_silence and len(segments) == 10
+    order = acoustic_order(segments, audio, None, sample_rate=16000, utt_id="27-123349-0009")
+    assert order.tolist() == reference_acoustic_order(audio, segments)
+    assert order[0] == 0  # the leading silence segment starts the chain
+    assert sorted(order.tolist()) == list(range(len(segments)))
+    assert order.tolist() != list(range(len(segments)))  # real speech is not already in similarity order
+
+
+def test_acoustic_is_registered_precomputed_and_deterministic():
+    strategy = get_strategy("acoustic")
+    assert strategy.precomputed and strategy.paper_name == "AR"
+    assert get_strategy("semantic").paper_name == "SR" and get_strategy("semantic").precomputed
+    audio, segments = fixture_segments("26-495-0019")
+    first = strategy.fn(segments, audio, np.random.default_rng(0), sample_rate=16000)
+    second = strategy.fn(segments, audio, np.random.default_rng(1), sample_rate=16000)
+    assert first.tolist() == second.tolist()
+    assert sorted(first.tolist()) == list(range(len(segments)))
+
+
+def test_fixed_frames_variant_pads_and_truncates_to_100():
+    audio, segments = fixture_segments("19-198-0000", policy="words")
+    long_segments = Segments(np.array([[0, len(audio)]] + segments.spans.tolist()), False)
+    features = mfcc_features(audio, long_segments, 16000, fixed_frames=100)
+    assert {f.shape for f in features} == {(13, 100)}
+    natural = mfcc_features(audio, long_segments, 16000)
+    assert natural[0].shape[1] > 100 and all(f.shape[1] < 100 for f in natural[1:])
+    # Truncation keeps the first 100 frames; padding appends zeros.
+    assert np.array_equal(features[0], natural[0][:, :100])
+    width = natural[1].shape[1]
+    assert np.array_equal(features[1][:, :width], natural[1]) and not features[1][:, width:].any()
+    order = acoustic_order(long_segments, audio, None, sample_rate=16000, fixed_frames=100)
+    assert sorted(order.tolist()) == list(range(len(long_segments)))
+
+
+# --------------------------------------------------------------------------- bad input
+
+
+def test_segments_shorter_than_one_frame_are_padded():
+    audio, _ = fixture_segments("26-495-0019")
+    segments = Segments(np.array([[0, 100], [100, 8000], [8000, 8001], [8001, 16000]]), False)
+    features = mfcc_features(audio, segments, 16000)
+    assert features[0].shape == features[2].shape == (13, 3)  # 400 samples at hop 160, centred
+    assert np.all(np.isfinite(features[2]))
+    order = acoustic_order(segments, audio, None, sample_rate=16000)
+    assert sorted(order.tolist()) == [0, 1, 2, 3]
+
+
+def test_silent_audio_keeps_the_original_order():
+    segments = Segments(np.array([[0, 4000], [4000, 9000], [9000, 16000]]), False)
+    order = acoustic_order(segments, np.zeros(16000, dtype=np.float32), None, sample_rate=16000)
+    assert order.tolist() == [0, 1, 2]
+
+
+@pytest.mark.parametrize("value", [np.nan, np.inf])
+def test_non_finite_audio_names_the_utterance(value):
+    audio, segments = fixture_segments("26-495-0019")
+    audio = audio.copy()
+    audio[500] = value
+    with pytest.raises(SimilarityInputError, match="26-495-0019.*NaN or infinite"):
+        acoustic_order(segments, audio, None, sample_rate=16000, utt_id="26-495-0019")
+
+
+def test_segments_past_the_audio_name_the_utterance():
+    segments = Segments(np.array([[0, 100], [100, 2000]]), False)
+    with pytest.raises(SimilarityInputError, match="'u9'.*1000 samples"):
+        acoustic_order(segments, np.ones(1000, dtype=np.float32), None, sample_rate=16000, utt_id="u9")
+
+
+def test_one_segment_needs_no_similarity():
+    order = acoustic_order(Segments(np.array([[0, 50]]), False), np.zeros(50), None, sample_rate=16000)
+    assert order.tolist() == [0]

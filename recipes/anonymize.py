@@ -1,0 +1,69 @@
+#!/usr/bin/env python3
+"""Anonymize speech with McAdams (VoicePrivacy B2) into the challenge layout.
+
+Usage::
+
+    python recipes/anonymize.py hparams/anonymize.yaml --input_folder=<kaldi folder or audio folder> \
+        --output_folder=<new folder>
+
+The input is a Kaldi-style folder (``wav.scp``, ``utt2spk``, optional ``text``,
+``spk2gender``, ``enrolls``, ``trials``, ``utt2dur``) or a folder of audio
+files (LibriSpeech ``*.trans.txt`` transcripts are picked up). The output holds
+``wav/<utt>.wav`` and the lists (see :func:`segreconcat_aug.mcadams.anonymize_folder`);
+the input is never modified. With ``system`` and ``sets``, a whole layout is
+written to ``<output_folder>/<system>/data/<set>_<system>/``, ready for
+``recipes/align.py``, ``recipes/train.py`` and ``recipes/evaluate.py``.
+"""
+
+import logging
+import sys
+from pathlib import Path
+
+import speechbrain as sb
+from hyperpyyaml import load_hyperpyyaml
+
+from segreconcat_aug.mcadams import anonymize_folder
+
+logger = logging.getLogger(__name__)
+
+
+def jobs(hparams) -> list[tuple[Path, Path]]:
+    """(input folder, output folder) pairs for one folder or a whole layout."""
+    source, target = Path(hparams["input_folder"]), Path(hparams["output_folder"])
+    sets, system = hparams.get("sets"), hparams.get("system")
+    if not sets:
+        return [(source, target)]
+    if not system:
+        raise ValueError("`sets` needs `system` (the name of the anonymized system, e.g. MCADAMS)")
+    missing = [name for name in sets if not (source / name).is_dir()]
+    if missing:
+        raise FileNotFoundError(f"{source}: no folder for set(s) {missing} (expected {source}/<set>/)")
+    return [(source / name, target / system / "data" / f"{name}_{system}") for name in sets]
+
+
+def main(argv=None):
+    hparams_file, run_opts, overrides = sb.parse_arguments(sys.argv[1:] if argv is None else argv)
+    with open(hparams_file, encoding="utf-8") as handle:
+        hparams = load_hyperpyyaml(handle, overrides)
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    for source, target in jobs(hparams):
+        report = anonymize_folder(
+            source,
+            target,
+            hparams["anonymizer"],
+            audio_format=hparams["audio_format"],
+            scp_root=hparams.get("scp_root"),
+            root=hparams.get("data_root"),
+            allow_pipes=hparams.get("allow_pipes", False),
+        )
+        logger.info(
+            "%s -> %s: %d utterances anonymized, %d kept from an earlier run",
+            source,
+            target,
+            report.written,
+            report.skipped,
+        )
+
+
+if __name__ == "__main__":
+    main()

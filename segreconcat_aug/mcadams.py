@@ -373,7 +373,7 @@ def read_librispeech_speakers(path) -> dict[str, str]:
 
     >>> import tempfile, pathlib
     >>> p = pathlib.Path(tempfile.mkdtemp()) / "SPEAKERS.TXT"
-    >>> _ = p.write_text(";ID  |SEX| SUBSET |MINUTES| NAME\\n14   | F | train-clean-360  | 25.03 | Kristin\\n")
+    >>> _ = p.write_text(";ID |SEX| SUBSET |MINUTES| NAME\\n14 | F | train-clean-360 | 25.03 | Kristin\\n")
     >>> read_librispeech_speakers(p)
     {'14': 'f'}
     """

@@ -1,0 +1,42 @@
+#!/usr/bin/env python3
+"""Score a trained attacker on its system's dev and test trials, as the VPAC 2024 challenge does.
+
+Usage (the same YAML and overrides as training, so the same output folder is found)::
+
+    python recipes/evaluate.py hparams/ecapa_segreconcat.yaml --data_folder=<VPAC root> --system=T8-5
+
+Loads ``<export_folder>/embedding_model.ckpt`` (the best-dev-loss model that
+``recipes/train.py`` exports), embeds every enrollment and trial utterance whole
+(cached under ``<eval_folder>/embeddings/``, so a rerun only rescores), scores
+trials by cosine against averaged enrollment embeddings and writes to
+``<eval_folder>`` (default ``<output_folder>/eval``): ``scores/*.txt``,
+``results.csv``, ``results.md`` (the paper's Table 2 columns), ``results.json``
+and ``det.png``. Options: the ``eval_*`` keys (docs/evaluation.md).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import speechbrain as sb
+from hyperpyyaml import load_hyperpyyaml
+
+from segreconcat_aug.evaluation import evaluate_system
+
+
+def main(argv=None):
+    hparams_file, run_opts, overrides = sb.parse_arguments(sys.argv[1:] if argv is None else list(argv))
+    with open(hparams_file, encoding="utf-8") as fin:
+        hparams = load_hyperpyyaml(fin, overrides)
+    eval_folder = Path(hparams.get("eval_folder") or Path(hparams["output_folder"]) / "eval")
+    sb.create_experiment_directory(
+        experiment_directory=str(eval_folder), hyperparams_to_save=hparams_file, overrides=overrides
+    )
+    results = evaluate_system(hparams, run_opts)
+    print((eval_folder / "results.md").read_text(encoding="utf-8"))
+    return results
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,734 @@
+"""Score a trained attacker exactly as the VoicePrivacy Attacker Challenge 2024 does.
+
+Per system, for each of dev / test and female / male:
+
+1. read the enrollment folder (speakers grouped by its ``utt2spk``, utterances
+   from its ``enrolls`` list when present) and the trial list
+   (``<enroll-spk> <test-utt> target|nontarget``);
+2. embed every enrollment and trial utterance WHOLE with the trained model
+   (Fbank -> sentence mean normalization -> ECAPA-TDNN), batched by similar
+   duration and cached to disk, so rescoring is instant;
+3. enrollment model = mean of the speaker's raw embeddings; score = cosine
+   similarity of enrollment model and test embedding;
+4. EER (SpeechBrain's definition, :mod:`segreconcat_aug.metrics`) and
+   normalized minDCF per subset; the table averages as the paper's Table 2.
+
+Options, off by default (the paper uses neither): ``normalize_wave`` (the
+challenge's own evaluation scales each waveform to -30 LUFS and then divides
+by its peak, which amounts to peak normalization) and score normalization
+(``s-norm`` or ``as-norm`` against a cohort drawn from the system's training
+speakers).
+
+:func:`evaluate_system` is the entry point used by ``recipes/evaluate.py`` and
+by the training recipe's last stage.
+
+Example
+-------
+>>> enroll, test = np.array([[1.0, 0.0], [0.0, 2.0]]), np.array([[3.0, 0.0], [1.0, 1.0]])
+>>> [round(float(s), 4) for s in cosine_scores(enroll, test)]
+[1.0, 0.7071]
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+from tqdm import tqdm
+
+from .audio import SAMPLE_RATE, audio_duration, read_audio
+from .kaldi import KaldiFolder, load_kaldi_folder, read_trials
+from .metrics import verification_metrics
+from .vpac import ENROLL_SETS, TRAIN_SET, TRIAL_SETS, system_folders
+
+logger = logging.getLogger(__name__)
+
+#: Subset names in the order of the paper's Table 2.
+SUBSETS = ("dev_f", "dev_m", "test_f", "test_m")
+#: Table 2 columns: per-subset EERs, the per-part averages and the overall average of the four.
+TABLE_COLUMNS = ("dev_f", "dev_m", "dev_avg", "test_f", "test_m", "test_avg", "avg")
+SCORE_NORMS = (None, "s-norm", "as-norm")
+
+
+class TrialListError(ValueError):
+    """A trial list or enrollment folder cannot be scored as it is."""
+
+
+# ---------------------------------------------------------------------------------------------------
+# Trials and enrollment
+# ---------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Enrollment:
+    """The enrollment utterances of one part (dev or test), grouped by speaker."""
+
+    folder: Path
+    wav: dict[str, str]
+    speakers: dict[str, list[str]]
+    utt2dur: dict[str, float] | None = None
+
+
+@dataclass
+class TrialList:
+    """One subset's trials, checked against its enrollment and its folder's ``wav.scp``."""
+
+    name: str
+    path: Path
+    enroll_speakers: list[str]
+    test_utterances: list[str]
+    targets: np.ndarray
+    wav: dict[str, str]
+    utt2dur: dict[str, float] | None = None
+    skipped: int = 0
+
+    def __len__(self) -> int:
+        return len(self.targets)
+
+
+def load_enrollment(folder: KaldiFolder) -> Enrollment:
+    """Group the enrollment utterances of a folder by speaker (``utt2spk``).
+
+    Utterances come from the ``enrolls`` list when the folder has one (every id
+    must be in ``wav.scp``), else from ``wav.scp``.
+    """
+    if folder.enrolls is not None:
+        unknown = [utt for utt in folder.enrolls if utt not in folder.wav]
+        if unknown:
+            raise TrialListError(
+                f"{folder.path / 'enrolls'}: {len(unknown)} enrollment utterance(s) not in wav.scp, first: "
+                f"{unknown[:5]}"
+            )
+        utterances = folder.enrolls
+    else:
+        utterances = folder.utterances
+    if not utterances:
+        raise TrialListError(f"{folder.path}: no enrollment utterances")
+    speakers: dict[str, list[str]] = defaultdict(list)
+    for utt in utterances:
+        speakers[folder.utt2spk[utt]].append(utt)
+    return Enrollment(folder.path, {u: folder.wav[u] for u in utterances}, dict(speakers), folder.utt2dur)
+
+
+def load_trial_list(
+    name: str, folder: KaldiFolder, enrollment: Enrollment, skip_missing: bool = False
+) -> TrialList:
+    """Read and check ``<folder>/trials`` against ``enrollment`` and the folder's ``wav.scp``.
+
+    Raises
+    ------
+    TrialListError
+        On an empty list, a list with only targets or only non-targets, or (unless
+        ``skip_missing``) a trial naming a speaker that is not enrolled or an
+        utterance that is not in ``wav.scp``, naming file and line. Skipped trials
+        are counted in ``TrialList.skipped`` and logged.
+    """
+    path = folder.path / "trials"
+    trials = read_trials(path)
+    if not trials:
+        raise TrialListError(f"{path}: no trials")
+    keep = []
+    skipped = 0
+    for trial in trials:
+        problem = None
+        if trial.enroll_speaker not in enrollment.speakers:
+            problem = (
+                f"enrollment speaker {trial.enroll_speaker!r} has no utterance in {enrollment.folder} "
+                f"(enrolled: {len(enrollment.speakers)} speakers)"
+            )
+        elif trial.test_utterance not in folder.wav:
+            problem = f"test utterance {trial.test_utterance!r} is not in {folder.path / 'wav.scp'}"
+        if problem is None:
+            keep.append(trial)
+        elif skip_missing:
+            skipped += 1
+        else:
+            raise TrialListError(f"{path}:{trial.line}: {problem} (skip_missing_trials skips such trials)")
+    if skipped:
+        logger.warning(
+            "%s: skipped %d of %d trials naming unknown speakers or utterances", path, skipped, len(trials)
+        )
+    if not keep:
+        raise TrialListError(f"{path}: no trial left to score ({skipped} skipped)")
+    targets = np.array([t.target for t in keep], dtype=bool)
+    if targets.all() or not targets.any():
+        kind = "target" if targets.all() else "non-target"
+        raise TrialListError(
+            f"{path}: all {len(keep)} trials are {kind} trials; the EER needs both targets and non-targets"
+        )
+    return TrialList(
+        name=name,
+        path=path,
+        enroll_speakers=[t.enroll_speaker for t in keep],
+        test_utterances=[t.test_utterance for t in keep],
+        targets=targets,
+        wav=folder.wav,
+        utt2dur=folder.utt2dur,
+        skipped=skipped,
+    )
+
+
+def load_system_trials(
+    data_folder,
+    system: str,
+    folder_overrides: dict | None = None,
+    subsets=SUBSETS,
+    skip_missing: bool = False,
+    allow_pipes: bool = False,
+) -> tuple[dict[str, Enrollment], dict[str, TrialList]]:
+    """Enrollments (by part) and trial lists (by subset name, e.g. ``dev_f``) of one system.
+
+    Example
+    -------
+    >>> import tempfile, pathlib
+    >>> root = pathlib.Path(tempfile.mkdtemp())
+    >>> for name, extra in [("libri_dev_enrolls_S", {"enrolls": "a1\\n"}),
+    ...                     ("libri_dev_trials_f_S", {"trials": "A t1 target\\nA t2 nontarget\\n"})]:
+    ...     d = root / "S" / "data" / name; d.mkdir(parents=True)
+    ...     utts = ["a1"] if "enrolls" in extra else ["t1", "t2"]
+    ...     _ = (d / "wav.scp").write_text("".join(f"{u} {u}.wav\\n" for u in utts))
+    ...     _ = (d / "utt2spk").write_text("".join(f"{u} {u[0].upper()}\\n" for u in utts))
+    ...     for k, v in extra.items(): _ = (d / k).write_text(v)
+    >>> enrollments, trials = load_system_trials(root, "S", subsets=["dev_f"])
+    >>> enrollments["dev"].speakers, trials["dev_f"].targets.tolist()
+    ({'A': ['a1']}, [True, False])
+    """
+    unknown = [s for s in subsets if s not in SUBSETS]
+    if unknown:
+        raise ValueError(f"unknown subset(s) {unknown}; subsets: {list(SUBSETS)}")
+    parts = sorted({s.split("_")[0] for s in subsets}, key=["dev", "test"].index)
+    sets = [ENROLL_SETS[p] for p in parts] + [TRIAL_SETS[tuple(s.split("_"))] for s in subsets]
+    folders = system_folders(data_folder, system, folder_overrides, sets=sets)
+    enrollments = {
+        part: load_enrollment(
+            load_kaldi_folder(folders[ENROLL_SETS[part]], root=data_folder, allow_pipes=allow_pipes)
+        )
+        for part in parts
+    }
+    trial_lists = {}
+    for subset in subsets:
+        part, gender = subset.split("_")
+        folder = load_kaldi_folder(
+            folders[TRIAL_SETS[(part, gender)]], root=data_folder, allow_pipes=allow_pipes
+        )
+        trial_lists[subset] = load_trial_list(subset, folder, enrollments[part], skip_missing=skip_missing)
+    return enrollments, trial_lists
+
+
+# ---------------------------------------------------------------------------------------------------
+# Embeddings
+# ---------------------------------------------------------------------------------------------------
+
+
+def peak_normalize(audio: np.ndarray) -> np.ndarray:
+    """The challenge evaluation's wave normalization.
+
+    It scales to -30 LUFS and then divides by the peak; the first gain cancels,
+    so the result is ``audio / max|audio|`` (silence is returned unchanged).
+
+    >>> peak_normalize(np.array([0.1, -0.25], dtype=np.float32)).tolist()
+    [0.4000000059604645, -1.0]
+    """
+    peak = float(np.max(np.abs(audio))) if len(audio) else 0.0
+    return audio if peak == 0.0 else (audio / peak).astype(np.float32)
+
+
+def model_fingerprint(path, extra: dict | None = None) -> str:
+    """A short hash of a checkpoint file's bytes and the extraction options (names the cache)."""
+    digest = hashlib.sha1()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    digest.update(json.dumps(extra or {}, sort_keys=True).encode())
+    return digest.hexdigest()[:16]
+
+
+class EmbeddingCache:
+    """Embeddings of one folder, as ``shard-*.npz`` files (ids + float32 matrix) under ``folder``.
+
+    Shards are written atomically while embedding runs, so an interrupted run
+    resumes where it stopped.
+
+    Example
+    -------
+    >>> import tempfile
+    >>> cache = EmbeddingCache(tempfile.mkdtemp())
+    >>> cache.add(["u1"], np.ones((1, 3), dtype=np.float32)); cache.flush()
+    >>> sorted(EmbeddingCache(cache.folder).load())
+    ['u1']
+    """
+
+    def __init__(self, folder):
+        self.folder = Path(folder)
+        self._pending_ids: list[str] = []
+        self._pending: list[np.ndarray] = []
+
+    def load(self) -> dict[str, np.ndarray]:
+        found: dict[str, np.ndarray] = {}
+        for shard in sorted(self.folder.glob("shard-*.npz")):
+            with np.load(shard) as data:
+                for utt, vector in zip(data["ids"].tolist(), data["embeddings"]):
+                    found[utt] = vector
+        return found
+
+    def add(self, ids, embeddings: np.ndarray) -> None:
+        self._pending_ids.extend(ids)
+        self._pending.append(np.asarray(embeddings, dtype=np.float32))
+
+    def flush(self) -> None:
+        if not self._pending_ids:
+            return
+        self.folder.mkdir(parents=True, exist_ok=True)
+        number = len(list(self.folder.glob("shard-*.npz")))
+        target = self.folder / f"shard-{number:05d}.npz"
+        partial = self.folder / f".partial-{number:05d}.npz"
+        np.savez(partial, ids=np.array(self._pending_ids), embeddings=np.concatenate(self._pending))
+        os.replace(partial, target)
+        self._pending_ids, self._pending = [], []
+
+
+def duration_batches(durations: dict[str, float], batch_size: int, max_batch_seconds: float | None = None):
+    """Utterance ids in batches of similar duration (sorted, longest first).
+
+    A batch holds at most ``batch_size`` utterances and, when set, at most
+    ``max_batch_seconds`` of padded audio (a longer single utterance still
+    gets its own batch).
+
+    >>> duration_batches({"a": 1.0, "b": 9.0, "c": 2.0, "d": 8.5}, batch_size=2)
+    [['b', 'd'], ['c', 'a']]
+    >>> duration_batches({"a": 1.0, "b": 9.0, "c": 2.0}, batch_size=8, max_batch_seconds=10)
+    [['b'], ['c', 'a']]
+    """
+    if batch_size < 1:
+        raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+    order = sorted(durations, key=lambda utt: (-durations[utt], utt))
+    batches, current = [], []
+    for utt in order:
+        # Sorted longest first, so the padded size of a batch is its first item's duration x its size.
+        longest = durations[current[0]] if current else durations[utt]
+        full = len(current) >= batch_size or (
+            max_batch_seconds is not None and current and longest * (len(current) + 1) > max_batch_seconds
+        )
+        if full:
+            batches.append(current)
+            current = []
+        current.append(utt)
+    if current:
+        batches.append(current)
+    return batches
+
+
+class EmbeddingExtractor:
+    """Embeds whole utterances: Fbank -> sentence mean normalization -> embedding model.
+
+    Parameters
+    ----------
+    compute_features, mean_var_norm, embedding_model : torch.nn.Module
+        The training YAML's modules (the model already loaded with its weights).
+    device : str
+    batch_size : int
+        Utterances per batch; batches group similar durations so padding stays small.
+    max_batch_seconds : float or None
+        Cap on padded seconds per batch (memory).
+    normalize_wave : bool
+        Peak-normalize each waveform first (the challenge evaluation's normalization).
+    sample_rate : int
+    allow_pipes : bool
+        Accept ``wav.scp`` shell pipes.
+    """
+
+    def __init__(
+        self,
+        compute_features,
+        mean_var_norm,
+        embedding_model,
+        device: str = "cpu",
+        batch_size: int = 16,
+        max_batch_seconds: float | None = 600.0,
+        normalize_wave: bool = False,
+        sample_rate: int = SAMPLE_RATE,
+        save_every: int = 50,
+    ):
+        self.compute_features = compute_features.to(device).eval()
+        self.mean_var_norm = mean_var_norm.to(device).eval()
+        self.embedding_model = embedding_model.to(device).eval()
+        self.device = device
+        self.batch_size = int(batch_size)
+        self.max_batch_seconds = max_batch_seconds
+        self.normalize_wave = bool(normalize_wave)
+        self.sample_rate = int(sample_rate)
+        self.save_every = int(save_every)
+
+    @torch.no_grad()
+    def embed_batch(self, sources: list) -> np.ndarray:
+        """Embeddings (rows, float32) of a list of audio sources, zero-padded to the longest."""
+        signals = [read_audio(source, sample_rate=self.sample_rate) for source in sources]
+        if self.normalize_wave:
+            signals = [peak_normalize(signal) for signal in signals]
+        longest = max(len(signal) for signal in signals)
+        batch = torch.zeros(len(signals), longest)
+        for row, signal in enumerate(signals):
+            batch[row, : len(signal)] = torch.from_numpy(signal)
+        lengths = torch.tensor([len(signal) / longest for signal in signals])
+        batch, lengths = batch.to(self.device), lengths.to(self.device)
+        feats = self.compute_features(batch)
+        feats = self.mean_var_norm(feats, lengths)
+        embeddings = self.embedding_model(feats, lengths)
+        return embeddings.reshape(len(signals), -1).float().cpu().numpy()
+
+    def embed(
+        self,
+        wav: dict[str, str],
+        cache_folder,
+        durations: dict[str, float] | None = None,
+        desc: str = "embed",
+    ) -> dict[str, np.ndarray]:
+        """Embeddings of the utterances in ``wav`` (id -> source), read from / added to the cache."""
+        cache = EmbeddingCache(cache_folder)
+        found = cache.load()
+        missing = [utt for utt in wav if utt not in found]
+        if missing:
+            durations = durations or {}
+            lengths = {
+                utt: durations[utt] if utt in durations else audio_duration(wav[utt]) for utt in missing
+            }
+            batches = duration_batches(lengths, self.batch_size, self.max_batch_seconds)
+            with tqdm(total=len(missing), desc=desc, unit="utt") as progress:
+                for number, batch in enumerate(batches, start=1):
+                    vectors = self.embed_batch([wav[utt] for utt in batch])
+                    cache.add(batch, vectors)
+                    found.update(zip(batch, vectors))
+                    progress.update(len(batch))
+                    if number % self.save_every == 0:
+                        cache.flush()
+            cache.flush()
+        return {utt: found[utt] for utt in wav}
+
+
+# ---------------------------------------------------------------------------------------------------
+# Scoring
+# ---------------------------------------------------------------------------------------------------
+
+
+def _unit_rows(matrix: np.ndarray) -> np.ndarray:
+    matrix = np.asarray(matrix, dtype=np.float32)
+    norms = np.linalg.norm(matrix, axis=-1, keepdims=True)
+    return matrix / np.maximum(norms, np.float32(1e-12))
+
+
+def cosine_scores(enroll: np.ndarray, test: np.ndarray) -> np.ndarray:
+    """Row-wise cosine similarity of two ``(n, d)`` matrices, float32."""
+    return np.einsum("ij,ij->i", _unit_rows(enroll), _unit_rows(test)).astype(np.float32)
+
+
+def speaker_models(enrollment: Enrollment, embeddings: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Enrollment model per speaker: the mean of the speaker's raw (not length-normalized) embeddings."""
+    return {
+        spk: np.mean([embeddings[utt] for utt in utts], axis=0).astype(np.float32)
+        for spk, utts in enrollment.speakers.items()
+    }
+
+
+def normalize_scores(
+    scores: np.ndarray,
+    enroll_vectors: np.ndarray,
+    test_vectors: np.ndarray,
+    cohort: np.ndarray,
+    method: str = "s-norm",
+    top_k: int | None = None,
+) -> np.ndarray:
+    """Symmetric (``s-norm``) or adaptive symmetric (``as-norm``, top-``k`` cohort) score normalization.
+
+    ``s = ((s - mu_e) / sd_e + (s - mu_t) / sd_t) / 2`` with the mean and
+    standard deviation of each side's cosine scores against the cohort (its
+    ``top_k`` highest for ``as-norm``).
+
+    >>> rng = np.random.default_rng(0)
+    >>> e, t, c = rng.normal(size=(3, 4)), rng.normal(size=(3, 4)), rng.normal(size=(20, 4))
+    >>> normalize_scores(cosine_scores(e, t), e, t, c).shape
+    (3,)
+    """
+    if method not in ("s-norm", "as-norm"):
+        raise ValueError(f"unknown score normalization {method!r}; choose from {list(SCORE_NORMS)}")
+    cohort_unit = _unit_rows(cohort)
+
+    def stats(vectors):
+        against = _unit_rows(vectors) @ cohort_unit.T
+        if method == "as-norm":
+            k = min(int(top_k or against.shape[1]), against.shape[1])
+            against = -np.partition(-against, k - 1, axis=1)[:, :k]
+        return against.mean(axis=1), np.maximum(against.std(axis=1), 1e-6)
+
+    mean_e, std_e = stats(enroll_vectors)
+    mean_t, std_t = stats(test_vectors)
+    return (((scores - mean_e) / std_e + (scores - mean_t) / std_t) / 2).astype(np.float32)
+
+
+@dataclass
+class SubsetScores:
+    """The scored trials of one subset."""
+
+    name: str
+    trials_file: Path
+    enroll: list[str]
+    test: list[str]
+    targets: np.ndarray
+    scores: np.ndarray
+    skipped: int = 0
+
+    @property
+    def target_scores(self) -> np.ndarray:
+        return self.scores[self.targets]
+
+    @property
+    def nontarget_scores(self) -> np.ndarray:
+        return self.scores[~self.targets]
+
+
+@dataclass
+class SystemResults:
+    """Scores and metrics of one system (one trained model)."""
+
+    system: str
+    subsets: dict[str, SubsetScores]
+    metrics: dict[str, dict] = field(default_factory=dict)
+    options: dict = field(default_factory=dict)
+
+    def table_row(self) -> dict[str, float]:
+        """EERs (%) in the paper's Table 2 columns (averages over the subsets present)."""
+        return table_row({name: values["eer"] for name, values in self.metrics.items()})
+
+
+def table_row(eers: dict[str, float]) -> dict[str, float]:
+    """Table 2 columns from per-subset EERs: part averages and the average of the four subsets.
+
+    >>> table_row({"dev_f": 30.0, "dev_m": 20.0, "test_f": 10.0, "test_m": 20.0})["avg"]
+    20.0
+    """
+    row = {name: float(eers[name]) for name in SUBSETS if name in eers}
+    for part in ("dev", "test"):
+        values = [eers[f"{part}_{g}"] for g in "fm" if f"{part}_{g}" in eers]
+        if values:
+            row[f"{part}_avg"] = float(np.mean(values))
+    present = [eers[name] for name in SUBSETS if name in eers]
+    if present:
+        row["avg"] = float(np.mean(present))
+    return {column: row[column] for column in TABLE_COLUMNS if column in row}
+
+
+def score_trials(
+    trials: TrialList,
+    models: dict[str, np.ndarray],
+    test_embeddings: dict[str, np.ndarray],
+    cohort: np.ndarray | None = None,
+    score_norm: str | None = None,
+    cohort_top_k: int | None = None,
+) -> SubsetScores:
+    """Cosine score of every trial (enrollment model vs. test embedding), optionally normalized."""
+    enroll = np.stack([models[spk] for spk in trials.enroll_speakers])
+    test = np.stack([test_embeddings[utt] for utt in trials.test_utterances])
+    scores = cosine_scores(enroll, test)
+    if score_norm:
+        if cohort is None:
+            raise ValueError(f"score normalization {score_norm!r} needs a cohort")
+        scores = normalize_scores(scores, enroll, test, cohort, score_norm, cohort_top_k)
+    return SubsetScores(
+        trials.name,
+        trials.path,
+        trials.enroll_speakers,
+        trials.test_utterances,
+        trials.targets,
+        scores,
+        trials.skipped,
+    )
+
+
+def cohort_utterances(folder: KaldiFolder, per_speaker: int, seed: int) -> dict[str, list[str]]:
+    """Up to ``per_speaker`` utterances of each speaker of a folder, drawn with ``seed``."""
+    by_speaker: dict[str, list[str]] = defaultdict(list)
+    for utt in folder.utterances:
+        by_speaker[folder.utt2spk[utt]].append(utt)
+    rng = np.random.default_rng(seed)
+    chosen = {}
+    for spk in sorted(by_speaker):
+        utts = sorted(by_speaker[spk])
+        if len(utts) > per_speaker:
+            utts = sorted(rng.choice(utts, size=per_speaker, replace=False).tolist())
+        chosen[spk] = utts
+    return chosen
+
+
+# ---------------------------------------------------------------------------------------------------
+# The whole evaluation of one system
+# ---------------------------------------------------------------------------------------------------
+
+#: Evaluation keys of the training YAML, with their defaults (see docs/evaluation.md).
+EVAL_DEFAULTS = {
+    "eval_subsets": list(SUBSETS),
+    "eval_batch_size": 16,
+    "eval_max_batch_seconds": 600.0,
+    "eval_normalize_wave": False,
+    "eval_score_norm": None,
+    "eval_cohort_utts_per_speaker": 5,
+    "eval_cohort_top_k": 200,
+    "eval_skip_missing_trials": False,
+    "eval_allow_pipes": False,
+    "eval_p_targets": [0.01, 0.05],
+    "eval_save_every": 50,
+    "eval_det_plot": True,
+}
+
+
+def _option(hparams: dict, key: str):
+    value = hparams.get(key, EVAL_DEFAULTS[key])
+    return EVAL_DEFAULTS[key] if value is None and key != "eval_score_norm" else value
+
+
+def load_exported_model(hparams: dict, model_folder=None) -> Path:
+    """Load ``embedding_model.ckpt`` of the export folder into ``hparams['embedding_model']``.
+
+    The folder is ``model_folder``, else ``hparams['eval_model_folder']``, else
+    ``hparams['export_folder']``, else ``<output_folder>/export``. Returns the
+    checkpoint path.
+    """
+    folder = Path(
+        model_folder
+        or hparams.get("eval_model_folder")
+        or hparams.get("export_folder")
+        or Path(hparams["output_folder"]) / "export"
+    )
+    checkpoint = folder / "embedding_model.ckpt"
+    if not checkpoint.is_file():
+        raise FileNotFoundError(
+            f"{checkpoint}: no exported model (recipes/train.py writes it when training ends; "
+            "set eval_model_folder to evaluate another export)"
+        )
+    state = torch.load(checkpoint, map_location="cpu", weights_only=True)
+    try:
+        hparams["embedding_model"].load_state_dict(state)
+    except RuntimeError as err:
+        raise RuntimeError(
+            f"{checkpoint}: does not fit the YAML's embedding_model (channels or lin_neurons differ?): {err}"
+        ) from err
+    return checkpoint
+
+
+def evaluate_system(hparams: dict, run_opts: dict | None = None, write_report: bool = True) -> SystemResults:
+    """Evaluate the exported model of a training run on its system's dev and test trials.
+
+    Parameters
+    ----------
+    hparams : dict
+        The loaded training YAML: ``data_folder``, ``system``, ``output_folder``,
+        ``compute_features``, ``mean_var_norm``, ``embedding_model``, optional
+        ``folder_overrides``, ``export_folder``, ``seed`` and the ``eval_*`` keys
+        (:data:`EVAL_DEFAULTS`; ``eval_folder`` defaults to ``<output_folder>/eval``).
+    run_opts : dict or None
+        SpeechBrain run options; ``device`` is used (default cpu).
+    write_report : bool
+        Write scores, ``results.csv``, ``results.md``, ``results.json`` and the DET
+        figure to ``eval_folder`` (:func:`segreconcat_aug.report.write_system_report`).
+
+    Returns
+    -------
+    SystemResults
+    """
+    run_opts = run_opts or {}
+    device = run_opts.get("device") or "cpu"
+    system = hparams["system"]
+    data_folder = hparams["data_folder"]
+    overrides = hparams.get("folder_overrides") or {}
+    eval_folder = Path(hparams.get("eval_folder") or Path(hparams["output_folder"]) / "eval")
+    score_norm = _option(hparams, "eval_score_norm")
+    if score_norm not in SCORE_NORMS:
+        raise ValueError(f"eval_score_norm: unknown {score_norm!r}; choose from {list(SCORE_NORMS)}")
+    allow_pipes = bool(_option(hparams, "eval_allow_pipes"))
+
+    enrollments, trial_lists = load_system_trials(
+        data_folder,
+        system,
+        overrides,
+        subsets=list(_option(hparams, "eval_subsets")),
+        skip_missing=bool(_option(hparams, "eval_skip_missing_trials")),
+        allow_pipes=allow_pipes,
+    )
+    checkpoint = load_exported_model(hparams)
+    normalize_wave = bool(_option(hparams, "eval_normalize_wave"))
+    fingerprint = model_fingerprint(checkpoint, {"normalize_wave": normalize_wave})
+    cache_root = eval_folder / "embeddings" / fingerprint
+    extractor = EmbeddingExtractor(
+        hparams["compute_features"],
+        hparams["mean_var_norm"],
+        hparams["embedding_model"],
+        device=device,
+        batch_size=_option(hparams, "eval_batch_size"),
+        max_batch_seconds=_option(hparams, "eval_max_batch_seconds"),
+        normalize_wave=normalize_wave,
+        sample_rate=hparams.get("sample_rate", SAMPLE_RATE),
+        save_every=_option(hparams, "eval_save_every"),
+    )
+
+    models = {}
+    for part, enrollment in enrollments.items():
+        embeddings = extractor.embed(
+            enrollment.wav,
+            cache_root / enrollment.folder.name,
+            enrollment.utt2dur,
+            desc=f"{system} {part} enroll",
+        )
+        models[part] = speaker_models(enrollment, embeddings)
+
+    cohort = None
+    if score_norm:
+        folder = system_folders(data_folder, system, overrides, sets=[TRAIN_SET])[TRAIN_SET]
+        train = load_kaldi_folder(folder, root=data_folder, allow_pipes=allow_pipes)
+        chosen = cohort_utterances(
+            train, int(_option(hparams, "eval_cohort_utts_per_speaker")), hparams.get("seed", 0)
+        )
+        wav = {utt: train.wav[utt] for utts in chosen.values() for utt in utts}
+        embeddings = extractor.embed(
+            wav, cache_root / f"cohort-{train.path.name}", train.utt2dur, desc="cohort"
+        )
+        cohort = np.stack([np.mean([embeddings[u] for u in utts], axis=0) for utts in chosen.values()])
+
+    results = SystemResults(
+        system=system,
+        subsets={},
+        options={
+            "model": str(checkpoint),
+            "fingerprint": fingerprint,
+            "normalize_wave": normalize_wave,
+            "score_norm": score_norm,
+        },
+    )
+    p_targets = tuple(_option(hparams, "eval_p_targets"))
+    for name, trials in trial_lists.items():
+        needed = {utt: trials.wav[utt] for utt in dict.fromkeys(trials.test_utterances)}
+        test_embeddings = extractor.embed(
+            needed, cache_root / trials.path.parent.name, trials.utt2dur, desc=f"{system} {name} trials"
+        )
+        scored = score_trials(
+            trials,
+            models[name.split("_")[0]],
+            test_embeddings,
+            cohort,
+            score_norm,
+            _option(hparams, "eval_cohort_top_k"),
+        )
+        results.subsets[name] = scored
+        metrics = verification_metrics(scored.target_scores, scored.nontarget_scores, p_targets=p_targets)
+        metrics["skipped_trials"] = scored.skipped
+        results.metrics[name] = metrics
+        logger.info("%s %s: EER %.2f %% (%d trials)", system, name, metrics["eer"], len(trials))
+    if write_report:
+        from .report import write_system_report
+
+        write_system_report(results, eval_folder, det_plot=bool(_option(hparams, "eval_det_plot")))
+    return results

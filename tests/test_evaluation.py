@@ -1,0 +1,304 @@
+"""Evaluation on the tiny VPAC layout: trials, whole-utterance embeddings, cosine scoring, bad input."""
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from hyperpyyaml import load_hyperpyyaml
+
+from segreconcat_aug import evaluation
+from segreconcat_aug.audio import read_audio
+from segreconcat_aug.evaluation import (
+    EmbeddingCache,
+    TrialListError,
+    cosine_scores,
+    duration_batches,
+    evaluate_system,
+    load_system_trials,
+    normalize_scores,
+    peak_normalize,
+    speaker_models,
+)
+from segreconcat_aug.kaldi import read_kaldi_map, read_trials
+from segreconcat_aug.report import read_results, read_scores
+
+REPO = Path(__file__).resolve().parents[1]
+HPARAMS = REPO / "hparams" / "ecapa_segreconcat.yaml"
+TINY = {"channels": [16, 16, 16, 16, 48], "attention_channels": 8, "lin_neurons": 16}
+
+
+def tiny_overrides(vpac_root, output_folder, **extra):
+    return {
+        "data_folder": str(vpac_root),
+        "system": "T8-5",
+        "output_folder": str(output_folder),
+        **TINY,
+        **extra,
+    }
+
+
+def load_tiny_hparams(overrides):
+    with open(HPARAMS, encoding="utf-8") as fin:
+        return load_hyperpyyaml(fin, overrides)
+
+
+def export_random_model(hparams) -> Path:
+    """What recipes/train.py leaves behind: the embedding model's state_dict in the export folder."""
+    torch.manual_seed(0)
+    model = hparams["embedding_model"]
+    for parameter in model.parameters():  # random but deterministic weights
+        parameter.data.normal_(0, 0.3)
+    export = Path(hparams["output_folder"]) / "export"
+    export.mkdir(parents=True, exist_ok=True)
+    torch.save(model.state_dict(), export / "embedding_model.ckpt")
+    return export
+
+
+@pytest.fixture(scope="module")
+def evaluated(vpac_root, tmp_path_factory):
+    torch.set_num_threads(1)
+    output = tmp_path_factory.mktemp("run")
+    hparams = load_tiny_hparams(tiny_overrides(vpac_root, output))
+    hparams["eval_batch_size"] = 1  # no padding: scores comparable with single-utterance embeddings
+    export_random_model(hparams)
+    return hparams, evaluate_system(hparams, {"device": "cpu"})
+
+
+def _embed_alone(hparams, path):
+    """Embedding of one whole utterance, computed directly with the YAML's modules."""
+    with torch.no_grad():
+        wav = torch.from_numpy(read_audio(path)).unsqueeze(0)
+        lengths = torch.ones(1)
+        feats = hparams["mean_var_norm"](hparams["compute_features"](wav), lengths)
+        return hparams["embedding_model"](feats, lengths).reshape(-1).numpy()
+
+
+def test_end_to_end_scores_every_trial_as_the_challenge_does(evaluated, vpac_root):
+    hparams, results = evaluated
+    assert list(results.subsets) == ["dev_f", "dev_m", "test_f", "test_m"]
+    data = vpac_root / "T8-5" / "data"
+    for name, subset in results.subsets.items():
+        part, gender = name.split("_")
+        trials = read_trials(data / f"libri_{part}_trials_{gender}_T8-5" / "trials")
+        assert subset.enroll == [t.enroll_speaker for t in trials]
+        assert subset.test == [t.test_utterance for t in trials]
+        assert subset.targets.tolist() == [t.target for t in trials]
+        assert np.all(np.abs(subset.scores) <= 1.0 + 1e-6)
+        metrics = results.metrics[name]
+        assert (metrics["target_trials"], metrics["nontarget_trials"]) == (
+            sum(t.target for t in trials),
+            sum(not t.target for t in trials),
+        )
+    # One score recomputed independently: cosine(mean of enrollment embeddings, test embedding).
+    subset = results.subsets["dev_m"]
+    enroll_folder = data / "libri_dev_enrolls_T8-5"
+    wav = read_kaldi_map(enroll_folder / "wav.scp")
+    utt2spk = read_kaldi_map(enroll_folder / "utt2spk")
+    speaker, test_utt = subset.enroll[0], subset.test[0]
+    enroll = np.mean(
+        [_embed_alone(hparams, vpac_root / wav[u]) for u in wav if utt2spk[u] == speaker], axis=0
+    )
+    trial_wav = read_kaldi_map(data / "libri_dev_trials_m_T8-5" / "wav.scp")
+    test = _embed_alone(hparams, vpac_root / trial_wav[test_utt])
+    expected = enroll @ test / np.linalg.norm(enroll) / np.linalg.norm(test)
+    assert subset.scores[0] == pytest.approx(expected, abs=1e-4)
+
+
+def test_reports_are_written_and_consistent(evaluated):
+    hparams, results = evaluated
+    folder = Path(hparams["output_folder"]) / "eval"
+    saved = read_results(folder)
+    assert saved["table"]["avg"] == pytest.approx(
+        np.mean([saved["subsets"][s]["eer"] for s in evaluation.SUBSETS])
+    )
+    _, _, targets, scores = read_scores(folder / "scores" / "test_f.txt")
+    np.testing.assert_array_equal(scores, results.subsets["test_f"].scores)
+    np.testing.assert_array_equal(targets, results.subsets["test_f"].targets)
+    assert (folder / "det.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "| T8-5 |" in (folder / "results.md").read_text()
+
+
+def test_rescoring_reads_the_embedding_cache(evaluated, monkeypatch):
+    hparams, results = evaluated
+
+    def no_model(*args, **kwargs):
+        raise AssertionError("the cache should have every embedding")
+
+    monkeypatch.setattr(evaluation.EmbeddingExtractor, "embed_batch", no_model)
+    again = evaluate_system(hparams, write_report=False)
+    for name in results.subsets:
+        np.testing.assert_array_equal(again.subsets[name].scores, results.subsets[name].scores)
+
+
+def test_evaluate_recipe_command_line(evaluated, vpac_root):
+    hparams, results = evaluated
+    # Same output folder and model: the embeddings come from the cache the fixture filled.
+    overrides = tiny_overrides(vpac_root, hparams["output_folder"])
+    args = [f"--{key}={value}".replace(" ", "") for key, value in overrides.items()]
+    done = subprocess.run(
+        [sys.executable, str(REPO / "recipes" / "evaluate.py"), str(HPARAMS), *args, "--device=cpu"],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "| dev F | dev M | dev avg | test F | test M | test avg | avg |" in done.stdout
+    assert read_results(Path(hparams["output_folder"]) / "eval")["table"] == pytest.approx(
+        results.table_row()
+    )
+
+
+def test_score_normalization_runs_end_to_end(evaluated, vpac_root, tmp_path):
+    hparams, results = evaluated
+    hparams = dict(hparams)
+    hparams.update(
+        eval_folder=str(Path(hparams["output_folder"]) / "eval"),  # same cache: only the cohort is embedded
+        eval_score_norm="as-norm",
+        eval_cohort_utts_per_speaker=1,
+        eval_cohort_top_k=3,
+        eval_subsets=["dev_f"],
+    )
+    normed = evaluate_system(hparams, write_report=False)
+    raw = results.subsets["dev_f"].scores
+    assert normed.subsets["dev_f"].scores.shape == raw.shape
+    assert not np.allclose(normed.subsets["dev_f"].scores, raw)
+    assert normed.options["score_norm"] == "as-norm"
+
+
+# ----- pieces -------------------------------------------------------------------------------------
+
+
+def test_speaker_model_is_the_mean_of_raw_embeddings():
+    class Enroll:
+        speakers = {"a": ["a1", "a2"], "b": ["b1"]}
+
+    embeddings = {"a1": np.array([2.0, 0.0]), "a2": np.array([0.0, 4.0]), "b1": np.array([1.0, 1.0])}
+    models = speaker_models(Enroll, embeddings)
+    np.testing.assert_allclose(models["a"], [1.0, 2.0])  # not the mean of unit vectors ([0.5, 0.5])
+    assert cosine_scores(models["a"][None], np.array([[1.0, 2.0]]))[0] == pytest.approx(1.0)
+
+
+def test_s_norm_matches_its_formula():
+    rng = np.random.default_rng(1)
+    enroll, test, cohort = rng.normal(size=(4, 5)), rng.normal(size=(4, 5)), rng.normal(size=(30, 5))
+    raw = cosine_scores(enroll, test)
+
+    def side(vectors):
+        against = np.array([[cosine_scores(v[None], c[None])[0] for c in cohort] for v in vectors])
+        return against.mean(axis=1), against.std(axis=1)
+
+    (me, se), (mt, st) = side(enroll), side(test)
+    expected = ((raw - me) / se + (raw - mt) / st) / 2
+    np.testing.assert_allclose(normalize_scores(raw, enroll, test, cohort, "s-norm"), expected, atol=1e-5)
+    # as-norm with the whole cohort is s-norm
+    np.testing.assert_allclose(
+        normalize_scores(raw, enroll, test, cohort, "as-norm", top_k=30), expected, atol=1e-5
+    )
+
+
+def test_peak_normalize_matches_loudness_then_peak():
+    audio = np.array([0.05, -0.2, 0.1], dtype=np.float32)
+    gain = 3.7  # any loudness gain cancels when the peak is divided out afterwards
+    np.testing.assert_allclose(
+        peak_normalize(audio), (audio * gain) / np.max(np.abs(audio * gain)), rtol=1e-6
+    )
+    assert peak_normalize(np.zeros(4, dtype=np.float32)).tolist() == [0.0] * 4
+
+
+def test_duration_batches_group_similar_lengths():
+    rng = np.random.default_rng(0)
+    durations = {f"u{k}": float(d) for k, d in enumerate(rng.uniform(1, 30, 50))}
+    batches = duration_batches(durations, batch_size=8, max_batch_seconds=100)
+    assert sorted(u for b in batches for u in b) == sorted(durations)
+    for batch in batches:
+        assert len(batch) <= 8
+        assert len(batch) == 1 or max(durations[u] for u in batch) * len(batch) <= 100
+    flat = [durations[u] for b in batches for u in b]
+    assert flat == sorted(flat, reverse=True)
+
+
+def test_embedding_cache_resumes_from_shards(tmp_path):
+    cache = EmbeddingCache(tmp_path / "c")
+    cache.add(["a", "b"], np.eye(2, dtype=np.float32))
+    cache.flush()
+    cache.add(["c"], np.ones((1, 2), dtype=np.float32))
+    cache.flush()
+    (tmp_path / "c" / ".partial-00002.npz").write_bytes(b"interrupted")  # an unfinished write is ignored
+    found = EmbeddingCache(tmp_path / "c").load()
+    assert sorted(found) == ["a", "b", "c"]
+    np.testing.assert_array_equal(found["b"], [0.0, 1.0])
+
+
+# ----- bad input ----------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def layout(vpac_root, tmp_path):
+    """A private copy of one system, safe to break."""
+    shutil.copytree(vpac_root / "T8-5", tmp_path / "T8-5", ignore=shutil.ignore_patterns("*.wav", "train-*"))
+    return tmp_path
+
+
+def _trials(layout, part="dev", gender="f"):
+    return layout / "T8-5" / "data" / f"libri_{part}_trials_{gender}_T8-5" / "trials"
+
+
+def _append(path, line):
+    path.write_text(path.read_text() + line + "\n")
+
+
+def test_unknown_test_utterance_names_file_and_line(layout):
+    trials = _trials(layout)
+    number = len(trials.read_text().splitlines()) + 1
+    _append(trials, "1998 1998-0000-9999 target")
+    with pytest.raises(TrialListError, match=rf"trials:{number}: test utterance '1998-0000-9999'"):
+        load_system_trials(layout, "T8-5", subsets=["dev_f"])
+
+
+def test_unknown_speaker_names_file_and_line(layout):
+    trials = _trials(layout, "test", "m")
+    lines = trials.read_text().splitlines()
+    lines[1] = "9999 " + lines[1].split(" ", 1)[1]
+    trials.write_text("\n".join(lines) + "\n")
+    with pytest.raises(TrialListError, match=r"trials:2: enrollment speaker '9999'"):
+        load_system_trials(layout, "T8-5", subsets=["test_m"])
+
+
+def test_skipping_missing_trials_needs_the_flag_and_is_counted(layout):
+    _append(_trials(layout), "9999 1998-0000-9999 nontarget")
+    _append(_trials(layout), "1998 1998-0000-9999 target")
+    _, trial_lists = load_system_trials(layout, "T8-5", subsets=["dev_f"], skip_missing=True)
+    assert trial_lists["dev_f"].skipped == 2
+    assert len(trial_lists["dev_f"]) == len(read_trials(_trials(layout))) - 2
+
+
+def test_empty_trial_list(layout):
+    _trials(layout).write_text("")
+    with pytest.raises(TrialListError, match="trials: no trials"):
+        load_system_trials(layout, "T8-5", subsets=["dev_f"])
+
+
+@pytest.mark.parametrize("kept, kind", [("target", "target"), ("nontarget", "non-target")])
+def test_single_class_trial_list(layout, kept, kind):
+    trials = _trials(layout)
+    lines = [line for line in trials.read_text().splitlines() if line.endswith(f" {kept}")]
+    trials.write_text("\n".join(lines) + "\n")
+    with pytest.raises(TrialListError, match=rf"all {len(lines)} trials are {kind} trials"):
+        load_system_trials(layout, "T8-5", subsets=["dev_f"])
+
+
+def test_enrolls_naming_an_unknown_utterance(layout):
+    _append(layout / "T8-5" / "data" / "libri_dev_enrolls_T8-5" / "enrolls", "1998-0000-0000")
+    with pytest.raises(TrialListError, match="enrolls: 1 enrollment utterance"):
+        load_system_trials(layout, "T8-5", subsets=["dev_m"])
+
+
+def test_missing_export_is_a_clear_error(vpac_root, tmp_path):
+    hparams = load_tiny_hparams(tiny_overrides(vpac_root, tmp_path / "never-trained"))
+    with pytest.raises(FileNotFoundError, match="embedding_model.ckpt: no exported model"):
+        evaluate_system(hparams)

@@ -114,30 +114,35 @@ def clean_words(words: Iterable[Word], duration: float, stats: Counter | None = 
     [('clamped', 2), ('dropped_empty', 1), ('overlaps_resolved', 1), ('reordered', 1)]
     """
     stats = Counter() if stats is None else stats
-    kept = []
+    finite = []
     for word in words:
         if not (np.isfinite(word.start) and np.isfinite(word.end)):
             stats["dropped_nonfinite"] += 1
             continue
-        kept.append(word)
-    ordered = sorted(kept, key=lambda w: (w.start, w.end))
-    if ordered != kept:
+        finite.append(word)
+    ordered = sorted(finite, key=lambda w: (w.start, w.end))
+    if ordered != finite:
         stats["reordered"] += 1
-    clamped = []
+    result: list[Word] = []
     for word in ordered:
         start, end = min(max(word.start, 0.0), duration), min(max(word.end, 0.0), duration)
         if (start, end) != (word.start, word.end):
             stats["clamped"] += 1
-        clamped.append(Word(word.word, start, end))
-    for k in range(1, len(clamped)):
-        left, right = clamped[k - 1], clamped[k]
-        if right.start < left.end:
-            cut = (right.start + left.end) / 2
-            clamped[k - 1] = Word(left.word, left.start, max(left.start, min(cut, left.end)))
-            clamped[k] = Word(right.word, max(cut, right.start), max(cut, right.end))
+        if end <= start:
+            stats["dropped_empty"] += 1
+            continue
+        if result and start < result[-1].end:
+            # The previous word is non-empty, so the cut stays strictly inside it
+            # (its start may already have moved past ours by an earlier cut).
+            previous = result[-1]
+            cut = (max(start, previous.start) + previous.end) / 2
+            result[-1] = Word(previous.word, previous.start, cut)
+            start = cut
             stats["overlaps_resolved"] += 1
-    result = [w for w in clamped if w.end > w.start]
-    stats["dropped_empty"] += len(clamped) - len(result)
+            if end <= start:
+                stats["dropped_empty"] += 1
+                continue
+        result.append(Word(word.word, start, end))
     return result
 
 

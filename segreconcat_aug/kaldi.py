@@ -56,9 +56,7 @@ def read_kaldi_map(path, *, value_required: bool = True) -> dict[str, str]:
         if value_required and not value:
             raise KaldiFormatError(f"{path}:{number}: expected '<key> <value>', got {line!r}")
         if key in result:
-            raise KaldiFormatError(
-                f"{path}:{number}: key {key!r} already defined on line {first_seen[key]}"
-            )
+            raise KaldiFormatError(f"{path}:{number}: key {key!r} already defined on line {first_seen[key]}")
         result[key] = value
         first_seen[key] = number
     return result
@@ -90,7 +88,7 @@ def read_wav_scp(path, *, root=None, allow_pipes: bool = False) -> dict[str, str
     folder = path.parent
     entries = read_kaldi_map(path)
     resolved: dict[str, str] = {}
-    for number, (utt, value) in enumerate(entries.items(), start=1):
+    for utt, value in entries.items():
         if value.endswith("|"):
             if not allow_pipes:
                 raise KaldiFormatError(
@@ -204,7 +202,7 @@ def load_kaldi_folder(
         folder.text = read_kaldi_map(path / "text", value_required=False)
     if (path / "utt2dur").is_file():
         folder.utt2dur = {}
-        for number, (utt, value) in enumerate(read_kaldi_map(path / "utt2dur").items(), 1):
+        for utt, value in read_kaldi_map(path / "utt2dur").items():
             try:
                 folder.utt2dur[utt] = float(value)
             except ValueError:

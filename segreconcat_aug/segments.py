@@ -81,11 +81,12 @@ def word_segments(
     """
     if policy not in SEGMENT_POLICIES:
         raise ValueError(f"unknown segment policy {policy!r}; choose from {SEGMENT_POLICIES}")
-    start_samples = np.clip(np.round(np.asarray(starts) * sample_rate), 0, num_samples).astype(np.int64)
-    end_samples = np.clip(np.round(np.asarray(ends) * sample_rate), 0, num_samples).astype(np.int64)
+    # One vectorized pass (this runs per training sample in the DataLoader workers).
+    samples = np.rint(np.stack([starts, ends], axis=1) * sample_rate).astype(np.int64)
+    samples = np.minimum(np.maximum(samples, 0), num_samples).reshape(-1, 2)
+    start_samples, end_samples = samples[:, 0], samples[:, 1]
     if policy == "words":
-        spans = np.stack([start_samples, end_samples], axis=1).reshape(-1, 2)
-        return Segments(spans[spans[:, 1] > spans[:, 0]], False)
+        return Segments(samples[end_samples > start_samples], False)
 
     if len(start_samples) == 0:
         whole = [[0, num_samples]] if num_samples > 0 else []

@@ -41,7 +41,9 @@ class VPACLayoutError(FileNotFoundError):
     """A system or one of its folders is not where the configuration says."""
 
 
-def system_folders(data_folder, system: str, overrides: dict | None = None, sets=VPAC_SETS) -> dict[str, Path]:
+def system_folders(
+    data_folder, system: str, overrides: dict | None = None, sets=VPAC_SETS
+) -> dict[str, Path]:
     """The folder of each set of ``system``, checked to exist.
 
     Raises
@@ -61,7 +63,9 @@ def system_folders(data_folder, system: str, overrides: dict | None = None, sets
     mapping = (overrides or {}).get(system, {}) or {}
     unknown = set(mapping) - set(VPAC_SETS)
     if unknown:
-        raise VPACLayoutError(f"folder_overrides for {system}: unknown set(s) {sorted(unknown)}; sets: {list(VPAC_SETS)}")
+        raise VPACLayoutError(
+            f"folder_overrides for {system}: unknown set(s) {sorted(unknown)}; sets: {list(VPAC_SETS)}"
+        )
     folders = {}
     for set_name in sets:
         name = mapping.get(set_name, f"{set_name}_{system}")

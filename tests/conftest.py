@@ -1,7 +1,18 @@
 """Shared pytest fixtures: real LibriSpeech audio and a tiny VPAC layout."""
 
+import sys
+
 import pytest
+import speechbrain  # noqa: F401  (registers its lazy modules, purged below)
+from speechbrain.utils.importutils import LazyModule
 from vpac_fixture import FIXTURES, build_vpac_layout
+
+# SpeechBrain registers lazy placeholder modules (k2, spacy, flair...) that raise
+# ImportError on attribute access; hypothesis' pytest plugin scans sys.modules at
+# collection and trips over them. They are optional integrations we never use.
+for _name, _module in list(sys.modules.items()):
+    if isinstance(_module, LazyModule):
+        del sys.modules[_name]
 
 
 @pytest.fixture(scope="session")

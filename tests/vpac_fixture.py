@@ -84,7 +84,11 @@ def build_vpac_layout(root, systems=("B3", "T8-5"), write_alignments: bool = Tru
             # Enroll with each evaluation speaker's first utterance, test on the rest.
             enroll = [by_speaker[spk][0] for gender in "fm" for spk in EVAL_SPEAKERS[gender]]
             _write_folder(
-                data / f"libri_{part}_enrolls_{system}", root, enroll, gain, {"enrolls": "\n".join(enroll) + "\n"}
+                data / f"libri_{part}_enrolls_{system}",
+                root,
+                enroll,
+                gain,
+                {"enrolls": "\n".join(enroll) + "\n"},
             )
             for gender in "fm":
                 tests = [utt for spk in EVAL_SPEAKERS[gender] for utt in by_speaker[spk][1:]]
@@ -101,7 +105,9 @@ def build_vpac_layout(root, systems=("B3", "T8-5"), write_alignments: bool = Tru
                     {"trials": "\n".join(lines) + "\n"},
                 )
         if write_alignments:
-            write_uniform_alignments(data / f"train-clean-360_{system}", root / "alignments" / f"{system}.jsonl")
+            write_uniform_alignments(
+                data / f"train-clean-360_{system}", root / "alignments" / f"{system}.jsonl"
+            )
     return root
 
 

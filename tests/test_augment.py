@@ -1,0 +1,188 @@
+"""The SegReConcat augmenter on real LibriSpeech audio."""
+
+import numpy as np
+import pytest
+from vpac_fixture import write_uniform_alignments
+
+from segreconcat_aug.alignment import AlignmentIndex, load_alignments
+from segreconcat_aug.audio import read_audio
+from segreconcat_aug.augment import MissingAlignmentError, SegReConcat, chain_plan, render
+from segreconcat_aug.strategies import STRATEGIES, get_strategy, register_strategy
+
+UTT = "27-123349-0009"  # 5.1 s, 14 words
+
+
+@pytest.fixture(scope="module")
+def alignments(vpac_root):
+    return load_alignments(vpac_root / "alignments" / "B3.jsonl")
+
+
+@pytest.fixture(scope="module")
+def audio(librispeech_dir):
+    return read_audio(librispeech_dir / f"{UTT}.flac")
+
+
+def _index(spans_by_utt, duration=1.0):
+    ids, durations, offsets, starts, ends = [], [], [0], [], []
+    for utt, spans in spans_by_utt.items():
+        ids.append(utt)
+        durations.append(duration)
+        starts += [s for s, _ in spans]
+        ends += [e for _, e in spans]
+        offsets.append(len(starts))
+    return AlignmentIndex(ids, durations, offsets, starts, ends, ["test"] * len(ids))
+
+
+@pytest.mark.parametrize("policy", ["cover", "words"])
+def test_concat_is_the_original_then_the_segments_in_a_new_order(alignments, audio, policy):
+    augmenter = SegReConcat(alignments, mode="concat", segment_policy=policy, crossfade=0.0, seed=3)
+    out = augmenter(audio, UTT, epoch=1)
+    np.testing.assert_array_equal(out[: len(audio)], audio)
+    segments = augmenter.segments(UTT, len(audio))
+    order = augmenter.order(UTT, segments, audio, epoch=1)
+    assert sorted(order.tolist()) == list(range(len(segments))) and len(segments) > 5
+    expected = np.concatenate([audio[s:e] for s, e in segments.spans[order]])
+    np.testing.assert_array_equal(out[len(audio) :], expected)
+    if policy == "cover":
+        assert len(out) == 2 * len(audio)
+    else:
+        assert len(out) == len(audio) + segments.lengths.sum() <= 2 * len(audio)
+
+
+def test_rearranged_mode_is_the_segments_alone(alignments, audio):
+    augmenter = SegReConcat(alignments, mode="rearranged", crossfade=0.0, seed=3)
+    out = augmenter(audio, UTT, epoch=2)
+    assert len(out) == len(audio) and not np.array_equal(out, audio)
+    np.testing.assert_allclose(np.sort(out), np.sort(audio))  # same samples, new order
+
+
+def test_exact_output_length_with_crossfade(alignments, audio):
+    crossfade = 0.01
+    augmenter = SegReConcat(alignments, mode="concat", crossfade=crossfade, seed=5)
+    out = augmenter(audio, UTT, epoch=0)
+    segments = augmenter.segments(UTT, len(audio))
+    lengths = segments.lengths[augmenter.order(UTT, segments, audio, epoch=0)]
+    c = int(round(crossfade * 16000))
+    overlaps = sum(min(c, a // 2, b // 2) for a, b in zip(lengths, lengths[1:]))
+    assert len(out) == len(audio) + lengths.sum() - overlaps
+    np.testing.assert_array_equal(out[: len(audio)], audio)
+    assert np.max(np.abs(out)) <= np.max(np.abs(audio)) * 1.5
+
+
+def test_crossfade_removes_the_click_at_a_cut():
+    # Two constant pieces at different levels: a hard cut jumps by 2, a crossfade ramps.
+    audio = np.concatenate([-np.ones(400, dtype=np.float32), np.ones(400, dtype=np.float32)])
+    spans = np.array([[0, 400], [400, 800]])
+    hard = render(audio, chain_plan(spans, 0))
+    soft = render(audio, chain_plan(spans, 80))
+    assert np.max(np.abs(np.diff(hard))) == 2.0
+    assert np.max(np.abs(np.diff(soft))) < 0.1
+    assert len(soft) == 800 - 80
+
+
+def test_rendering_a_window_equals_slicing_the_whole_output(alignments, audio):
+    augmenter = SegReConcat(alignments, mode="concat", crossfade=0.01, seed=9)
+    plan = augmenter.plan(audio, UTT, epoch=4)
+    whole = augmenter(audio, UTT, epoch=4)
+    assert plan.length == len(whole)
+    for start in (0, len(audio) - 8000, len(audio) + 1234, plan.length - 48000, plan.length - 10):
+        np.testing.assert_array_equal(render(audio, plan, start, start + 48000), whole[start : start + 48000])
+
+
+def test_permutations_are_reproducible_and_change_every_epoch(alignments, audio):
+    first = SegReConcat(alignments, seed=11)
+    second = SegReConcat(alignments, seed=11)
+    epoch1 = first(audio, UTT, epoch=1)
+    np.testing.assert_array_equal(epoch1, second(audio, UTT, epoch=1))
+    others = [first(audio, UTT, epoch=e) for e in range(2, 6)]
+    assert all(not np.array_equal(epoch1, other) for other in others)
+    assert not np.array_equal(epoch1, SegReConcat(alignments, seed=12)(audio, UTT, epoch=1))
+
+
+def test_utterances_with_few_segments_pass_through_and_are_counted():
+    index = _index({"none": [], "one": [(0.2, 0.6)], "two": [(0.0, 0.5), (0.5, 1.0)]})
+    audio = np.linspace(-1, 1, 16000, dtype=np.float32)
+    rearranged = SegReConcat(index, mode="rearranged", segment_policy="words", crossfade=0.0)
+    assert rearranged(audio, "none", 0) is not None
+    np.testing.assert_array_equal(rearranged(audio, "none", 0), audio)
+    np.testing.assert_array_equal(rearranged(audio, "one", 0), audio)
+    assert rearranged.counts()["few_segments"] == 3
+    concat = SegReConcat(index, mode="concat", segment_policy="words", crossfade=0.0)
+    np.testing.assert_array_equal(concat(audio, "none", 0), audio)
+    assert len(concat(audio, "one", 0)) == 16000 + 6400
+    assert concat.counts() == {**concat.counts(), "no_segments": 1, "augmented": 1}
+    concat.reset_counts()
+    assert sum(concat.counts().values()) == 0
+
+
+def test_missing_alignment_policies(alignments, audio):
+    strict = SegReConcat(alignments)
+    with pytest.raises(
+        MissingAlignmentError, match=r"2 of 3 training utterances have no alignment; first: \['x1', 'x2'\]"
+    ):
+        strict.check_coverage([UTT, "x1", "x2"])
+    with pytest.raises(MissingAlignmentError, match="'x1' has no alignment"):
+        strict(audio, "x1", 0)
+    lenient = SegReConcat(alignments, missing_alignment="passthrough")
+    assert lenient.check_coverage([UTT, "x1"]) == ["x1"]
+    np.testing.assert_array_equal(lenient(audio, "x1", 0), audio)
+    assert lenient.counts()["missing_alignment"] == 1
+    assert "missing_alignment=1" in lenient.report()
+
+
+def test_mode_none_returns_the_input(alignments, audio):
+    augmenter = SegReConcat(alignments, mode="none")
+    assert augmenter.check_coverage(["anything"]) == []
+    np.testing.assert_array_equal(augmenter(audio, "anything", 0), audio)
+
+
+def test_bad_configuration_is_refused(alignments):
+    with pytest.raises(ValueError, match="unknown mode 'shuffle'"):
+        SegReConcat(alignments, mode="shuffle")
+    with pytest.raises(ValueError, match="unknown strategy 'nope'; available: .*'random'"):
+        SegReConcat(alignments, strategy="nope")
+    with pytest.raises(ValueError, match="unknown missing_alignment policy"):
+        SegReConcat(alignments, missing_alignment="skip")
+
+
+def test_a_new_strategy_slots_in_without_touching_the_augmenter(alignments, audio):
+    @register_strategy("reverse_for_test", paper_name="REV")
+    def reverse(segments, audio, rng, **_):
+        return np.arange(len(segments))[::-1]
+
+    try:
+        augmenter = SegReConcat(alignments, mode="rearranged", strategy="reverse_for_test", crossfade=0.0)
+        segments = augmenter.segments(UTT, len(audio))
+        expected = np.concatenate([audio[s:e] for s, e in segments.spans[::-1]])
+        np.testing.assert_array_equal(augmenter(audio, UTT, 0), expected)
+        assert get_strategy("reverse_for_test").paper_name == "REV"
+    finally:
+        del STRATEGIES["reverse_for_test"]
+
+
+def test_precomputed_strategy_reads_orders_and_checks_them(alignments, audio):
+    @register_strategy("fixed_for_test", precomputed=True)
+    def fixed(segments, audio, rng, **_):  # pragma: no cover - computed offline
+        raise AssertionError("a precomputed strategy must not run in the pipeline")
+
+    try:
+        with pytest.raises(ValueError, match="reads precomputed orders"):
+            SegReConcat(alignments, strategy="fixed_for_test")
+        n = len(SegReConcat(alignments).segments(UTT, len(audio)))
+        orders = {UTT: np.roll(np.arange(n), 1)}
+        augmenter = SegReConcat(alignments, strategy="fixed_for_test", orders=orders, crossfade=0.0)
+        out = augmenter(audio, UTT, 0)
+        np.testing.assert_array_equal(out, augmenter(audio, UTT, 7))  # no epoch dependence
+        with pytest.raises(MissingAlignmentError, match=r"have no fixed_for_test order"):
+            augmenter.check_coverage([UTT, "27-123349-0001"])
+        bad = SegReConcat(alignments, strategy="fixed_for_test", orders={UTT: [0, 1]})
+        with pytest.raises(ValueError, match=rf"'{UTT}': fixed_for_test order \[0, 1\] is not a permutation"):
+            bad(audio, UTT, 0)
+    finally:
+        del STRATEGIES["fixed_for_test"]
+
+
+def test_uniform_alignment_helper_covers_every_utterance(vpac_root, tmp_path):
+    folder = vpac_root / "B3" / "data" / "train-clean-360_B3"
+    index = load_alignments(write_uniform_alignments(folder, tmp_path / "a.jsonl"))
+    assert len(index) == len((folder / "wav.scp").read_text().splitlines())

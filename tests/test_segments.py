@@ -1,0 +1,69 @@
+"""Word times -> sample spans under the two segment policies."""
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from segreconcat_aug.alignment import Word, clean_words
+from segreconcat_aug.segments import word_segments
+
+SR = 16000
+
+
+def _times(words):
+    return np.array([w.start for w in words]), np.array([w.end for w in words])
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(st.tuples(st.floats(0, 5), st.floats(0, 5)), max_size=15),
+    st.integers(1, 5 * SR),
+    st.floats(0, 0.2),
+)
+def test_cover_partitions_the_whole_utterance(pairs, num_samples, min_silence):
+    words = clean_words([Word("w", s, e) for s, e in pairs], num_samples / SR)
+    segments = word_segments(*_times(words), num_samples, SR, "cover", min_silence)
+    spans = segments.spans
+    assert spans[0, 0] == 0 and spans[-1, 1] == num_samples
+    assert np.all(spans[1:, 0] == spans[:-1, 1]), "contiguous: nothing dropped, nothing repeated"
+    assert np.all(spans[:, 1] > spans[:, 0])
+    assert segments.lengths.sum() == num_samples
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.floats(0, 5), st.floats(0, 5)), max_size=15), st.integers(1, 5 * SR))
+def test_words_keeps_only_word_spans(pairs, num_samples):
+    words = clean_words([Word("w", s, e) for s, e in pairs], num_samples / SR)
+    spans = word_segments(*_times(words), num_samples, SR, "words").spans
+    assert len(spans) <= len(words)
+    assert np.all(spans[:, 1] > spans[:, 0]) and np.all(spans[:, 1] <= num_samples)
+    assert np.all(spans[1:, 0] >= spans[:-1, 1])
+
+
+def test_cover_cuts_mid_gap_and_makes_a_leading_silence_segment():
+    starts, ends = np.array([0.5, 1.0, 2.0]), np.array([0.8, 1.6, 2.4])
+    segments = word_segments(starts, ends, 3 * SR, SR, "cover")
+    assert segments.leading_silence
+    assert segments.spans.tolist() == [[0, 8000], [8000, 14400], [14400, 28800], [28800, 48000]]
+
+
+def test_short_lead_in_stays_with_the_first_word():
+    segments = word_segments(np.array([0.02, 0.5]), np.array([0.5, 0.9]), SR, SR, "cover", 0.05)
+    assert not segments.leading_silence
+    assert segments.spans.tolist() == [[0, 8000], [8000, 16000]]
+
+
+def test_no_words():
+    assert word_segments(np.array([]), np.array([]), 100, SR, "cover").spans.tolist() == [[0, 100]]
+    assert len(word_segments(np.array([]), np.array([]), 100, SR, "words")) == 0
+
+
+def test_times_past_the_audio_are_clipped():
+    segments = word_segments(np.array([0.0, 0.9]), np.array([0.9, 1.5]), SR, SR, "words")
+    assert segments.spans.tolist() == [[0, 14400], [14400, 16000]]
+
+
+def test_unknown_policy():
+    with pytest.raises(ValueError, match="unknown segment policy 'gaps'"):
+        word_segments(np.array([0.0]), np.array([1.0]), SR, SR, "gaps")

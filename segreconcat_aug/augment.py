@@ -20,6 +20,11 @@ in the new order): each join between two rearranged segments overlaps
 segment fades in over ``min(c, l_1 // 2)`` samples instead of overlapping, so
 the original half stays bit-exact).
 
+The augmenter first *plans* the output (:class:`Plan`: which input span goes
+where, with which fades) and then *renders* it (:func:`render`). The training
+pipeline renders only its random 3 s crop of the plan, so the cost per sample
+does not grow with the length of the augmented utterance.
+
 Example
 -------
 >>> import numpy as np

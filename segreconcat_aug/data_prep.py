@@ -1,0 +1,365 @@
+"""Training data of one VPAC 2024 system: checked audio, a fixed dev split, CSV manifests.
+
+:func:`prepare_vpac_training` reads ``<root>/<SYS>/data/train-clean-360_<SYS>/``
+(folder names overridable, see :mod:`segreconcat_aug.vpac`) and writes to the
+output folder:
+
+``train.csv``
+    One row per random crop (``ID`` = ``<utt>@<k>``, ``utt_id``, ``wav``,
+    ``duration``, ``spk_id``), as :class:`segreconcat_aug.pipeline.TrainAudioPipeline`
+    takes them. An utterance of ``d`` seconds gives ``int(f * d / sentence_len)``
+    rows, ``f`` = 2 in ``concat`` mode (SegReConcat doubles the audio, the
+    paper's "data volume doubles") and 1 otherwise.
+    **Utterances shorter than one crop** (``f * d < sentence_len``) give no
+    row: they are dropped from training, counted in ``prep_summary.json`` and
+    logged, as in the VPC 2024 baseline recipe (``int(dur / 3)`` rows).
+``dev.csv``
+    Held-out utterances of the *training* speakers (a ``dev_ratio`` share per
+    speaker, at least one where the speaker has two or more utterances and one
+    of them is at least a crop long), cut into FIXED consecutive chunks of
+    ``sentence_len`` (``start``/``stop`` in samples; the tail shorter than a
+    chunk is left out), so the dev loss compares across epochs and runs.
+    Dev audio is never augmented. Dev rows of a speaker left with no training
+    row are dropped (its class would never be trained).
+``prep_summary.json``, ``prep_signature.json``
+    Counts, and the signature of the inputs: a rerun with the same list files
+    and parameters skips preparation.
+
+Every audio file is opened (header) before training; missing or unreadable
+files and files at another sample rate are listed together in ONE
+:class:`AudioCheckError` (all of them in ``audio_problems.txt``). Durations come
+from those headers, so a missing ``utt2dur`` costs nothing; a present one is
+only cross-checked (mismatches are logged).
+
+Example
+-------
+>>> augmented_factor("concat"), augmented_factor("rearranged"), augmented_factor("none")
+(2, 1, 1)
+>>> crop_rows(4.0, sentence_len=3.0, factor=2), crop_rows(4.0, sentence_len=3.0, factor=1)
+(2, 1)
+>>> dev_chunks(50000, chunk=16000)
+[(0, 16000), (16000, 32000), (32000, 48000)]
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import json
+import logging
+import os
+from collections import defaultdict
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import soundfile
+from tqdm import tqdm
+
+from .audio import SAMPLE_RATE
+from .augment import MODES, seeded_rng
+from .kaldi import load_kaldi_folder
+from .vpac import TRAIN_SET, system_folders
+
+logger = logging.getLogger(__name__)
+
+PREP_VERSION = 1  # bump when the manifest layout or split rule changes: old outputs get redone
+TRAIN_CSV = "train.csv"
+DEV_CSV = "dev.csv"
+SUMMARY_FILE = "prep_summary.json"
+SIGNATURE_FILE = "prep_signature.json"
+PROBLEMS_FILE = "audio_problems.txt"
+TRAIN_FIELDS = ("ID", "utt_id", "wav", "duration", "spk_id")
+DEV_FIELDS = ("ID", "utt_id", "wav", "start", "stop", "duration", "spk_id")
+_SPLIT_STREAM = 7  # dev draws stay independent of any other use of seeded_rng
+_DURATION_TOLERANCE = 0.05  # seconds; utt2dur is rounded to ms, headers are exact
+
+
+class DataPrepError(ValueError):
+    """The training data of a system cannot be prepared."""
+
+
+class AudioCheckError(DataPrepError):
+    """Audio files are missing, unreadable or at another sample rate (all listed)."""
+
+
+def augmented_factor(mode: str) -> int:
+    """How many times longer the training audio is after SegReConcat in ``mode``."""
+    if mode not in MODES:
+        raise ValueError(f"unknown mode {mode!r}; choose from {MODES}")
+    return 2 if mode == "concat" else 1
+
+
+def crop_rows(duration: float, sentence_len: float, factor: int = 1) -> int:
+    """Training rows of one utterance: ``int(factor * duration / sentence_len)``."""
+    return int(factor * duration / sentence_len)
+
+
+def dev_chunks(num_samples: int, chunk: int) -> list[tuple[int, int]]:
+    """Consecutive ``[start, stop)`` chunks of ``chunk`` samples (the tail is left out)."""
+    return [(k * chunk, (k + 1) * chunk) for k in range(num_samples // chunk)]
+
+
+def _file_digest(path: Path) -> str | None:
+    if not path.is_file():
+        return None
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def input_signature(folder: Path, params: dict) -> dict:
+    """What the manifests depend on: the list files' contents and the parameters."""
+    lists = {name: _file_digest(folder / name) for name in ("wav.scp", "utt2spk", "utt2dur")}
+    return {"version": PREP_VERSION, "folder": str(folder.resolve()), "lists": lists, "params": params}
+
+
+def _probe(path: str) -> tuple[int, int]:
+    info = soundfile.info(path)
+    return info.frames, info.samplerate
+
+
+def check_audio(
+    wav: dict[str, str], sample_rate: int = SAMPLE_RATE, *, workers: int = 8, problems_file=None
+) -> dict[str, int]:
+    """Open every file's header; return utterance -> number of samples.
+
+    Raises
+    ------
+    AudioCheckError
+        Listing every missing or unreadable file and every file at another
+        sample rate (the first 20 in the message, all in ``problems_file``).
+    """
+    utts = list(wav)
+    problems: list[str] = []
+    frames: dict[str, int] = {}
+
+    def probe(utt):
+        path = wav[utt]
+        if not os.path.isfile(path):
+            return utt, None, "missing"
+        try:
+            return utt, _probe(path), None
+        except (RuntimeError, OSError, soundfile.LibsndfileError) as err:
+            return utt, None, f"unreadable ({err})"
+
+    # Threads: header reads wait on the disk (network file systems especially), not the CPU.
+    with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
+        results = pool.map(probe, utts, chunksize=64)
+        for utt, probed, problem in tqdm(results, total=len(utts), desc="checking audio", mininterval=2):
+            if problem is None and probed[1] != sample_rate:
+                problem = f"sample rate {probed[1]} Hz, expected {sample_rate} Hz"
+            if problem is not None:
+                problems.append(f"{utt} {wav[utt]}: {problem}")
+            else:
+                frames[utt] = probed[0]
+    if problems:
+        where = ""
+        if problems_file is not None:
+            Path(problems_file).parent.mkdir(parents=True, exist_ok=True)
+            Path(problems_file).write_text("\n".join(problems) + "\n", encoding="utf-8")
+            where = f" (all listed in {problems_file})"
+        shown = "\n  ".join(problems[:20])
+        more = f"\n  ... and {len(problems) - 20} more" if len(problems) > 20 else ""
+        raise AudioCheckError(
+            f"{len(problems)} of {len(utts)} audio files are missing, unreadable or at another sample "
+            f"rate{where}:\n  {shown}{more}"
+        )
+    return frames
+
+
+def split_dev(
+    utt2spk: dict[str, str], durations: dict[str, float], *, dev_ratio: float, min_duration: float, seed: int
+) -> set[str]:
+    """Hold out ``max(1, round(dev_ratio * n))`` utterances per speaker (seeded).
+
+    A speaker keeps at least one training utterance, and only utterances of at
+    least ``min_duration`` seconds (one dev chunk) are held out; a speaker with
+    fewer candidates gives fewer (possibly none). Each speaker's draw depends on
+    ``(seed, speaker)`` alone, so adding a speaker changes no other's split.
+
+    >>> utt2spk = {f"a{k}": "a" for k in range(10)} | {"b0": "b"}  # b has one utterance: kept for training
+    >>> durations = dict.fromkeys(utt2spk, 5.0)
+    >>> sorted(split_dev(utt2spk, durations, dev_ratio=0.2, min_duration=3.0, seed=1))
+    ['a4', 'a6']
+    """
+    if not 0 <= dev_ratio < 1:
+        raise ValueError(f"dev_ratio must be in [0, 1), got {dev_ratio}")
+    by_speaker: dict[str, list[str]] = defaultdict(list)
+    for utt in sorted(utt2spk):
+        by_speaker[utt2spk[utt]].append(utt)
+    dev: set[str] = set()
+    if dev_ratio == 0:
+        return dev
+    for spk, utts in sorted(by_speaker.items()):
+        if len(utts) < 2:
+            continue
+        wanted = min(max(1, round(dev_ratio * len(utts))), len(utts) - 1)
+        candidates = [utt for utt in utts if durations[utt] >= min_duration]
+        if not candidates:
+            continue
+        rng = seeded_rng(seed, 0, spk, stream=_SPLIT_STREAM)
+        picked = rng.choice(len(candidates), size=min(wanted, len(candidates)), replace=False)
+        dev.update(candidates[k] for k in picked)
+    return dev
+
+
+def _write_csv(path: Path, fields, rows) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "w", newline="", encoding="utf-8") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(fields)
+        writer.writerows(rows)
+    os.replace(tmp, path)  # a killed run never leaves a half-written manifest under the real name
+
+
+def prepare_vpac_training(
+    data_folder,
+    system: str,
+    output_folder,
+    *,
+    folder_overrides: dict | None = None,
+    mode: str = "concat",
+    sentence_len: float = 3.0,
+    dev_ratio: float = 0.02,
+    seed: int = 1986,
+    sample_rate: int = SAMPLE_RATE,
+    check_workers: int = 8,
+) -> dict:
+    """Prepare one system's training data (call it under ``run_on_main``).
+
+    Parameters
+    ----------
+    data_folder : path
+        The challenge data root (``<root>/<SYS>/data/...``); relative ``wav.scp``
+        paths are resolved against it.
+    system : str
+        e.g. ``"T8-5"``.
+    output_folder : path
+        Where the manifests go.
+    folder_overrides : dict, optional
+        ``{system: {set: folder name}}`` (see :func:`segreconcat_aug.vpac.system_folders`).
+    mode : {"concat", "rearranged", "none"}
+        The SegReConcat mode; ``concat`` doubles the training rows.
+    sentence_len : float
+        Crop and dev-chunk length in seconds.
+    dev_ratio : float
+        Share of each training speaker's utterances held out for dev.
+    seed : int
+        Fixes the dev split.
+    sample_rate : int
+    check_workers : int
+        Threads opening audio headers.
+
+    Returns
+    -------
+    dict
+        ``train`` and ``dev`` (manifest paths), ``summary`` (counts) and
+        ``skipped`` (True when an earlier run with the same inputs was reused).
+    """
+    output = Path(output_folder)
+    folder = system_folders(data_folder, system, folder_overrides, sets=[TRAIN_SET])[TRAIN_SET]
+    factor = augmented_factor(mode)
+    if sentence_len <= 0:
+        raise ValueError(f"sentence_len must be > 0 seconds, got {sentence_len}")
+    params = {
+        "data_folder": str(Path(data_folder).resolve()),
+        "system": system,
+        "factor": factor,
+        "sentence_len": float(sentence_len),
+        "dev_ratio": float(dev_ratio),
+        "seed": int(seed),
+        "sample_rate": int(sample_rate),
+    }
+    signature = input_signature(folder, params)
+    paths = {"train": output / TRAIN_CSV, "dev": output / DEV_CSV}
+    signature_path = output / SIGNATURE_FILE
+    if signature_path.is_file() and all(path.is_file() for path in paths.values()):
+        try:
+            previous = json.loads(signature_path.read_text(encoding="utf-8"))
+        except json.JSONDecodeError:
+            previous = None
+        if previous == signature:
+            summary = json.loads((output / SUMMARY_FILE).read_text(encoding="utf-8"))
+            logger.info("Training data of %s already prepared in %s (same inputs): skipping", system, output)
+            return {**paths, "summary": summary, "skipped": True}
+
+    logger.info("Preparing training data of %s from %s", system, folder)
+    kaldi = load_kaldi_folder(folder, root=data_folder)
+    output.mkdir(parents=True, exist_ok=True)
+    frames = check_audio(kaldi.wav, sample_rate, workers=check_workers, problems_file=output / PROBLEMS_FILE)
+    durations = {utt: count / sample_rate for utt, count in frames.items()}
+    if kaldi.utt2dur is not None:
+        off = [u for u, d in durations.items() if abs(kaldi.utt2dur.get(u, d) - d) > _DURATION_TOLERANCE]
+        if off:
+            logger.warning(
+                "%s: %d durations differ from the audio by more than %.2f s (audio used), first: %s",
+                folder / "utt2dur",
+                len(off),
+                _DURATION_TOLERANCE,
+                off[:5],
+            )
+
+    utt2spk = {utt: kaldi.utt2spk[utt] for utt in kaldi.wav}
+    dev = split_dev(utt2spk, durations, dev_ratio=dev_ratio, min_duration=sentence_len, seed=seed)
+    train_rows, short = [], []
+    for utt in kaldi.wav:
+        if utt in dev:
+            continue
+        rows = crop_rows(durations[utt], sentence_len, factor)
+        if rows == 0:
+            short.append(utt)
+        for k in range(rows):
+            train_rows.append((f"{utt}@{k}", utt, kaldi.wav[utt], f"{durations[utt]:.4f}", utt2spk[utt]))
+    if not train_rows:
+        raise DataPrepError(
+            f"{folder}: no training rows: all {len(kaldi.wav)} utterances are shorter than one "
+            f"{sentence_len} s crop (x{factor} in {mode} mode)"
+        )
+    train_speakers = {row[4] for row in train_rows}
+    chunk = int(round(sentence_len * sample_rate))
+    dev_rows, orphan_dev = [], []
+    for utt in sorted(dev):
+        if utt2spk[utt] not in train_speakers:
+            orphan_dev.append(utt)
+            continue
+        for k, (start, stop) in enumerate(dev_chunks(frames[utt], chunk)):
+            dev_rows.append(
+                (f"{utt}@{k}", utt, kaldi.wav[utt], start, stop, f"{sentence_len:.4f}", utt2spk[utt])
+            )
+    if short:
+        logger.info(
+            "%d of %d training utterances are shorter than one %.1f s crop (x%d) and give no row, first: %s",
+            len(short),
+            len(kaldi.wav) - len(dev),
+            sentence_len,
+            factor,
+            short[:5],
+        )
+    if not dev_rows:
+        logger.warning(
+            "%s: the dev set is empty (dev_ratio=%s); early stopping has no dev loss", folder, dev_ratio
+        )
+
+    summary = {
+        "system": system,
+        "folder": str(folder),
+        "utterances": len(kaldi.wav),
+        "speakers": len(set(utt2spk.values())),
+        "train_speakers": len(train_speakers),
+        "train_rows": len(train_rows),
+        "train_hours": round(sum(durations[u] for u in kaldi.wav if u not in dev) / 3600, 3),
+        "short_utterances_dropped": len(short),
+        "dev_utterances": len(dev) - len(orphan_dev),
+        "dev_utterances_dropped_no_train_speaker": len(orphan_dev),
+        "dev_rows": len(dev_rows),
+        "factor": factor,
+    }
+    signature_path.unlink(missing_ok=True)  # invalid until every file below is complete
+    _write_csv(paths["train"], TRAIN_FIELDS, train_rows)
+    _write_csv(paths["dev"], DEV_FIELDS, dev_rows)
+    (output / SUMMARY_FILE).write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+    signature_path.write_text(json.dumps(signature, indent=2) + "\n", encoding="utf-8")
+    logger.info("Prepared %s: %s", system, summary)
+    return {**paths, "summary": summary, "skipped": False}

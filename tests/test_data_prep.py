@@ -1,0 +1,171 @@
+"""Preparing one VPAC system's training data: checks, dev split, manifests, skip on rerun."""
+
+import csv
+import json
+import shutil
+
+import numpy as np
+import pytest
+import soundfile
+
+from segreconcat_aug.data_prep import (
+    PROBLEMS_FILE,
+    AudioCheckError,
+    prepare_vpac_training,
+    split_dev,
+)
+from segreconcat_aug.kaldi import KaldiFormatError, read_kaldi_map, read_wav_scp
+from segreconcat_aug.pipeline import chunk_audio_pipeline
+from segreconcat_aug.vpac import VPACLayoutError
+
+SR = 16000
+TRAIN = "T8-5/data/train-clean-360_T8-5"
+
+
+def _rows(path):
+    with open(path, newline="", encoding="utf-8") as handle:
+        return list(csv.DictReader(handle))
+
+
+def _copy_system(vpac_root, tmp_path, system="T8-5"):
+    """A private copy of one system (the session layout must stay untouched)."""
+    root = tmp_path / "vpac"
+    shutil.copytree(vpac_root / system, root / system)
+    return root
+
+
+def _true_frames(root):
+    wavs = read_wav_scp(root / TRAIN / "wav.scp", root=root)
+    return {utt: soundfile.info(path).frames for utt, path in wavs.items()}
+
+
+@pytest.mark.parametrize("mode, factor", [("concat", 2), ("none", 1)])
+def test_manifests_rows_and_fixed_dev_chunks(vpac_root, tmp_path, mode, factor):
+    out = tmp_path / "out"
+    result = prepare_vpac_training(vpac_root, "T8-5", out, mode=mode, sentence_len=2.0, dev_ratio=0.1, seed=3)
+    assert result["skipped"] is False
+    frames = _true_frames(vpac_root)
+    utt2spk = read_kaldi_map(vpac_root / TRAIN / "utt2spk")
+    train, dev = _rows(result["train"]), _rows(result["dev"])
+    assert list(train[0]) == ["ID", "utt_id", "wav", "duration", "spk_id"]
+    assert list(dev[0]) == ["ID", "utt_id", "wav", "start", "stop", "duration", "spk_id"]
+
+    dev_utts = {row["utt_id"] for row in dev}
+    train_utts = {row["utt_id"] for row in train}
+    assert dev_utts and not dev_utts & train_utts
+    # Every held-out utterance belongs to a training speaker.
+    assert {utt2spk[u] for u in dev_utts} <= {row["spk_id"] for row in train}
+
+    # int(factor * duration / sentence_len) rows per training utterance, ids <utt>@0..n-1.
+    expected_short = 0
+    for utt in set(frames) - dev_utts:
+        rows = [row for row in train if row["utt_id"] == utt]
+        n = int(factor * frames[utt] / SR / 2.0)
+        expected_short += n == 0
+        assert sorted(row["ID"] for row in rows) == sorted(f"{utt}@{k}" for k in range(n))
+        assert all(row["spk_id"] == utt2spk[utt] for row in rows)
+    assert result["summary"]["short_utterances_dropped"] == expected_short
+    if mode == "none":
+        assert expected_short > 0  # the fixture has utterances under 2 s: they give no row
+
+    # Dev: consecutive fixed 2 s chunks inside the file, read back exactly.
+    for utt in dev_utts:
+        chunks = sorted((int(r["start"]), int(r["stop"])) for r in dev if r["utt_id"] == utt)
+        assert chunks == [(k * 2 * SR, (k + 1) * 2 * SR) for k in range(frames[utt] // (2 * SR))]
+    row = dev[-1]
+    signal = chunk_audio_pipeline(row["wav"], row["start"], row["stop"])
+    audio, _ = soundfile.read(row["wav"], dtype="float32")
+    np.testing.assert_array_equal(signal.numpy(), audio[int(row["start"]) : int(row["stop"])])
+
+
+def test_dev_split_is_seeded_and_keeps_a_training_utterance_per_speaker():
+    utt2spk = {f"{spk}-{k}": spk for spk, n in (("a", 40), ("b", 3), ("c", 1)) for k in range(n)}
+    durations = dict.fromkeys(utt2spk, 5.0)
+    durations["b-0"] = durations["b-1"] = 1.0  # too short for one dev chunk
+    first = split_dev(utt2spk, durations, dev_ratio=0.05, min_duration=3.0, seed=11)
+    assert first == split_dev(utt2spk, durations, dev_ratio=0.05, min_duration=3.0, seed=11)
+    assert sum(u.startswith("a-") for u in first) == 2  # round(0.05 * 40)
+    assert {u for u in first if not u.startswith("a-")} == {"b-2"}  # the only long-enough one
+    splits = {
+        frozenset(split_dev(utt2spk, durations, dev_ratio=0.05, min_duration=3.0, seed=s)) for s in range(5)
+    }
+    assert len(splits) > 1  # the seed matters
+    with pytest.raises(ValueError, match="dev_ratio"):
+        split_dev(utt2spk, durations, dev_ratio=1.0, min_duration=3.0, seed=1)
+
+
+def test_rerun_with_same_inputs_skips_and_changed_inputs_redo(vpac_root, tmp_path):
+    root = _copy_system(vpac_root, tmp_path)
+    out = tmp_path / "out"
+    first = prepare_vpac_training(root, "T8-5", out, sentence_len=2.0, dev_ratio=0.1)
+    stamp = first["train"].stat().st_mtime_ns
+    again = prepare_vpac_training(root, "T8-5", out, sentence_len=2.0, dev_ratio=0.1)
+    assert again["skipped"] is True and again["summary"] == first["summary"]
+    assert first["train"].stat().st_mtime_ns == stamp
+    # Another parameter, then another list file content: prepared again.
+    assert prepare_vpac_training(root, "T8-5", out, sentence_len=2.0, dev_ratio=0.2)["skipped"] is False
+    utt2spk = root / TRAIN / "utt2spk"
+    lines = utt2spk.read_text().splitlines()
+    utt = lines[0].split()[0]
+    utt2spk.write_text("\n".join([f"{utt} 999", *lines[1:]]) + "\n")
+    redone = prepare_vpac_training(root, "T8-5", out, sentence_len=2.0, dev_ratio=0.2)
+    assert redone["skipped"] is False
+    rows = [row for name in ("train", "dev") for row in _rows(redone[name]) if row["utt_id"] == utt]
+    assert rows and {row["spk_id"] for row in rows} == {"999"}
+
+
+def test_missing_and_unreadable_audio_are_listed_in_one_error(vpac_root, tmp_path):
+    root = _copy_system(vpac_root, tmp_path)
+    wavs = read_wav_scp(root / TRAIN / "wav.scp", root=root)
+    missing, broken, resampled = sorted(wavs)[:3]
+    (root / TRAIN / "wav" / f"{missing}.wav").unlink()
+    (root / TRAIN / "wav" / f"{broken}.wav").write_bytes(b"not audio at all")
+    soundfile.write(wavs[resampled], np.zeros(8000, dtype=np.float32), 8000)
+    with pytest.raises(AudioCheckError) as info:
+        prepare_vpac_training(root, "T8-5", tmp_path / "out")
+    message = str(info.value)
+    assert f"3 of {len(wavs)} audio files" in message
+    assert f"{missing} " in message and "missing" in message
+    assert f"{broken} " in message and "unreadable" in message
+    assert f"{resampled} " in message and "8000 Hz" in message
+    listed = (tmp_path / "out" / PROBLEMS_FILE).read_text().splitlines()
+    assert sorted(line.split()[0] for line in listed) == sorted([missing, broken, resampled])
+    assert not (tmp_path / "out" / "train.csv").exists()
+
+
+def test_empty_utt2spk_and_unknown_system_give_clear_errors(vpac_root, tmp_path):
+    root = _copy_system(vpac_root, tmp_path)
+    (root / TRAIN / "utt2spk").write_text("")
+    with pytest.raises(KaldiFormatError, match="utt2spk: empty"):
+        prepare_vpac_training(root, "T8-5", tmp_path / "out")
+    with pytest.raises(VPACLayoutError, match=r"system 'B9' not found.*T8-5"):
+        prepare_vpac_training(root, "B9", tmp_path / "out")
+
+
+def test_durations_computed_without_utt2dur_and_paths_relative_to_root(vpac_root, tmp_path, monkeypatch):
+    root = _copy_system(vpac_root, tmp_path)
+    with_dur = prepare_vpac_training(root, "T8-5", tmp_path / "a", sentence_len=2.0, dev_ratio=0.1)
+    (root / TRAIN / "utt2dur").unlink()
+    monkeypatch.chdir(tmp_path)  # wav.scp paths are relative to the data root, not the cwd
+    without = prepare_vpac_training(root, "T8-5", tmp_path / "b", sentence_len=2.0, dev_ratio=0.1)
+    assert _rows(without["train"]) == _rows(with_dur["train"])
+    assert _rows(without["dev"]) == _rows(with_dur["dev"])
+    frames = _true_frames(root)
+    for row in _rows(without["train"]):
+        assert abs(float(row["duration"]) - frames[row["utt_id"]] / SR) < 1e-3
+
+
+def test_folder_override_finds_a_renamed_training_folder(vpac_root, tmp_path):
+    root = _copy_system(vpac_root, tmp_path)
+    (root / TRAIN).rename(root / "T8-5" / "data" / "libri360_anon_T8-5")
+    with pytest.raises(VPACLayoutError, match="folder_overrides"):
+        prepare_vpac_training(root, "T8-5", tmp_path / "out")
+    # wav.scp still names the old folder: point the override's lists at files that exist.
+    folder = root / "T8-5" / "data" / "libri360_anon_T8-5"
+    scp = folder / "wav.scp"
+    scp.write_text(scp.read_text().replace("train-clean-360_T8-5", "libri360_anon_T8-5"))
+    result = prepare_vpac_training(
+        root, "T8-5", tmp_path / "out", folder_overrides={"T8-5": {"train-clean-360": "libri360_anon_T8-5"}}
+    )
+    summary = json.loads((tmp_path / "out" / "prep_summary.json").read_text())
+    assert summary["folder"] == str(folder) and result["summary"]["utterances"] == 24

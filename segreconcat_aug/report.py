@@ -222,9 +222,11 @@ def plot_det_panels(panels: dict, path, title: str | None = None) -> Path:
 
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig, axes = plt.subplots(1, len(panels), figsize=(5.5 * len(panels), 5.5), squeeze=False)
+    columns = 2 if len(panels) == 4 else len(panels)  # dev/test x f/m as a 2 x 2 grid
+    rows = -(-len(panels) // columns)
+    fig, axes = plt.subplots(rows, columns, figsize=(5.5 * columns, 5.5 * rows), squeeze=False)
     try:
-        for ax, (panel, curves) in zip(axes[0], panels.items()):
+        for ax, (panel, curves) in zip(axes.ravel(), panels.items()):
             _draw_det(ax, curves, panel)
         if title:
             fig.suptitle(title)
@@ -327,25 +329,12 @@ def comparison_table(
                 diff = row["avg"] - base["avg"]
             line = [system, labels.get(config, config), *values, diff]
             if references is not None:
-                paper_attacker = "Baseline" if config == baseline else "SegReConcat*"
-                paper = _paper_value(references, system, paper_attacker)
+                # The paper's row with the same attacker name (it reports one SegReConcat variant per system).
+                paper = reference_value(references, "paper-table2", system, labels.get(config, config))
                 challenge = reference_value(references, "vpac-baseline", system, "VPAC baseline")
                 line += [paper, challenge if config == baseline else None]
             rows.append(line)
     return markdown_table(headers, rows)
-
-
-def _paper_value(references, system, attacker):
-    if attacker == "Baseline":
-        return reference_value(references, "paper-table2", system, "Baseline")
-    for row in references:  # the paper reports its best SegReConcat variant per system
-        if (
-            row["table"] == "paper-table2"
-            and row["system"] == system
-            and row["attacker"].startswith("SegReConcat")
-        ):
-            return row["avg"]
-    return None
 
 
 def ablation_table(cells: dict, system: str, configs, labels: dict | None = None, references=None) -> str:

@@ -1,0 +1,167 @@
+"""The grid runner: cells, skip/resume, failures, table and figure assembly (train/eval stubbed)."""
+
+import csv
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from segreconcat_aug.evaluation import SUBSETS, SubsetScores, SystemResults
+from segreconcat_aug.metrics import verification_metrics
+from segreconcat_aug.report import load_reference_results, read_results, write_system_report
+
+REPO = Path(__file__).resolve().parents[1]
+spec = importlib.util.spec_from_file_location("run_grid", REPO / "recipes" / "run_grid.py")
+run_grid = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(run_grid)
+
+# Stands in for train.py / evaluate.py: logs the call; "train" writes an export (or fails when the cell
+# folder holds FAIL); "eval" copies a prepared evaluation folder for the configuration.
+STUB = """
+import shutil, sys
+from pathlib import Path
+step, system, config, out, calls, templates = sys.argv[1:7]
+out = Path(out)
+with open(calls, "a") as handle:
+    handle.write(f"{step} {system} {config}\\n")
+if step == "train":
+    if (out / "FAIL").exists():
+        sys.exit(3)
+    (out / "export").mkdir(parents=True, exist_ok=True)
+    (out / "export" / "embedding_model.ckpt").write_bytes(b"model")
+else:
+    shutil.copytree(Path(templates) / config, out / "eval", dirs_exist_ok=True)
+"""
+SEPARATION = {"baseline": 0.6, "specaug": 0.5, "rr_concat": 1.2, "rr_concat_specaug": 1.5}
+
+
+def _prepare_eval_templates(folder: Path):
+    """A real evaluation folder (write_system_report) per configuration, better attackers separating more."""
+    rng = np.random.default_rng(7)
+    for config, separation in SEPARATION.items():
+        subsets, metrics = {}, {}
+        for name in SUBSETS:
+            targets = np.r_[np.ones(40, bool), np.zeros(400, bool)]
+            scores = (rng.normal(size=440) + separation * targets).astype(np.float32)
+            ids = [f"u{k}" for k in range(440)]
+            subsets[name] = SubsetScores(name, Path("trials"), ["spk"] * 440, ids, targets, scores)
+            metrics[name] = verification_metrics(scores[targets], scores[~targets])
+        write_system_report(SystemResults("any", subsets, metrics), folder / config, det_plot=False)
+
+
+@pytest.fixture
+def grid_overrides(tmp_path):
+    _prepare_eval_templates(tmp_path / "templates")
+    (tmp_path / "stub.py").write_text(STUB)
+    base = f"{{python}} {tmp_path / 'stub.py'} {{step}} {{system}} {{configuration}} {{output_folder}}"
+    tail = f"{tmp_path / 'calls.txt'} {tmp_path / 'templates'}"
+    return {
+        "data_folder": str(tmp_path / "vpac"),
+        "output_folder": str(tmp_path / "grid"),
+        "systems": ["B3"],
+        "train_command": base.replace("{step}", "train") + " " + tail,
+        "eval_command": base.replace("{step}", "eval") + " " + tail,
+        "comparison": {"baseline": "baseline", "compared": ["rr_concat", "rr_concat_specaug"]},
+        "ablation": {"system": "T8-5", "configurations": ["baseline", "specaug", "rr_concat"]},
+    }
+
+
+def _argv(overrides):
+    # JSON is YAML: command templates starting with "{" stay strings, lists and mappings stay flow.
+    return [str(REPO / "hparams" / "grid.yaml")] + [
+        f"--{key}={json.dumps(value)}" for key, value in overrides.items()
+    ]
+
+
+def _calls(tmp_path):
+    path = tmp_path / "calls.txt"
+    return path.read_text().splitlines() if path.exists() else []
+
+
+def test_grid_cells_cover_both_tables_without_repeats(grid_overrides):
+    grid = run_grid.load_grid(REPO / "hparams" / "grid.yaml", grid_overrides)
+    assert run_grid.grid_cells(grid) == [
+        ("B3", "baseline"),
+        ("B3", "rr_concat"),
+        ("B3", "rr_concat_specaug"),
+        ("T8-5", "baseline"),
+        ("T8-5", "specaug"),
+        ("T8-5", "rr_concat"),
+    ]
+
+
+def test_the_shipped_grid_covers_the_paper():
+    grid = run_grid.load_grid(REPO / "hparams" / "grid.yaml", {"data_folder": "/nowhere"})
+    cells = run_grid.grid_cells(grid)
+    assert len(grid["systems"]) == 7 and len(grid["ablation"]["configurations"]) == 11
+    assert len(cells) == 7 * 3 + 8  # Table 2 cells, plus Table 1's other T8-5 configurations
+    published = {row["attacker"] for row in load_reference_results() if row["table"] == "paper-table1"}
+    assert {spec["table1"] for spec in grid["configurations"].values()} == published
+
+
+def test_undefined_configuration_is_refused(grid_overrides):
+    grid_overrides["comparison"] = {"baseline": "baseline", "compared": ["nope"]}
+    with pytest.raises(ValueError, match=r"\['nope'\] are used but not defined"):
+        run_grid.load_grid(REPO / "hparams" / "grid.yaml", grid_overrides)
+
+
+def test_grid_runs_resumes_and_assembles_tables(grid_overrides, tmp_path):
+    fail_marker = tmp_path / "grid" / "T8-5" / "specaug" / "FAIL"
+    fail_marker.parent.mkdir(parents=True)
+    fail_marker.touch()
+
+    assert run_grid.main(_argv(grid_overrides)) == 1  # one cell failed; the others ran
+    calls = _calls(tmp_path)
+    assert calls.count("train T8-5 specaug") == 1 and "eval T8-5 specaug" not in calls
+    assert len([c for c in calls if c.startswith("eval")]) == 5
+
+    fail_marker.unlink()
+    assert run_grid.main(_argv(grid_overrides)) == 0  # only the failed cell runs again
+    assert _calls(tmp_path)[len(calls) :] == ["train T8-5 specaug", "eval T8-5 specaug"]
+
+    # An evaluation lost after training: evaluated again, not retrained.
+    (tmp_path / "grid" / "B3" / "rr_concat" / "eval" / "results.json").unlink()
+    before = len(_calls(tmp_path))
+    assert run_grid.main(_argv(grid_overrides)) == 0
+    assert _calls(tmp_path)[before:] == ["eval B3 rr_concat"]
+
+    out = tmp_path / "grid"
+    base = read_results(out / "B3" / "baseline" / "eval")["table"]
+    ours = read_results(out / "B3" / "rr_concat_specaug" / "eval")["table"]
+    table2 = (out / "table2_comparison.md").read_text()
+    line = next(row for row in table2.splitlines() if row.startswith("| B3 | SegReConcat+SpecAug |"))
+    cells = [cell.strip() for cell in line.strip("|").split("|")]
+    assert float(cells[8]) == pytest.approx(ours["avg"], abs=0.005)
+    assert float(cells[9]) == pytest.approx(ours["avg"] - base["avg"], abs=0.01)
+    assert cells[10] == "25.91"  # the paper's published B3 SegReConcat+SpecAug average, its own column
+    plain = next(row for row in table2.splitlines() if row.startswith("| B3 | SegReConcat |"))
+    assert plain.rstrip(" |").endswith("| - | -")  # the paper reports no plain SegReConcat row for B3
+    baseline_line = next(row for row in table2.splitlines() if row.startswith("| B3 | Baseline |"))
+    assert "26.85" in baseline_line and "26.28" in baseline_line  # paper and challenge baselines
+    assert "published" in table2.splitlines()[2]
+
+    table1 = (out / "table1_ablation.md").read_text()
+    assert "| No Augmentation |" in table1 and "37.39" in table1 and "| SpecAug |" in table1
+
+    with open(out / "grid_results.csv") as handle:
+        rows = list(csv.DictReader(handle))
+    assert len(rows) == 6
+    assert (out / "det_T8-5.png").read_bytes()[:4] == b"\x89PNG" and (out / "det_B3.png").is_file()
+
+
+def test_tables_only_runs_nothing(grid_overrides, tmp_path):
+    grid_overrides["tables_only"] = True
+    assert run_grid.main(_argv(grid_overrides)) == 0
+    assert _calls(tmp_path) == []
+    assert "| B3 | Baseline | - |" in (tmp_path / "grid" / "table2_comparison.md").read_text()
+
+
+def test_format_command_quotes_fields_but_splits_overrides():
+    command = run_grid.format_command(
+        "{python} t.py --output_folder={output_folder} {overrides}",
+        {"python": sys.executable, "output_folder": "/a b/c", "overrides": "--mode=none --specaug=True"},
+    )
+    assert command == [sys.executable, "t.py", "--output_folder=/a b/c", "--mode=none", "--specaug=True"]

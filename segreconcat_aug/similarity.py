@@ -60,7 +60,6 @@ logger = logging.getLogger(__name__)
 __all__ = [
     "START_RULES",
     "SimilarityInputError",
-    "WhisperSegmentEncoder",
     "acoustic_order",
     "acoustic_similarity",
     "cosine_similarity",
@@ -324,81 +323,6 @@ def cosine_similarity(vectors: np.ndarray) -> np.ndarray:
     return unit @ unit.T
 
 
-class WhisperSegmentEncoder:
-    """Whisper's last encoder layer for whole utterances, batched over 30 s windows.
-
-    The SR strategy's feature extractor: built once per job (it holds the
-    model), it runs the encoder once per utterance, not once per word.
-
-    Parameters
-    ----------
-    model : transformers Whisper model
-        ``WhisperModel`` or ``WhisperForConditionalGeneration`` (its encoder is used).
-    feature_extractor : transformers.WhisperFeatureExtractor
-    device : str
-    batch_size : int
-        30 s windows per encoder forward pass.
-    """
-
-    def __init__(self, model, feature_extractor, *, device: str = "cpu", batch_size: int = 8):
-        self.encoder = model.get_encoder() if hasattr(model, "get_encoder") else model.encoder
-        self.encoder.eval().to(device)
-        self.feature_extractor = feature_extractor
-        self.device = device
-        self.batch_size = int(batch_size)
-        self.sample_rate = int(feature_extractor.sampling_rate)
-        self.window_samples = int(feature_extractor.n_samples)
-        self.frames_per_window = int(model.config.max_source_positions)
-        window_seconds = self.window_samples / self.sample_rate
-        self.frame_rate = int(round(self.frames_per_window / window_seconds))
-
-    @classmethod
-    def from_pretrained(
-        cls, name: str = "openai/whisper-medium", *, device: str = "cpu", dtype=None, **kwargs
-    ):
-        """Load a Whisper checkpoint by name or path (transformers)."""
-        from transformers import WhisperFeatureExtractor, WhisperModel
-
-        model = WhisperModel.from_pretrained(name, torch_dtype=dtype)
-        return cls(model, WhisperFeatureExtractor.from_pretrained(name), device=device, **kwargs)
-
-    def encode(self, audios: Sequence[np.ndarray]) -> list[np.ndarray]:
-        """Encoder frames ``(ceil(len / 320), dim)`` float32 per utterance (16 kHz input).
-
-        Utterances longer than one window are cut into 30 s windows whose
-        frames are concatenated; all windows of all utterances are batched.
-        """
-        import torch
-
-        windows, owners = [], []
-        for index, audio in enumerate(audios):
-            audio = np.asarray(audio, dtype=np.float32)
-            if len(audio) == 0:
-                raise ValueError(f"utterance {index} of the batch is empty")
-            for start in range(0, len(audio), self.window_samples):
-                windows.append(audio[start : start + self.window_samples])
-                owners.append(index)
-        parameter = next(self.encoder.parameters())
-        outputs = []
-        with torch.inference_mode():
-            for first in range(0, len(windows), self.batch_size):
-                chunk = windows[first : first + self.batch_size]
-                features = self.feature_extractor(
-                    chunk, sampling_rate=self.sample_rate, return_tensors="pt"
-                ).input_features
-                features = features.to(device=parameter.device, dtype=parameter.dtype)
-                hidden = self.encoder(features).last_hidden_state
-                outputs.extend(hidden.float().cpu().numpy())
-        per_utterance: list[list[np.ndarray]] = [[] for _ in audios]
-        for owner, frames in zip(owners, outputs):
-            per_utterance[owner].append(frames)
-        samples_per_frame = self.sample_rate // self.frame_rate
-        return [
-            np.concatenate(parts)[: -(-len(audio) // samples_per_frame)]
-            for parts, audio in zip(per_utterance, audios)
-        ]
-
-
 @register_strategy("semantic", precomputed=True, paper_name="SR")
 def semantic_order(
     segments: Segments,
@@ -407,34 +331,44 @@ def semantic_order(
     *,
     sample_rate: int,
     utt_id: str | None = None,
-    encoder: WhisperSegmentEncoder | None = None,
+    whisper=None,
     frames: np.ndarray | None = None,
-    frame_rate: int | None = None,
     start: str | int = "highest_average",
     **_,
 ) -> np.ndarray:
     """SR: Whisper-encoder similarity, greedy chain from the most central segment.
 
-    Pass either ``frames`` (this utterance's encoder output, e.g. computed in a
-    batch by :meth:`WhisperSegmentEncoder.encode`) or ``encoder`` (then it is
-    run on ``audio`` here). ``rng`` is unused.
+    Pass either ``frames``, this utterance's last encoder layer at 50 frames/s
+    (as :func:`segreconcat_aug.whisper.encoder_features` gives for a batch), or
+    ``whisper``, a :class:`segreconcat_aug.whisper.WhisperBundle` that is then
+    run on ``audio`` here. ``rng`` is unused (the order is deterministic).
+
+    >>> from segreconcat_aug.segments import Segments
+    >>> frames = np.array([[1.0, 0.0], [0.9, 0.1], [0.0, 1.0], [0.2, 0.8], [1.0, 0.1]])
+    >>> segs = Segments(np.array([[k * 320, (k + 1) * 320] for k in range(5)]), False)
+    >>> semantic_order(segs, np.zeros(1600), None, sample_rate=16000, frames=frames).tolist()
+    [1, 4, 0, 3, 2]
     """
+    from .whisper import FRAME_SECONDS, SAMPLE_RATE, encoder_features
+
     audio = _check_audio(audio, segments, utt_id)
+    name = repr(utt_id) if utt_id else "(unnamed)"
     if len(segments) < 2:
         return np.arange(len(segments), dtype=np.int64)
     if frames is None:
-        if encoder is None:
-            raise ValueError(
-                "semantic strategy needs encoder frames or a WhisperSegmentEncoder (option 'encoder')"
+        if whisper is None:
+            raise ValueError("the semantic strategy needs 'frames' or a Whisper bundle ('whisper')")
+        if sample_rate != SAMPLE_RATE:
+            raise SimilarityInputError(
+                f"utterance {name}: Whisper needs {SAMPLE_RATE} Hz audio, got {sample_rate}"
             )
-        if encoder.sample_rate != sample_rate:
-            raise ValueError(f"Whisper expects {encoder.sample_rate} Hz audio, got {sample_rate} Hz")
-        frames = encoder.encode([audio])[0]
-    if frame_rate is None:
-        frame_rate = encoder.frame_rate if encoder is not None else 50
+        frames = encoder_features(whisper, [audio])[0]
     frames = np.asarray(frames)
+    if frames.ndim != 2 or len(frames) == 0:
+        raise SimilarityInputError(
+            f"utterance {name}: expected (frames, dim) encoder output, got {frames.shape}"
+        )
     if not np.all(np.isfinite(frames)):
-        name = repr(utt_id) if utt_id else "(unnamed)"
         raise SimilarityInputError(f"utterance {name}: Whisper encoder output has NaN or infinite values")
-    pooled = pool_segments(frames, segments, sample_rate, frame_rate)
+    pooled = pool_segments(frames, segments, sample_rate, int(round(1 / FRAME_SECONDS)))
     return similarity_order(cosine_similarity(pooled), start)

@@ -225,3 +225,66 @@ def test_segments_past_the_audio_name_the_utterance():
 def test_one_segment_needs_no_similarity():
     order = acoustic_order(Segments(np.array([[0, 50]]), False), np.zeros(50), None, sample_rate=16000)
     assert order.tolist() == [0]
+
+
+# --------------------------------------------------------------------------- SR with a tiny random Whisper
+
+
+def reference_semantic_order(frames, segments):
+    """The paper's SR written out directly: per-word frames by time, concat(mean, max), cosine, greedy."""
+    import math
+
+    pooled = []
+    for a, b in segments.spans:
+        lo, hi = math.floor(a / 16000 / 0.02), math.ceil(b / 16000 / 0.02)
+        window = frames[lo:hi]
+        pooled.append(np.concatenate([window.mean(axis=0), window.max(axis=0)]))
+    pooled = np.array(pooled, dtype=np.float64)
+    unit = pooled / np.linalg.norm(pooled, axis=1, keepdims=True)
+    sim = unit @ unit.T
+    count = len(sim)
+    averages = [(sim[k].sum() - sim[k, k]) / (count - 1) for k in range(count)]
+    order = [int(np.argmax(averages))]
+    while len(order) < count:
+        rest = [k for k in range(count) if k not in order]
+        order.append(max(rest, key=lambda k: sim[order[-1], k]))
+    return order
+
+
+def test_semantic_order_on_a_long_utterance_with_a_tiny_whisper():
+    from segreconcat_aug.testing import tiny_whisper
+    from segreconcat_aug.whisper import encoder_features
+
+    bundle = tiny_whisper()
+    # Over 30 s of real speech: the encoder runs on two windows, frames are concatenated.
+    utts = ["19-198-0001", "19-198-0002", "27-123349-0009", "26-495-0019", "26-495-0020"]
+    audio = np.concatenate([read_audio(FIXTURES / f"{utt}.flac") for utt in utts])
+    assert len(audio) > 480000
+    words = 0.4 * np.arange(int(len(audio) / 16000 / 0.4))
+    segments = word_segments(words + 0.05, words + 0.35, len(audio), 16000, "cover")
+    frames = encoder_features(bundle, [audio])[0]
+    assert frames.shape == (-(-len(audio) // 320), 64)
+    # Frames past 30 s come from encoding the second window on its own.
+    second = encoder_features(bundle, [audio[480000:]])[0]
+    assert np.allclose(frames[1500:], second, atol=1e-5)
+    order = get_strategy("semantic").fn(
+        segments, audio, None, sample_rate=16000, frames=frames, utt_id="long"
+    )
+    assert order.tolist() == reference_semantic_order(frames, segments)
+    assert order[0] != 0  # SR starts at the most central segment, not the first
+    assert sorted(order.tolist()) == list(range(len(segments)))
+
+
+def test_semantic_needs_frames_or_whisper_and_checks_them():
+    segments = Segments(np.array([[0, 320], [320, 640]]), False)
+    semantic = get_strategy("semantic").fn
+    with pytest.raises(ValueError, match="needs 'frames' or a Whisper bundle"):
+        semantic(segments, np.zeros(640), None, sample_rate=16000)
+    with pytest.raises(SimilarityInputError, match="'u7'.*NaN or infinite"):
+        semantic(
+            segments, np.zeros(640), None, sample_rate=16000, frames=np.full((2, 4), np.nan), utt_id="u7"
+        )
+    # A segment whose pooled features are all zero has no cosine: it is appended at the end.
+    frames = np.array([[0.0, 0.0], [1.0, 0.0], [1.0, 1.0]])
+    three = Segments(np.array([[0, 320], [320, 640], [640, 960]]), False)
+    assert semantic(three, np.zeros(960), None, sample_rate=16000, frames=frames).tolist() == [1, 2, 0]

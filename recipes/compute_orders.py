@@ -1,0 +1,97 @@
+#!/usr/bin/env python3
+"""Precompute AR (acoustic) or SR (semantic) rearrangement orders into the order cache.
+
+Usage::
+
+    python recipes/compute_orders.py hparams/orders.yaml --data_folder=<VPAC root> --system=T8-5 \
+        --strategy=acoustic
+    python recipes/compute_orders.py hparams/orders.yaml --data_folder=<VPAC root> --system=T8-5 \
+        --strategy=semantic --shard=0/4        # one of four processes (or run under torchrun)
+
+Reads the system's training folder (or ``--input``: a Kaldi folder or CSV manifest) and its
+word-alignment cache, and appends one line per utterance to ``orders_cache`` (see
+:mod:`segreconcat_aug.orders`). Reruns skip what is done and retry failures; failures go to
+``<orders_cache stem>.failures.tsv`` and make the exit status 1 unless ``allow_failures``.
+Training reads the cache with the same strategy and segmentation settings
+(``recipes/train.py``, key ``orders_cache``).
+"""
+
+import logging
+import sys
+from pathlib import Path
+
+import speechbrain as sb
+from hyperpyyaml import load_hyperpyyaml
+
+from segreconcat_aug.alignment import load_alignments
+from segreconcat_aug.jobs import read_inputs, resolve_shard
+from segreconcat_aug.orders import OrderComputer, run_order_job
+from segreconcat_aug.vpac import TRAIN_SET, system_folders
+
+logger = logging.getLogger(__name__)
+
+
+def input_source(hparams) -> Path:
+    """``input`` when given, else the system's training folder in the VPAC layout."""
+    if hparams.get("input"):
+        return Path(hparams["input"])
+    folders = system_folders(
+        hparams["data_folder"], hparams["system"], hparams.get("folder_overrides"), sets=[TRAIN_SET]
+    )
+    return folders[TRAIN_SET]
+
+
+def build_computer(hparams, alignments, device=None) -> OrderComputer:
+    """The :class:`OrderComputer` of the YAML (loads Whisper for ``semantic``)."""
+    strategy = hparams["strategy"]
+    options = hparams.get(f"{strategy}_options") or {}
+    whisper = None
+    if strategy == "semantic":
+        from segreconcat_aug.whisper import load_whisper
+
+        whisper = load_whisper(
+            hparams["whisper_model"],
+            device=device or hparams.get("device"),
+            dtype=hparams["dtype"],
+            word_timestamps=False,
+        )
+    return OrderComputer(
+        strategy,
+        alignments,
+        segment_policy=hparams["segment_policy"],
+        min_leading_silence=hparams["min_leading_silence"],
+        options=options,
+        whisper=whisper,
+        encoder_batch_size=hparams["encoder_batch_size"],
+    )
+
+
+def main(argv=None) -> int:
+    hparams_file, run_opts, overrides = sb.parse_arguments(sys.argv[1:] if argv is None else argv)
+    with open(hparams_file, encoding="utf-8") as handle:
+        hparams = load_hyperpyyaml(handle, overrides)
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    if hparams.get("dtw_threads"):
+        import numba
+
+        numba.set_num_threads(int(hparams["dtw_threads"]))
+    source = input_source(hparams)
+    items = read_inputs(source, allow_pipes=hparams["allow_pipes"], root=hparams.get("data_root"))
+    alignments = load_alignments(hparams["alignment_cache"])
+    # --device and --noprogressbar are SpeechBrain's own options, not YAML overrides.
+    computer = build_computer(hparams, alignments, device=getattr(run_opts, "device", None))
+    job = run_order_job(
+        computer,
+        items,
+        hparams["orders_cache"],
+        shard=resolve_shard(hparams.get("shard")),
+        batch_size=hparams["batch_size"],
+        progress=hparams["progress"] and not getattr(run_opts, "noprogressbar", False),
+        resample=hparams["resample"],
+    )
+    logger.info("%s (input %s)", job.summary(), source)
+    return job.exit_status(hparams["allow_failures"])
+
+
+if __name__ == "__main__":
+    sys.exit(main())

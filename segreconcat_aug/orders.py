@@ -1,0 +1,545 @@
+"""The order cache: precomputed AR/SR orders, one utterance per JSON line.
+
+The similarity strategies (:mod:`segreconcat_aug.similarity`) are deterministic
+per utterance and too costly for DataLoader workers (DTW, a Whisper encoder),
+so ``recipes/compute_orders.py`` computes each order once and training reads
+them (``SegReConcat(..., orders=load_orders(...))``)::
+
+    {"id": "1272-128104-0000", "strategy": "acoustic", "order": [0, 4, 2, 1, 3],
+     "key": "3f0c9a41d2e8b7a6", "segment_policy": "cover", "min_leading_silence": 0.05,
+     "options": {"n_mfcc": 13, ...}}
+
+An order indexes the utterance's segments, so it is only valid for the
+segmentation it was computed on. ``key`` hashes everything that fixes that
+segmentation and the order: the strategy, its options, the utterance's cleaned
+word times and duration (from the alignment cache), the segment policy and
+``min_leading_silence``. :func:`load_orders` recomputes the key from the
+current alignments and settings, and a mismatch is an error naming the
+utterance and the line (:class:`StaleOrderError`): a stale order is never used.
+
+Example
+-------
+>>> import tempfile, os
+>>> from segreconcat_aug.alignment import AlignmentIndex
+>>> alignments = AlignmentIndex(["u1"], [1.0], [0, 3], [0.0, 0.3, 0.6], [0.3, 0.6, 1.0], ["test"])
+>>> path = os.path.join(tempfile.mkdtemp(), "orders.jsonl")
+>>> with open(path, "w") as handle:
+...     _ = handle.write(order_record("u1", [2, 0, 1], strategy="acoustic", options={},
+...                                   alignments=alignments, segment_policy="cover") + "\\n")
+>>> load_orders(path, strategy="acoustic", alignments=alignments, segment_policy="cover")["u1"].tolist()
+[2, 0, 1]
+>>> load_orders(path, strategy="acoustic", alignments=alignments, segment_policy="words")
+Traceback (most recent call last):
+...
+segreconcat_aug.orders.StaleOrderError: ...orders.jsonl:1: the acoustic order of utterance 'u1' is stale ...
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import numpy as np
+
+from .alignment import AlignmentIndex
+from .segments import SEGMENT_POLICIES, word_segments
+
+logger = logging.getLogger(__name__)
+
+__all__ = [
+    "OrderCacheError",
+    "OrderComputer",
+    "StaleOrderError",
+    "existing_order_files",
+    "load_orders",
+    "order_files",
+    "order_key",
+    "order_record",
+    "run_order_job",
+    "stale_orders",
+]
+
+
+class OrderCacheError(ValueError):
+    """An order cache line is malformed or conflicts with another; names file and line."""
+
+
+class StaleOrderError(OrderCacheError):
+    """A cached order does not match the current alignment, segmentation or options."""
+
+
+def _canonical(options: Mapping | None) -> str:
+    try:
+        return json.dumps(dict(options or {}), sort_keys=True, separators=(",", ":"))
+    except TypeError as err:
+        raise ValueError(f"strategy options must be JSON values (numbers, strings, lists): {err}") from None
+
+
+def order_key(
+    utt_id: str,
+    *,
+    strategy: str,
+    options: Mapping | None,
+    alignments: AlignmentIndex,
+    segment_policy: str,
+    min_leading_silence: float = 0.05,
+) -> str:
+    """16 hex digits that change with anything the utterance's order depends on.
+
+    Word times are rounded to 0.1 ms (the alignment cache's precision), so a
+    cache rewritten by a merge or reload keeps its keys.
+
+    >>> from segreconcat_aug.alignment import AlignmentIndex
+    >>> a = AlignmentIndex(["u"], [1.0], [0, 2], [0.0, 0.5], [0.5, 1.0], ["t"])
+    >>> b = AlignmentIndex(["u"], [1.0], [0, 2], [0.0, 0.4], [0.4, 1.0], ["t"])
+    >>> key = dict(strategy="acoustic", options={}, segment_policy="cover")
+    >>> order_key("u", alignments=a, **key) == order_key("u", alignments=b, **key)
+    False
+    """
+    if segment_policy not in SEGMENT_POLICIES:
+        raise ValueError(f"unknown segment policy {segment_policy!r}; choose from {SEGMENT_POLICIES}")
+    starts, ends = alignments.spans(utt_id)
+    payload = {
+        "strategy": strategy,
+        "options": json.loads(_canonical(options)),
+        "segment_policy": segment_policy,
+        "min_leading_silence": round(float(min_leading_silence), 6),
+        "duration": round(alignments.duration(utt_id), 4),
+        "words": [[round(float(s), 4), round(float(e), 4)] for s, e in zip(starts, ends)],
+    }
+    text = json.dumps(payload, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha1(text.encode("utf-8")).hexdigest()[:16]
+
+
+def order_record(
+    utt_id: str,
+    order: Sequence[int],
+    *,
+    strategy: str,
+    options: Mapping | None,
+    alignments: AlignmentIndex,
+    segment_policy: str,
+    min_leading_silence: float = 0.05,
+) -> str:
+    """One cache line (without the newline) for ``utt_id``."""
+    key = order_key(
+        utt_id,
+        strategy=strategy,
+        options=options,
+        alignments=alignments,
+        segment_policy=segment_policy,
+        min_leading_silence=min_leading_silence,
+    )
+    record = {
+        "id": utt_id,
+        "strategy": strategy,
+        "order": [int(k) for k in order],
+        "key": key,
+        "segment_policy": segment_policy,
+        "min_leading_silence": float(min_leading_silence),
+        "options": json.loads(_canonical(options)),
+    }
+    return json.dumps(record, separators=(", ", ": "))
+
+
+def order_files(path) -> list[Path]:
+    """The files of an order cache, sorted: a folder's ``*.jsonl``, or ``x.jsonl`` and its shards.
+
+    Shards of a sharded run (``x.part-002-of-008.jsonl``) are read beside
+    ``x.jsonl`` without a merge.
+    """
+    path = Path(path)
+    if path.is_dir():
+        files = sorted(path.glob("*.jsonl"))
+        if not files:
+            raise FileNotFoundError(f"{path}: no *.jsonl order files in this folder")
+        return files
+    files = existing_order_files(path)
+    if not files:
+        raise FileNotFoundError(f"{path}: order cache not found (run recipes/compute_orders.py)")
+    return files
+
+
+def _records(file: Path):
+    with open(file, encoding="utf-8") as handle:
+        lines = handle.readlines()
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        where = f"{file}:{number}"
+        if not line.endswith("\n") and number == len(lines):
+            # A writer killed mid-line (or still running): not an order yet.
+            logger.warning("%s: ignoring an unterminated last line", where)
+            return
+        try:
+            record = json.loads(line)
+            utt_id, strategy, order, key = record["id"], record["strategy"], record["order"], record["key"]
+        except (json.JSONDecodeError, KeyError, TypeError) as err:
+            raise OrderCacheError(f"{where}: not an order record ({err})") from None
+        if not isinstance(order, list) or not all(isinstance(k, int) for k in order):
+            raise OrderCacheError(f"{where}: utterance {utt_id!r}: 'order' must be a list of integers")
+        if sorted(order) != list(range(len(order))):
+            raise OrderCacheError(f"{where}: utterance {utt_id!r}: order {order} is not a permutation")
+        yield where, utt_id, strategy, order, key, record
+
+
+def load_orders(
+    path,
+    *,
+    strategy: str,
+    alignments: AlignmentIndex,
+    segment_policy: str,
+    min_leading_silence: float = 0.05,
+    options: Mapping | None = None,
+) -> dict[str, np.ndarray]:
+    """Read and validate an order cache for training.
+
+    Parameters
+    ----------
+    path : path
+        A cache file, a folder of ``*.jsonl`` shards, or ``x.jsonl`` whose shards
+        ``x.part-*.jsonl`` are not merged yet.
+    strategy : str
+        The strategy the augmenter uses; orders of another strategy are an error.
+    alignments : AlignmentIndex
+        The alignment cache training uses (the orders must come from the same word times).
+    segment_policy, min_leading_silence
+        The augmenter's segmentation settings.
+    options : mapping, optional
+        The strategy options expected. ``None`` accepts the options stored in
+        the cache, provided every entry has the same ones.
+
+    Returns
+    -------
+    dict
+        Utterance id -> int64 order. Entries for utterances absent from
+        ``alignments`` are skipped (the augmenter treats them as unaligned).
+
+    Raises
+    ------
+    StaleOrderError
+        An entry made with another strategy, options, alignment or segmentation
+        (names the utterance, the file and line, and what differs).
+    OrderCacheError
+        A malformed line or a duplicate id.
+    """
+    orders: dict[str, np.ndarray] = {}
+    seen: dict[str, str] = {}
+    reference = None if options is None else json.loads(_canonical(options))
+    reference_where = "the options given"
+    skipped = 0
+    for file in order_files(path):
+        for where, utt_id, cached_strategy, order, key, record in _records(file):
+            if utt_id in seen:
+                raise OrderCacheError(f"{where}: utterance {utt_id!r} already has an order at {seen[utt_id]}")
+            seen[utt_id] = where
+            if cached_strategy != strategy:
+                raise StaleOrderError(
+                    f"{where}: utterance {utt_id!r} has a {cached_strategy!r} order, but the strategy "
+                    f"is {strategy!r}; point to that strategy's order cache"
+                )
+            stored = record.get("options", {})
+            if reference is None:
+                reference, reference_where = stored, where
+            elif stored != reference:
+                raise StaleOrderError(
+                    f"{where}: the {strategy} order of utterance {utt_id!r} was computed with options "
+                    f"{stored}, not {reference} ({reference_where}); rerun recipes/compute_orders.py"
+                )
+            if utt_id not in alignments:
+                skipped += 1
+                continue
+            expected = order_key(
+                utt_id,
+                strategy=strategy,
+                options=reference,
+                alignments=alignments,
+                segment_policy=segment_policy,
+                min_leading_silence=min_leading_silence,
+            )
+            if key != expected:
+                raise StaleOrderError(
+                    f"{where}: the {strategy} order of utterance {utt_id!r} is stale (computed with "
+                    f"segment_policy={record.get('segment_policy')!r}, "
+                    f"min_leading_silence={record.get('min_leading_silence')!r} on other word times, "
+                    f"or tampered; now segment_policy={segment_policy!r}, "
+                    f"min_leading_silence={min_leading_silence!r}): rerun recipes/compute_orders.py "
+                    "into a new output after a change of alignments or segmentation"
+                )
+            orders[utt_id] = np.asarray(order, dtype=np.int64)
+    if skipped:
+        logger.warning("%s: %d orders skipped: their utterances have no alignment", path, skipped)
+    logger.info("loaded %d %s orders from %s", len(orders), strategy, path)
+    return orders
+
+
+def stale_orders(
+    files,
+    *,
+    strategy: str,
+    options: Mapping | None,
+    alignments: AlignmentIndex,
+    segment_policy: str,
+    min_leading_silence: float = 0.05,
+) -> list[str]:
+    """Ids in existing cache files whose key differs from what a run would now write.
+
+    ``compute_orders.py`` refuses to resume into such a cache, so one file never
+    mixes orders from two settings. Ids without an alignment count as stale.
+    """
+    stale = []
+    for file in files:
+        if not Path(file).is_file():
+            continue
+        for _, utt_id, cached_strategy, _, key, _ in _records(Path(file)):
+            if cached_strategy != strategy or utt_id not in alignments:
+                stale.append(utt_id)
+                continue
+            expected = order_key(
+                utt_id,
+                strategy=strategy,
+                options=options,
+                alignments=alignments,
+                segment_policy=segment_policy,
+                min_leading_silence=min_leading_silence,
+            )
+            if key != expected:
+                stale.append(utt_id)
+    return stale
+
+
+_NOT_OPTIONS = {"sample_rate", "utt_id", "frames", "whisper"}  # supplied by the computer, not the user
+
+
+def _option_names(fn) -> set[str]:
+    import inspect
+
+    parameters = inspect.signature(fn).parameters.values()
+    return {p.name for p in parameters if p.kind is p.KEYWORD_ONLY} - _NOT_OPTIONS
+
+
+class OrderComputer:
+    """Compute orders for batches of utterances: segmentation, the strategy, cache lines.
+
+    The object the order job holds: it owns the settings that go into the key
+    and, for SR, the Whisper model (``whisper``, a
+    :class:`segreconcat_aug.whisper.WhisperBundle`), run once per batch over all
+    its utterances before each order is computed from its frames.
+
+    Parameters
+    ----------
+    strategy : str
+        A registered precomputed strategy (``acoustic``, ``semantic``).
+    alignments : AlignmentIndex
+    segment_policy : {"cover", "words"}
+    min_leading_silence : float
+    options : mapping
+        Strategy options (JSON values); they are part of the key.
+    whisper : WhisperBundle, optional
+        Needed by ``semantic``.
+    encoder_batch_size : int
+        30 s windows per encoder pass.
+    sample_rate : int
+
+    Example
+    -------
+    >>> from segreconcat_aug.alignment import AlignmentIndex
+    >>> alignments = AlignmentIndex(["u1"], [1.0], [0, 2], [0.1, 0.5], [0.5, 1.0], ["t"])
+    >>> computer = OrderComputer("acoustic", alignments)
+    >>> noise = np.random.default_rng(0).normal(size=16000).astype(np.float32)
+    >>> audio = np.concatenate([np.zeros(1600), noise[:6400], 1e-4 * noise[6400:]])  # silence, loud, quiet
+    >>> [(utt, order.tolist()) for utt, order in computer.compute([("u1", audio)])]  # silence, quiet, loud
+    [('u1', [0, 2, 1])]
+    """
+
+    def __init__(
+        self,
+        strategy: str,
+        alignments: AlignmentIndex,
+        *,
+        segment_policy: str = "cover",
+        min_leading_silence: float = 0.05,
+        options: Mapping | None = None,
+        whisper=None,
+        encoder_batch_size: int = 8,
+        sample_rate: int = 16000,
+    ):
+        from .strategies import get_strategy
+
+        self.strategy = get_strategy(strategy)
+        if not self.strategy.precomputed:
+            raise ValueError(f"strategy {strategy!r} draws a fresh order each epoch; nothing to precompute")
+        if segment_policy not in SEGMENT_POLICIES:
+            raise ValueError(f"unknown segment policy {segment_policy!r}; choose from {SEGMENT_POLICIES}")
+        self.options = json.loads(_canonical(options))
+        accepted = _option_names(self.strategy.fn)
+        unknown = sorted(set(self.options) - accepted)
+        if unknown:
+            raise ValueError(f"unknown {strategy} option(s) {unknown}; accepted: {sorted(accepted)}")
+        # What the key hashes: the options, plus the model that makes SR's features.
+        self.key_options = dict(self.options)
+        if self.strategy.name == "semantic":
+            if whisper is None:
+                raise ValueError(
+                    "the semantic strategy needs a Whisper model (segreconcat_aug.whisper.load_whisper)"
+                )
+            self.key_options["whisper_model"] = str(whisper.name)
+            self.key_options["whisper_dtype"] = str(whisper.dtype).replace("torch.", "")
+        self.alignments = alignments
+        self.segment_policy = segment_policy
+        self.min_leading_silence = float(min_leading_silence)
+        self.whisper = whisper
+        self.encoder_batch_size = int(encoder_batch_size)
+        self.sample_rate = int(sample_rate)
+
+    @property
+    def settings(self) -> dict:
+        """The keyword arguments of :func:`order_key` / :func:`stale_orders` for this computer."""
+        return {
+            "strategy": self.strategy.name,
+            "options": self.key_options,
+            "alignments": self.alignments,
+            "segment_policy": self.segment_policy,
+            "min_leading_silence": self.min_leading_silence,
+        }
+
+    def segments(self, utt_id: str, num_samples: int):
+        starts, ends = self.alignments.spans(utt_id)
+        return word_segments(
+            starts, ends, num_samples, self.sample_rate, self.segment_policy, self.min_leading_silence
+        )
+
+    def compute(self, batch: Sequence[tuple[str, np.ndarray]]):
+        """Yield ``(utt_id, order)`` or ``(utt_id, exception)`` for each ``(utt_id, audio)``.
+
+        An utterance's failure (no alignment, NaN audio, ...) is returned, not
+        raised, so the job records it and goes on with the rest of the batch.
+        """
+        frames = [None] * len(batch)
+        if self.whisper is not None and self.strategy.name == "semantic":
+            from .whisper import encoder_features
+
+            # One encoder pass over the whole batch; a bad utterance is isolated by a retry alone.
+            usable = [k for k, (_, audio) in enumerate(batch) if len(audio) and np.all(np.isfinite(audio))]
+            try:
+                encoded = encoder_features(
+                    self.whisper, [batch[k][1] for k in usable], batch_size=self.encoder_batch_size
+                )
+                for k, value in zip(usable, encoded):
+                    frames[k] = value
+            except Exception:  # e.g. out of memory: one utterance at a time
+                for k in usable:
+                    try:
+                        frames[k] = encoder_features(self.whisper, [batch[k][1]])[0]
+                    except Exception as err:
+                        frames[k] = err
+        for (utt_id, audio), utt_frames in zip(batch, frames):
+            try:
+                if isinstance(utt_frames, Exception):
+                    raise utt_frames
+                yield utt_id, self.order(utt_id, audio, frames=utt_frames)
+            except Exception as err:  # reported per utterance by the caller
+                yield utt_id, err
+
+    def order(self, utt_id: str, audio: np.ndarray, *, frames=None) -> np.ndarray:
+        """The order of one utterance (raises on failure, naming it)."""
+        if utt_id not in self.alignments:
+            raise KeyError(f"utterance {utt_id!r} has no alignment")
+        audio = np.asarray(audio, dtype=np.float32)
+        if len(audio) == 0:
+            raise ValueError(f"utterance {utt_id!r}: empty audio")
+        segments = self.segments(utt_id, len(audio))
+        extra = {"frames": frames} if frames is not None else {}
+        if self.strategy.name == "semantic" and frames is None:
+            extra["whisper"] = self.whisper
+        order = self.strategy.fn(
+            segments, audio, None, sample_rate=self.sample_rate, utt_id=utt_id, **self.options, **extra
+        )
+        order = np.asarray(order, dtype=np.int64)
+        if sorted(order.tolist()) != list(range(len(segments))):
+            raise RuntimeError(f"utterance {utt_id!r}: strategy returned {order.tolist()}, not a permutation")
+        return order
+
+    def record(self, utt_id: str, order) -> str:
+        """The cache line for ``utt_id``."""
+        return order_record(utt_id, order, **self.settings)
+
+
+def existing_order_files(output) -> list[Path]:
+    """Order files a run into ``output`` would resume from (the file itself and its shards)."""
+    from .jobs import shard_files
+
+    output = Path(output)
+    files = set(shard_files(output))
+    if output.is_file():
+        files.add(output)
+    return sorted(files)
+
+
+def run_order_job(
+    computer: OrderComputer,
+    items,
+    output,
+    *,
+    shard=None,
+    batch_size: int = 16,
+    progress: bool = True,
+    resample: bool = False,
+):
+    """Compute and append the orders of ``items`` this shard owns and has not done yet.
+
+    Resumable (see :class:`segreconcat_aug.jobs.Job`): a rerun skips written ids
+    and retries failed ones. Refuses to resume into a cache written with other
+    settings (:func:`stale_orders`): one cache never mixes two settings.
+
+    Parameters
+    ----------
+    computer : OrderComputer
+    items : list of segreconcat_aug.jobs.JobItem
+        From :func:`segreconcat_aug.jobs.read_inputs`.
+    output : path
+        ``x.jsonl`` or a folder (shards write their own parts; see :func:`segreconcat_aug.jobs.shard_path`).
+    shard : segreconcat_aug.jobs.Shard, optional
+    batch_size : int
+        Utterances read and computed together (SR: one encoder pass per batch).
+    progress : bool
+    resample : bool
+        Resample audio that is not 16 kHz instead of failing it.
+
+    Returns
+    -------
+    segreconcat_aug.jobs.Job
+        Closed; ``summary()``, ``written``, ``failures``, ``exit_status()``.
+    """
+    from .audio import read_audio
+    from .jobs import Job, JobError, Shard
+
+    shard = Shard() if shard is None else shard
+    stale = stale_orders(existing_order_files(output), **computer.settings)
+    if stale:
+        raise JobError(
+            f"{output}: {len(stale)} cached order(s) were computed with other alignments, segmentation or "
+            f"options (first: {stale[:5]}); write to a new output (or delete the old one) to recompute"
+        )
+    with Job(output, shard=shard, desc=f"orders:{computer.strategy.name}", progress=progress) as job:
+        for batch in job.track(job.pending(items), batch_size=batch_size):
+            ready = []
+            for item in batch:
+                if item.id not in computer.alignments:
+                    job.fail(item.id, "no word alignment (run recipes/align.py)", kind="no_alignment")
+                    continue
+                try:
+                    audio = read_audio(item.source, sample_rate=computer.sample_rate, resample=resample)
+                except Exception as err:  # unreadable, wrong rate: recorded, the run goes on
+                    job.fail(item.id, err, kind="unreadable")
+                    continue
+                ready.append((item.id, audio))
+            for utt_id, result in computer.compute(ready):
+                if isinstance(result, Exception):
+                    job.fail(utt_id, result)
+                else:
+                    job.write(utt_id, computer.record(utt_id, result))
+    return job

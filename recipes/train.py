@@ -1,0 +1,357 @@
+#!/usr/bin/env python3
+"""Train the paper's ECAPA-TDNN attacker on one anonymized VPAC 2024 system, with SegReConcat.
+
+Usage::
+
+    python recipes/train.py hparams/ecapa_segreconcat.yaml --data_folder=<VPAC root> --system=T8-5
+    torchrun --nproc_per_node=4 recipes/train.py hparams/ecapa_segreconcat.yaml --data_folder=... --system=...
+
+Steps: prepare the system's training data (:mod:`segreconcat_aug.data_prep`, main process
+only, skipped when already done) -> train with SegReConcat in the data pipeline (worker side)
+and optional SpecAugment on the features (batch side) -> early stopping on the FIXED dev set's
+loss, keeping the best-dev-loss checkpoint -> export it to ``<output_folder>/export/``
+(``embedding_model.ckpt`` and ``hyperparams.yaml``), where ``recipes/evaluate.py`` finds it.
+A rerun with the same output folder resumes from the last checkpoint, patience state included.
+See docs/training.md.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import logging
+import os
+import sys
+import time
+from pathlib import Path
+
+import ruamel.yaml
+import speechbrain as sb
+import torch
+from hyperpyyaml import load_hyperpyyaml, resolve_references
+from speechbrain.utils.checkpoints import register_checkpoint_hooks
+from speechbrain.utils.distributed import if_main_process, run_on_main
+from speechbrain.utils.epoch_loop import EpochCounterWithStopper
+
+from segreconcat_aug.alignment import load_alignments
+from segreconcat_aug.augment import COUNT_KEYS, SegReConcat
+from segreconcat_aug.data_prep import DataPrepError, prepare_vpac_training
+from segreconcat_aug.pipeline import TrainAudioPipeline, chunk_audio_pipeline
+from segreconcat_aug.strategies import get_strategy
+
+logger = logging.getLogger(__name__)
+
+# SpeechBrain 1.1.2 registers checkpoint hooks for EpochCounter but not for its subclass
+# EpochCounterWithStopper, so the checkpointer saves only the epoch number and a resumed run
+# forgets its best dev loss and patience. Registering the subclass makes its own _save/_recover
+# (epoch, best epoch, best score, should_stop) the ones used.
+register_checkpoint_hooks(EpochCounterWithStopper)
+
+EXPORT_MODEL = "embedding_model.ckpt"
+EXPORT_HPARAMS = "hyperparams.yaml"
+EPOCHS_LOG = "epochs.jsonl"  # one JSON line per finished epoch, exact values (train_log.txt rounds)
+
+
+def _distributed() -> bool:
+    return torch.distributed.is_available() and torch.distributed.is_initialized()
+
+
+def _sum_over_processes(values: list[float], device) -> list[float]:
+    """Element-wise sum over DDP processes (identity without DDP)."""
+    if not _distributed():
+        return list(values)
+    tensor = torch.tensor(values, dtype=torch.float64, device=device)
+    torch.distributed.all_reduce(tensor)
+    return tensor.tolist()
+
+
+def _from_main_process(value):
+    """Rank 0's value on every process, so every rank takes the same early-stopping decision."""
+    if not _distributed():
+        return value
+    box = [value]
+    torch.distributed.broadcast_object_list(box, src=0)
+    return box[0]
+
+
+class SpeakerBrain(sb.core.Brain):
+    """Speaker classification (AAM softmax) whose embedding model is the attacker.
+
+    ``train_audio`` is the training set's :class:`TrainAudioPipeline`; its epoch
+    is set here so SegReConcat draws a new permutation every epoch.
+    """
+
+    def __init__(self, *args, train_audio: TrainAudioPipeline, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.train_audio = train_audio
+        self.samples_seen = 0
+        self.stage_started = time.time()
+        self.train_stats: dict = {}
+
+    def _wrap_distributed(self):
+        if not (self.distributed_launch and self.device_type == "cpu"):
+            return super()._wrap_distributed()
+        # SpeechBrain 1.1.2 converts every module to SyncBatchNorm, which torch refuses on CPU;
+        # on CPU (gloo) wrap without it: DDP sends rank 0's BatchNorm buffers at each forward.
+        for name, module in self.modules.items():
+            if any(p.requires_grad for p in module.parameters()):
+                self.modules[name] = torch.nn.parallel.DistributedDataParallel(
+                    module, device_ids=None, find_unused_parameters=self.find_unused_parameters
+                )
+
+    def compute_forward(self, batch, stage):
+        batch = batch.to(self.device)
+        wavs, lens = batch.sig
+        feats = self.modules.compute_features(wavs)
+        feats = self.modules.mean_var_norm(feats, lens)
+        if stage == sb.Stage.TRAIN:
+            self.samples_seen += wavs.shape[0]
+            if self.hparams.specaug:
+                feats, lens = self.hparams.spec_augment(feats, lens)
+        embeddings = self.modules.embedding_model(feats, lens)
+        return self.modules.classifier(embeddings), lens
+
+    def compute_objectives(self, predictions, batch, stage):
+        predictions, lens = predictions
+        spkid, _ = batch.spk_id_encoded
+        if stage == sb.Stage.TRAIN and self.hparams.specaug:
+            spkid = self.hparams.spec_augment.replicate_labels(spkid)
+        loss = self.hparams.compute_cost(predictions, spkid, lens)
+        if stage != sb.Stage.TRAIN:
+            self.error_metrics.append(batch.id, predictions, spkid, lens)
+        return loss
+
+    def on_fit_batch_end(self, batch, outputs, loss, should_step):
+        # The cyclic learning rate moves once per optimizer step.
+        if should_step:
+            self.hparams.lr_annealing.on_batch_end(self.optimizer)
+
+    def on_stage_start(self, stage, epoch=None):
+        if stage == sb.Stage.TRAIN:
+            self.train_audio.set_epoch(epoch)
+            self.samples_seen = 0
+            self.stage_started = time.time()
+        else:
+            self.error_metrics = self.hparams.error_stats()
+
+    def on_stage_end(self, stage, stage_loss, epoch=None):
+        if stage == sb.Stage.TRAIN:
+            self._end_train_epoch(stage_loss, epoch)
+            return
+        if stage != sb.Stage.VALID:
+            return
+        loss = float(_from_main_process(stage_loss))
+        valid_stats = {"loss": loss, "error_rate": float(self.error_metrics.summarize("average"))}
+        lr = self.optimizer.param_groups[0]["lr"]
+        # update_metric first: the counter (a recoverable) is saved with its new patience state.
+        self.hparams.epoch_counter.update_metric(loss)
+        self.checkpointer.save_and_keep_only(meta={"loss": loss}, min_keys=["loss"])
+        self.hparams.train_logger.log_stats(
+            stats_meta={"epoch": epoch, "lr": lr}, train_stats=self.train_stats, valid_stats=valid_stats
+        )
+        if if_main_process():
+            counter = self.hparams.epoch_counter
+            record = {
+                "epoch": epoch,
+                "lr": lr,
+                "train": self.train_stats,
+                "valid": valid_stats,
+                "best_epoch": counter.best_limit,
+                "should_stop": counter.should_stop,
+            }
+            with open(Path(self.hparams.output_folder) / EPOCHS_LOG, "a", encoding="utf-8") as handle:
+                handle.write(json.dumps(record) + "\n")
+
+    def _end_train_epoch(self, stage_loss, epoch):
+        elapsed = max(time.time() - self.stage_started, 1e-9)
+        augmenter = self.train_audio.augmenter
+        counts = [augmenter.counts()[key] for key in COUNT_KEYS] if augmenter is not None else []
+        totals = _sum_over_processes([self.samples_seen, *counts], self.device)
+        self.train_stats = {
+            "loss": float(stage_loss),
+            "samples": int(totals[0]),
+            "samples_per_s": totals[0] / elapsed,
+        }
+        logger.info("Epoch %s: %.1f training samples/s (all processes)", epoch, totals[0] / elapsed)
+        if augmenter is not None:
+            summed = dict(zip(COUNT_KEYS, (int(value) for value in totals[1:])))
+            self.train_stats.update(
+                {key: value for key, value in summed.items() if value or key == "augmented"}
+            )
+            logger.info("Epoch %s SegReConcat: %s (this process: %s)", epoch, summed, augmenter.report())
+            augmenter.reset_counts()
+
+
+def build_augmenter(hparams) -> SegReConcat | None:
+    """SegReConcat from the YAML keys, or None for ``mode: none`` (the baseline)."""
+    if hparams["mode"] == "none":
+        return None
+    strategy = get_strategy(hparams["strategy"])
+    alignments = load_alignments(hparams["alignment_cache"])
+    orders = None
+    if strategy.precomputed:
+        from segreconcat_aug.orders import load_orders
+
+        orders = load_orders(
+            hparams["orders_cache"],
+            strategy=strategy.name,
+            alignments=alignments,
+            segment_policy=hparams["segment_policy"],
+            min_leading_silence=hparams["min_leading_silence"],
+        )
+    return SegReConcat(
+        alignments,
+        mode=hparams["mode"],
+        strategy=strategy.name,
+        segment_policy=hparams["segment_policy"],
+        crossfade=hparams["crossfade"],
+        seed=hparams["seed"],
+        sample_rate=hparams["sample_rate"],
+        missing_alignment=hparams["missing_alignment"],
+        orders=orders,
+        min_leading_silence=hparams["min_leading_silence"],
+    )
+
+
+def manifest_column(path, column: str) -> list[str]:
+    """One column of a manifest (in file order)."""
+    with open(path, newline="", encoding="utf-8") as handle:
+        return [row[column] for row in csv.DictReader(handle)]
+
+
+def dataio_prep(hparams, train_audio: TrainAudioPipeline):
+    """Datasets (train: read -> SegReConcat -> crop; dev: fixed chunks) and the speaker encoder."""
+    train_data = sb.dataio.dataset.DynamicItemDataset.from_csv(hparams["train_annotation"])
+    valid_data = sb.dataio.dataset.DynamicItemDataset.from_csv(hparams["valid_annotation"])
+    if len(valid_data) == 0:
+        raise DataPrepError(
+            f"{hparams['valid_annotation']}: the dev set is empty, so there is no dev loss to stop on; "
+            "raise dev_ratio or lower sentence_len"
+        )
+    label_encoder = sb.dataio.encoder.CategoricalEncoder()
+
+    @sb.utils.data_pipeline.takes("spk_id")
+    @sb.utils.data_pipeline.provides("spk_id", "spk_id_encoded")
+    def label_pipeline(spk_id):
+        yield spk_id
+        yield label_encoder.encode_sequence_torch([spk_id])
+
+    sb.dataio.dataset.add_dynamic_item([train_data], train_audio.dynamic_item())
+    sb.dataio.dataset.add_dynamic_item([valid_data], chunk_audio_pipeline)
+    sb.dataio.dataset.add_dynamic_item([train_data, valid_data], label_pipeline)
+    sb.dataio.dataset.set_output_keys([train_data, valid_data], ["id", "sig", "spk_id_encoded"])
+
+    speakers = sorted(set(manifest_column(hparams["train_annotation"], "spk_id")))
+    os.makedirs(hparams["save_folder"], exist_ok=True)
+    encoder_file = os.path.join(hparams["save_folder"], "label_encoder.txt")
+    label_encoder.load_or_create(path=encoder_file, from_iterables=[speakers])
+    if set(label_encoder.lab2ind) != set(speakers):
+        raise DataPrepError(
+            f"{encoder_file} lists other speakers than {hparams['train_annotation']}: this save folder "
+            "belongs to a run on other data; use another output_folder"
+        )
+    return train_data, valid_data, label_encoder
+
+
+def _overrides_with(overrides, **values) -> dict:
+    """The command-line overrides (a YAML string) as a mapping, plus ``values``."""
+    if isinstance(overrides, str):
+        overrides = ruamel.yaml.YAML().load(overrides) if overrides.strip() else None
+    mapping = dict(overrides or {})
+    mapping.update(values)
+    return mapping
+
+
+def export_best_model(hparams, hparams_file, overrides) -> Path:
+    """Copy the best-dev-loss embedding model and the resolved hyperparameters to the export folder."""
+    checkpoint = hparams["checkpointer"].find_checkpoint(min_key="loss")
+    if checkpoint is None:
+        raise RuntimeError(f"{hparams['save_folder']}: no checkpoint with a dev loss to export")
+    export = Path(hparams["export_folder"])
+    export.mkdir(parents=True, exist_ok=True)
+    state = torch.load(checkpoint.paramfiles["embedding_model"], map_location="cpu")
+    hparams["embedding_model"].load_state_dict(state)  # fails loudly if the checkpoint does not fit
+    torch.save(hparams["embedding_model"].state_dict(), export / EXPORT_MODEL)
+    with open(hparams_file, encoding="utf-8") as fin:
+        resolved = resolve_references(fin, overrides).getvalue()
+    (export / EXPORT_HPARAMS).write_text(resolved, encoding="utf-8")
+    with open(checkpoint.paramfiles["counter"], encoding="utf-8") as handle:
+        epoch = ruamel.yaml.YAML(typ="safe").load(handle)["current_epoch"]
+    info = {"checkpoint": str(checkpoint.path), "epoch": epoch, "dev_loss": checkpoint.meta["loss"]}
+    (export / "export_info.json").write_text(json.dumps(info, indent=2) + "\n", encoding="utf-8")
+    logger.info(
+        "Exported the best-dev-loss model (epoch %s, dev loss %.4f) to %s", epoch, info["dev_loss"], export
+    )
+    return export
+
+
+def load_hparams(hparams_file, overrides):
+    with open(hparams_file, encoding="utf-8") as fin:
+        return load_hyperpyyaml(fin, overrides)
+
+
+def main(argv=None) -> SpeakerBrain:
+    hparams_file, run_opts, overrides = sb.parse_arguments(sys.argv[1:] if argv is None else list(argv))
+    sb.utils.distributed.ddp_init_group(run_opts)
+    hparams = load_hparams(hparams_file, overrides)
+    sb.create_experiment_directory(
+        experiment_directory=hparams["output_folder"], hyperparams_to_save=hparams_file, overrides=overrides
+    )
+
+    if not hparams["skip_prep"]:
+        run_on_main(
+            prepare_vpac_training,
+            kwargs={
+                "data_folder": hparams["data_folder"],
+                "system": hparams["system"],
+                "output_folder": hparams["output_folder"],
+                "folder_overrides": hparams["folder_overrides"],
+                "mode": hparams["mode"],
+                "sentence_len": hparams["sentence_len"],
+                "dev_ratio": hparams["dev_ratio"],
+                "seed": hparams["seed"],
+                "sample_rate": hparams["sample_rate"],
+                "check_workers": hparams["check_workers"],
+            },
+        )
+    # The classifier's size is the number of training speakers: rebuild the model when the
+    # YAML's n_speakers (921, train-clean-360) does not match the manifest.
+    n_speakers = len(set(manifest_column(hparams["train_annotation"], "spk_id")))
+    overrides = _overrides_with(overrides, n_speakers=n_speakers)
+    if n_speakers != hparams["n_speakers"]:
+        logger.info("n_speakers set to %d (training speakers in the manifest)", n_speakers)
+        hparams = load_hparams(hparams_file, overrides)
+
+    augmenter = build_augmenter(hparams)
+    train_audio = TrainAudioPipeline(
+        augmenter=augmenter,
+        sentence_len=hparams["sentence_len"],
+        sample_rate=hparams["sample_rate"],
+        seed=hparams["seed"],
+    )
+    train_data, valid_data, _ = dataio_prep(hparams, train_audio)
+    if augmenter is not None:
+        # Before any training: a missing alignment (or AR/SR order) stops here under the default policy.
+        augmenter.check_coverage(sorted(set(manifest_column(hparams["train_annotation"], "utt_id"))))
+
+    brain = SpeakerBrain(
+        modules=hparams["modules"],
+        opt_class=hparams["opt_class"],
+        hparams=hparams,
+        run_opts=run_opts,
+        checkpointer=hparams["checkpointer"],
+        train_audio=train_audio,
+    )
+    brain.fit(
+        brain.hparams.epoch_counter,
+        train_data,
+        valid_data,
+        train_loader_kwargs=hparams["train_dataloader_opts"],
+        valid_loader_kwargs=hparams["valid_dataloader_opts"],
+    )
+    run_on_main(export_best_model, args=[hparams, hparams_file, overrides])
+    return brain
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,275 @@
+"""recipes/train.py on the tiny VPAC layout: training, early stopping, resume, DDP, bad inputs."""
+
+import csv
+import importlib.util
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import soundfile
+import speechbrain as sb
+import torch
+from hyperpyyaml import load_hyperpyyaml
+from speechbrain.utils.checkpoints import Checkpointer
+
+from segreconcat_aug.alignment import AlignmentWriter, iter_cache, load_alignments
+from segreconcat_aug.augment import MissingAlignmentError, SegReConcat
+from segreconcat_aug.data_prep import AudioCheckError, prepare_vpac_training
+from segreconcat_aug.pipeline import TrainAudioPipeline
+from segreconcat_aug.vpac import VPACLayoutError
+
+REPO = Path(__file__).resolve().parents[1]
+RECIPE = REPO / "recipes" / "train.py"
+HPARAMS = REPO / "hparams" / "ecapa_segreconcat.yaml"
+TINY = [
+    "--channels=[16,16,16,16,48]",
+    "--lin_neurons=16",
+    "--attention_channels=8",
+    "--batch_size=8",
+    "--num_workers=0",
+    "--sentence_len=2.0",
+    "--dev_ratio=0.1",
+    "--check_workers=2",
+    "--device=cpu",
+]
+SUBPROCESS_ENV = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+
+
+def _load_recipe():
+    spec = importlib.util.spec_from_file_location("train_recipe", RECIPE)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+train_recipe = _load_recipe()
+
+
+def _args(root, out, *extra, system="T8-5"):
+    return [
+        str(HPARAMS),
+        f"--data_folder={root}",
+        f"--system={system}",
+        f"--output_folder={out}",
+        *TINY,
+        *extra,
+    ]
+
+
+def _epochs(out):
+    path = Path(out) / "epochs.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+def _train_rows(out):
+    with open(Path(out) / "train.csv", newline="") as handle:
+        return list(csv.DictReader(handle))
+
+
+@pytest.fixture
+def scripted_dev_loss(monkeypatch):
+    """Replace the dev loss of epoch e by ``losses[e]`` (training itself stays real)."""
+    losses = {}
+    original = train_recipe.SpeakerBrain.compute_objectives
+
+    def compute_objectives(self, predictions, batch, stage):
+        loss = original(self, predictions, batch, stage)
+        if stage == sb.Stage.VALID:
+            return torch.tensor(losses[self.hparams.epoch_counter.current])
+        return loss
+
+    monkeypatch.setattr(train_recipe.SpeakerBrain, "compute_objectives", compute_objectives)
+    return losses
+
+
+def test_two_epochs_keep_and_export_the_best_dev_loss_model(vpac_root, tmp_path):
+    out = tmp_path / "out"
+    torch.set_num_threads(1)
+    train_recipe.main(_args(vpac_root, out, "--number_of_epochs=2", "--warmup=0"))
+    epochs = _epochs(out)
+    assert [e["epoch"] for e in epochs] == [1, 2]
+    rows = len(_train_rows(out))
+    for epoch in epochs:
+        assert epoch["train"]["samples"] == rows - rows % 8  # drop_last: no batch of one crop
+        assert epoch["train"]["augmented"] == epoch["train"]["samples"]  # every crop went through SegReConcat
+        assert epoch["train"]["samples_per_s"] > 0
+    losses = [e["valid"]["loss"] for e in epochs]
+    best = Checkpointer(out / "save").find_checkpoint(min_key="loss")
+    assert best.meta["loss"] == min(losses)
+    info = json.loads((out / "export" / "export_info.json").read_text())
+    assert info["dev_loss"] == min(losses) and info["epoch"] == 1 + losses.index(min(losses))
+
+    # The export is what evaluation loads: its hyperparameters build a model that takes the weights.
+    exported = torch.load(out / "export" / "embedding_model.ckpt")
+    saved = torch.load(best.paramfiles["embedding_model"])
+    assert exported.keys() == saved.keys() and all(torch.equal(exported[k], saved[k]) for k in saved)
+    with open(out / "export" / "hyperparams.yaml") as fin:
+        hparams = load_hyperpyyaml(fin)
+    hparams["embedding_model"].load_state_dict(exported)
+    hparams["embedding_model"].eval()
+    assert hparams["n_speakers"] == len({row["spk_id"] for row in _train_rows(out)})
+    wav = torch.randn(1, 16000)
+    feats = hparams["mean_var_norm"](hparams["compute_features"](wav), torch.ones(1))
+    assert hparams["embedding_model"](feats).shape[-1] == 16
+
+
+def test_early_stopping_after_patience_keeps_the_lowest_loss(vpac_root, tmp_path, scripted_dev_loss):
+    # Epoch 1 is warm-up: its loss counts for the kept checkpoint, not for the stopper.
+    scripted_dev_loss.update({1: 1.0, 2: 5.0, 3: 4.0, 4: 4.5, 5: 4.6, 6: 3.0, 7: 3.0, 8: 3.0})
+    out = tmp_path / "out"
+    train_recipe.main(_args(vpac_root, out, "--number_of_epochs=8", "--warmup=1", "--patience=2"))
+    epochs = _epochs(out)
+    # Best after warm-up at epoch 3; epochs 4 and 5 do not improve: patience 2 is spent.
+    assert [e["epoch"] for e in epochs] == [1, 2, 3, 4, 5]
+    assert [e["should_stop"] for e in epochs] == [False] * 4 + [True]
+    assert epochs[-1]["best_epoch"] == 3
+    info = json.loads((out / "export" / "export_info.json").read_text())
+    assert (info["epoch"], info["dev_loss"]) == (1, 1.0)
+
+
+def test_killed_run_resumes_with_its_epoch_and_patience(vpac_root, tmp_path, scripted_dev_loss):
+    out = tmp_path / "out"
+    command = [sys.executable, str(RECIPE), *_args(vpac_root, out, "--number_of_epochs=50", "--warmup=0")]
+    command.append("--patience=3")
+    process = subprocess.Popen(command, env=SUBPROCESS_ENV, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        deadline = time.time() + 120
+        while len(_epochs(out)) < 2:  # a line is written once its epoch's checkpoint is saved
+            assert process.poll() is None, process.stderr.read().decode()[-3000:]
+            assert time.time() < deadline, "training did not reach epoch 2"
+            time.sleep(0.05)
+    finally:
+        process.send_signal(signal.SIGKILL)
+        process.wait()
+        process.stderr.close()
+    assert process.returncode == -signal.SIGKILL
+    latest = Checkpointer(out / "save").find_checkpoint()  # what a restart recovers
+    with open(latest.paramfiles["counter"]) as handle:
+        state = load_hyperpyyaml(handle)
+    current, best_epoch = state["current_epoch"], state["best_epoch"]
+    assert current >= 2 and 1 <= best_epoch <= current and current - best_epoch < 3
+
+    # Restart: every later dev loss is worse, so the run must stop 3 epochs after the SAVED
+    # best epoch (a run that forgot its patience would start counting again).
+    scripted_dev_loss.update(dict.fromkeys(range(current + 1, 51), state["best_score"] + 1.0))
+    train_recipe.main(_args(vpac_root, out, "--number_of_epochs=50", "--warmup=0", "--patience=3"))
+    resumed = [e for e in _epochs(out) if e["epoch"] > current]
+    assert [e["epoch"] for e in resumed] == list(range(current + 1, best_epoch + 3 + 1))
+    assert resumed[-1]["should_stop"] and resumed[-1]["best_epoch"] == best_epoch
+    assert json.loads((out / "export" / "export_info.json").read_text())["epoch"] == best_epoch
+
+
+def test_ddp_two_cpu_processes_complete(vpac_root, tmp_path):
+    out = tmp_path / "out"
+    command = [
+        sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", str(RECIPE),
+        *_args(vpac_root, out, "--number_of_epochs=1", "--distributed_backend=gloo"),
+    ]  # fmt: skip
+    done = subprocess.run(command, env=SUBPROCESS_ENV, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    (epoch,) = _epochs(out)
+    per_process = len(_train_rows(out)) // 2  # each process gets half the rows, full batches of 8
+    # Counts and samples summed over both processes.
+    assert epoch["train"]["samples"] == 2 * (per_process - per_process % 8)
+    assert epoch["train"]["augmented"] == epoch["train"]["samples"]
+    assert (out / "export" / "embedding_model.ckpt").is_file()
+
+
+def test_bad_inputs_stop_before_training(vpac_root, tmp_path):
+    with pytest.raises(VPACLayoutError, match="system 'X1' not found"):
+        train_recipe.main(_args(vpac_root, tmp_path / "a", system="X1"))
+    # An alignment cache missing one training utterance: an error naming the count, before epoch 1.
+    partial = tmp_path / "partial.jsonl"
+    records = [alignment for _, alignment in iter_cache(vpac_root / "alignments" / "T8-5.jsonl")]
+    with AlignmentWriter(partial) as writer:
+        for alignment in records[1:]:
+            writer.write(alignment)
+    args = _args(vpac_root, tmp_path / "b", f"--alignment_cache={partial}", "--number_of_epochs=1")
+    with pytest.raises(MissingAlignmentError, match=r"1 of \d+ training utterances have no alignment"):
+        train_recipe.main(args)
+    assert _epochs(tmp_path / "b") == []
+    # A missing audio file: data preparation names it.
+    root = tmp_path / "vpac"
+    shutil.copytree(vpac_root / "T8-5", root / "T8-5")
+    victim = sorted((root / "T8-5/data/train-clean-360_T8-5/wav").glob("*.wav"))[0]
+    victim.unlink()
+    with pytest.raises(AudioCheckError, match=f"{victim.stem} .*missing"):
+        train_recipe.main(_args(root, tmp_path / "c", "--mode=none"))
+
+
+def test_recipe_train_set_in_a_worker_dataloader_gives_augmented_crops(vpac_root, tmp_path):
+    out = tmp_path / "out"
+    prepare_vpac_training(vpac_root, "T8-5", out, sentence_len=2.0, dev_ratio=0.1)
+    augmenter = SegReConcat(load_alignments(vpac_root / "alignments" / "T8-5.jsonl"), crossfade=0.0)
+    # 60 s crops keep the whole augmented signal, so its length shows SegReConcat at work.
+    train_audio = TrainAudioPipeline(augmenter, sentence_len=60.0, seed=5)
+    train_audio.set_epoch(1)
+    hparams = {"train_annotation": out / "train.csv", "valid_annotation": out / "dev.csv", "save_folder": out}
+    train_data, _, encoder = train_recipe.dataio_prep(hparams, train_audio)
+    loader = sb.dataio.dataloader.make_dataloader(train_data, batch_size=4, num_workers=2)
+    rows = {row["ID"]: row for row in _train_rows(out)}
+    seen = 0
+    for batch in loader:
+        lengths = (batch.sig.lengths * batch.sig.data.shape[1]).round().long()
+        for row_id, length, label in zip(batch.id, lengths, batch.spk_id_encoded.data):
+            original = soundfile.info(rows[row_id]["wav"]).frames
+            assert length == 2 * original  # the original followed by its rearrangement
+            assert encoder.decode_ndim(label) == [rows[row_id]["spk_id"]]
+            seen += 1
+    assert seen == len(rows)
+    assert augmenter.counts()["augmented"] == len(rows)  # counted inside the workers
+
+
+def test_specaugment_is_applied_to_training_batches_only(tmp_path):
+    with open(HPARAMS) as fin:
+        overrides = {"data_folder": str(tmp_path), "output_folder": str(tmp_path), "specaug": True}
+        hparams = load_hyperpyyaml(fin, {**overrides, "channels": [8, 8, 8, 8, 24], "n_speakers": 3})
+    calls = []
+    spec_augment = hparams["spec_augment"]
+
+    def recording(feats, lens):
+        calls.append(feats.shape)
+        return spec_augment(feats, lens)
+
+    hparams["spec_augment"] = recording
+    brain = train_recipe.SpeakerBrain(
+        modules=hparams["modules"],
+        hparams=hparams,
+        run_opts={"device": "cpu"},
+        train_audio=TrainAudioPipeline(),
+    )
+    batch = sb.dataio.batch.PaddedBatch([{"id": str(k), "sig": torch.randn(16000)} for k in range(2)])
+    brain.compute_forward(batch, sb.Stage.VALID)
+    assert calls == []
+    brain.compute_forward(batch, sb.Stage.TRAIN)
+    assert len(calls) == 1 and calls[0][-1] == 80  # on the Fbank features, batch side
+
+
+def test_table1_rows_are_reachable_by_override(tmp_path):
+    rows = {
+        "No Augmentation": {"mode": "none"},
+        "SpecAug": {"mode": "none", "specaug": True},
+        "RR": {"mode": "rearranged"},
+        "RR + Concatenation": {},
+        "RR + Concatenation + SpecAug": {"specaug": True},
+        "AR + Concatenation": {"strategy": "acoustic"},
+        "SR": {"strategy": "semantic", "mode": "rearranged"},
+    }
+    folders = set()
+    for overrides in rows.values():
+        with open(HPARAMS) as fin:
+            base = {"data_folder": str(tmp_path), "channels": [8, 8, 8, 8, 24]}
+            hparams = load_hyperpyyaml(fin, {**base, **overrides})
+        for key, value in overrides.items():
+            assert hparams[key] == value
+        assert hparams["save_folder"].startswith(hparams["output_folder"])
+        assert hparams["orders_cache"].endswith(f"T8-5-{hparams['strategy']}.jsonl")
+        assert hparams["embedding_model"].blocks[0].conv.conv.out_channels == 8
+        folders.add(hparams["output_folder"])
+    assert len(folders) == len(rows)  # each configuration trains in its own folder

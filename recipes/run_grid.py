@@ -100,6 +100,28 @@ def format_command(template: str, fields: dict) -> list[str]:
     return shlex.split(template.format(**quoted))
 
 
+def overrides_string(value) -> str:
+    """Command-line overrides from a string (kept) or a mapping (``{key: value}`` -> ``--key=value``).
+
+    The mapping form is what works from the command line, where SpeechBrain's parser splits any value
+    containing ``--``.
+
+    >>> overrides_string({"device": "cuda:0", "channels": [16, 16]})
+    "--device=cuda:0 '--channels=[16,16]'"
+    >>> overrides_string("--mode=none")
+    '--mode=none'
+    """
+    if not value:
+        return ""
+    if isinstance(value, str):
+        return value
+    parts = []
+    for key, item in value.items():
+        token = item if isinstance(item, str) else json.dumps(item, separators=(",", ":"))
+        parts.append(shlex.quote(f"--{key}={token}"))
+    return " ".join(parts)
+
+
 def run_cell(grid, system: str, config: str) -> str:
     """Train and evaluate one cell unless done; returns ``"skipped"``, ``"done"`` or ``"failed"``."""
     folder = cell_folder(grid, system, config)
@@ -114,8 +136,8 @@ def run_cell(grid, system: str, config: str) -> str:
         "system": system,
         "configuration": config,
         "output_folder": folder,
-        "overrides": grid["configurations"][config].get("overrides", ""),
-        "extra": grid.get("extra_overrides") or "",
+        "overrides": overrides_string(grid["configurations"][config].get("overrides")),
+        "extra": overrides_string(grid.get("extra_overrides")),
     }
     for step, template in (("train", grid["train_command"]), ("eval", grid["eval_command"])):
         if step == "train" and status.get("train") == "done":
@@ -167,7 +189,8 @@ def assemble(grid) -> dict[str, Path]:
     )
     note = (
         "\n\nOurs: EER (%) of this grid's runs; diff avg = configuration - baseline. Published columns: "
-        "the paper's Table 2 (its best SegReConcat variant per system) and the VPAC 2024 baseline attacker "
+        "the paper's Table 2 (the row with the same attacker name; the paper reports one SegReConcat variant per "
+        "system) and the VPAC 2024 baseline attacker "
         "(segreconcat_aug/reference_results.csv names the sources).\n"
         if references is not None
         else "\n"

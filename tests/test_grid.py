@@ -165,3 +165,41 @@ def test_format_command_quotes_fields_but_splits_overrides():
         {"python": sys.executable, "output_folder": "/a b/c", "overrides": "--mode=none --specaug=True"},
     )
     assert command == [sys.executable, "t.py", "--output_folder=/a b/c", "--mode=none", "--specaug=True"]
+
+
+def test_one_real_tiny_cell(vpac_root, tmp_path, monkeypatch):
+    """recipes/train.py (one epoch, tiny ECAPA) then recipes/evaluate.py, through the grid runner."""
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    tiny = {
+        "channels": [16, 16, 16, 16, 48],
+        "lin_neurons": 16,
+        "attention_channels": 8,
+        "batch_size": 8,
+        "num_workers": 0,
+        "sentence_len": 2.0,
+        "dev_ratio": 0.1,
+        "check_workers": 2,
+        "number_of_epochs": 1,
+        "device": "cpu",
+    }
+    overrides = {
+        "data_folder": str(vpac_root),
+        "output_folder": str(tmp_path / "grid"),
+        "systems": ["T8-5"],
+        "comparison": {"baseline": "baseline", "compared": []},
+        "ablation": None,
+        "extra_overrides": tiny,
+    }
+    assert run_grid.main(_argv(overrides)) == 0
+    cell = tmp_path / "grid" / "T8-5" / "baseline"
+    assert (cell / "export" / "embedding_model.ckpt").is_file()
+    results = read_results(cell / "eval")
+    assert list(results["subsets"]) == list(SUBSETS)
+    assert all(0.0 <= results["table"][column] <= 100.0 for column in results["table"])
+    line = next(
+        r for r in (tmp_path / "grid" / "table2_comparison.md").read_text().splitlines() if "| T8-5 |" in r
+    )
+    assert f"| {results['table']['avg']:.2f} |" in line and "37.39" in line
+    log = (cell / "grid_train.log").read_text()
+    assert run_grid.main(_argv(overrides)) == 0  # finished: nothing runs again
+    assert (cell / "grid_train.log").read_text() == log

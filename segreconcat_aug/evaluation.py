@@ -41,6 +41,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from speechbrain.utils.distributed import infer_device
 from tqdm import tqdm
 
 from .audio import SAMPLE_RATE, audio_duration, read_audio
@@ -631,7 +632,8 @@ def evaluate_system(hparams: dict, run_opts: dict | None = None, write_report: b
         ``folder_overrides``, ``export_folder``, ``seed`` and the ``eval_*`` keys
         (:data:`EVAL_DEFAULTS`; ``eval_folder`` defaults to ``<output_folder>/eval``).
     run_opts : dict or None
-        SpeechBrain run options; ``device`` is used (default cpu).
+        SpeechBrain run options (a dict or ``RunOptions``); ``device`` is used (default: the
+        accelerator when there is one, else cpu).
     write_report : bool
         Write scores, ``results.csv``, ``results.md``, ``results.json`` and the DET
         figure to ``eval_folder`` (:func:`segreconcat_aug.report.write_system_report`).
@@ -641,7 +643,8 @@ def evaluate_system(hparams: dict, run_opts: dict | None = None, write_report: b
     SystemResults
     """
     run_opts = run_opts or {}
-    device = run_opts.get("device") or "cpu"
+    # SpeechBrain leaves device unset unless given; it then means "the accelerator if there is one".
+    device = run_opts.get("device") or infer_device()
     system = hparams["system"]
     data_folder = hparams["data_folder"]
     overrides = hparams.get("folder_overrides") or {}

@@ -330,6 +330,13 @@ def main(argv=None) -> SpeakerBrain:
         seed=hparams["seed"],
     )
     train_data, valid_data, _ = dataio_prep(hparams, train_audio)
+    loader_opts = hparams["train_dataloader_opts"]
+    processes = int(os.environ.get("WORLD_SIZE", 1))
+    if loader_opts.get("drop_last") and len(train_data) // processes < loader_opts["batch_size"]:
+        raise DataPrepError(
+            f"{hparams['train_annotation']}: {len(train_data)} training rows give no full batch of "
+            f"{loader_opts['batch_size']} per process ({processes} process(es)); lower batch_size"
+        )
     if augmenter is not None:
         # Before any training: a missing alignment (or AR/SR order) stops here under the default policy.
         augmenter.check_coverage(sorted(set(manifest_column(hparams["train_annotation"], "utt_id"))))

@@ -20,7 +20,7 @@ from speechbrain.utils.checkpoints import Checkpointer
 
 from segreconcat_aug.alignment import AlignmentWriter, iter_cache, load_alignments
 from segreconcat_aug.augment import MissingAlignmentError, SegReConcat
-from segreconcat_aug.data_prep import AudioCheckError, prepare_vpac_training
+from segreconcat_aug.data_prep import AudioCheckError, DataPrepError, prepare_vpac_training
 from segreconcat_aug.pipeline import TrainAudioPipeline
 from segreconcat_aug.vpac import VPACLayoutError
 
@@ -57,7 +57,7 @@ def _args(root, out, *extra, system="T8-5"):
         f"--data_folder={root}",
         f"--system={system}",
         f"--output_folder={out}",
-        *TINY,
+        *[arg for arg in TINY if arg.split("=")[0] not in {e.split("=")[0] for e in extra}],
         *extra,
     ]
 
@@ -194,6 +194,9 @@ def test_bad_inputs_stop_before_training(vpac_root, tmp_path):
     with pytest.raises(MissingAlignmentError, match=r"1 of \d+ training utterances have no alignment"):
         train_recipe.main(args)
     assert _epochs(tmp_path / "b") == []
+    # A batch larger than the training set would train on nothing (drop_last): refused.
+    with pytest.raises(DataPrepError, match="no full batch of 512"):
+        train_recipe.main(_args(vpac_root, tmp_path / "d", "--batch_size=512", "--mode=none"))
     # A missing audio file: data preparation names it.
     root = tmp_path / "vpac"
     shutil.copytree(vpac_root / "T8-5", root / "T8-5")

@@ -74,8 +74,10 @@ __all__ = [
     "default_device",
     "jsonl_ids",
     "merge_jsonl",
+    "ItemError",
     "read_failures",
     "read_inputs",
+    "read_item_audio",
     "resolve_shard",
     "shard_files",
     "shard_path",
@@ -387,10 +389,13 @@ class Job:
     def fail(self, utt_id: str, reason, *, kind: str | None = None) -> None:
         """Record a failure: ``<id>\\t<reason>`` in the failures file, counted by ``kind``.
 
-        ``reason`` may be an exception; its class name is then the default kind.
+        ``reason`` may be an exception; its ``kind`` attribute (:class:`ItemError`) or its
+        class name is then the default kind.
         """
         if kind is None:
-            kind = type(reason).__name__ if isinstance(reason, BaseException) else "error"
+            kind = getattr(reason, "kind", None) or (
+                type(reason).__name__ if isinstance(reason, BaseException) else "error"
+            )
         text = " ".join(str(reason).split()) or kind
         self._failures.write(f"{utt_id}\t{text}\n")
         self._failures.flush()
@@ -488,6 +493,32 @@ def merge_jsonl(inputs: Iterable, output, *, key: str = "id", expected_ids=None)
 
 
 # --------------------------------------------------------------------------- inputs
+
+
+class ItemError(RuntimeError):
+    """One item cannot be processed; ``kind`` names the failure class for the counts."""
+
+    def __init__(self, message: str, kind: str):
+        super().__init__(message)
+        self.kind = kind
+
+
+def read_item_audio(item: JobItem, *, resample: bool = False, sample_rate: int = 16000):
+    """The item's audio as 16 kHz mono float32, or :class:`ItemError` with a ``kind``.
+
+    Kinds: ``unreadable`` (missing file, bad format, failing pipe), ``sample_rate``
+    (another rate and ``resample`` off), ``empty_audio`` (no samples).
+    """
+    from .audio import AudioReadError, read_audio
+
+    try:
+        audio = read_audio(item.source, sample_rate=sample_rate, resample=resample)
+    except AudioReadError as err:
+        kind = "sample_rate" if "sample rate" in str(err) else "unreadable"
+        raise ItemError(f"{item.id}: {err}", kind) from err
+    if len(audio) == 0:
+        raise ItemError(f"{item.id}: {item.source}: empty audio (0 samples)", "empty_audio")
+    return audio
 
 
 def _csv_rows(path: Path):

@@ -36,24 +36,30 @@ SPECIAL_TOKENS = (
     "<|notimestamps|>",
 )
 N_TIMESTAMPS = 1501  # 0.00 .. 30.00 s in steps of 20 ms
+TEXT_BOOST = 10.0
+LETTERS = "abcdefghijklmnopqrstuvwxyz"
 
 
 def tiny_tokenizer():
-    """A byte-level Whisper tokenizer (no merges) with the special and timestamp tokens.
+    """A byte-level Whisper tokenizer with the special and timestamp tokens.
 
-    Ids: bytes 0-255, then :data:`SPECIAL_TOKENS` in order, then the timestamps, which is
-    the layout transformers assumes (timestamps start right after the last special id).
+    Ids: bytes 0-255, the 26 merges ``Ġa`` ... ``Ġz`` (space + letter, i.e. word starts),
+    then :data:`SPECIAL_TOKENS` in order, then the timestamps: the layout transformers
+    assumes (text below ``<|endoftext|>``, timestamps right after the last special id).
     """
     from tokenizers.pre_tokenizers import ByteLevel
     from transformers import WhisperTokenizer
 
     vocab = {symbol: k for k, symbol in enumerate(sorted(ByteLevel.alphabet()))}
+    merges = [("Ġ", letter) for letter in LETTERS]
+    for left, right in merges:
+        vocab[left + right] = len(vocab)
     for token in SPECIAL_TOKENS:
         vocab[token] = len(vocab)
     timestamps = [f"<|{k * 0.02:.2f}|>" for k in range(N_TIMESTAMPS)]
     for token in timestamps:
         vocab[token] = len(vocab)
-    tokenizer = WhisperTokenizer(vocab=vocab, merges=[], extra_special_tokens=list(SPECIAL_TOKENS[1:]))
+    tokenizer = WhisperTokenizer(vocab=vocab, merges=merges, extra_special_tokens=list(SPECIAL_TOKENS[1:]))
     tokenizer.add_tokens(timestamps)
     return tokenizer
 
@@ -70,6 +76,7 @@ def tiny_whisper(seed: int = 0, *, device: str = "cpu", dtype=torch.float32) -> 
     tokenizer = tiny_tokenizer()
     ids = {token: tokenizer.convert_tokens_to_ids(token) for token in SPECIAL_TOKENS}
     eot, sot = ids["<|endoftext|>"], ids["<|startoftranscript|>"]
+    word_starts = [tokenizer.convert_tokens_to_ids("Ġ" + letter) for letter in LETTERS]
     space = tokenizer.convert_tokens_to_ids("Ġ")
     config = WhisperConfig(
         vocab_size=len(tokenizer),
@@ -93,6 +100,11 @@ def tiny_whisper(seed: int = 0, *, device: str = "cpu", dtype=torch.float32) -> 
     with torch.random.fork_rng():
         torch.manual_seed(seed)
         model = WhisperForConditionalGeneration(config)
+        # Whisper's timestamp rule emits a timestamp whenever the 1501 timestamp tokens
+        # together outweigh the best text token, so a random decoder writes almost no text.
+        # Larger word-start rows (output embeddings are tied to the inputs) let it write.
+        with torch.no_grad():
+            model.get_output_embeddings().weight[word_starts] *= TEXT_BOOST
     model.generation_config = GenerationConfig(
         decoder_start_token_id=sot,
         bos_token_id=eot,
@@ -105,7 +117,9 @@ def tiny_whisper(seed: int = 0, *, device: str = "cpu", dtype=torch.float32) -> 
         is_multilingual=True,
         max_initial_timestamp_index=50,
         begin_suppress_tokens=[space, eot],
-        suppress_tokens=[],
+        # Only the one-letter word tokens may be generated: every text token the random
+        # decoder emits is then a word (plain bytes would glue or be punctuation).
+        suppress_tokens=[k for k in range(len(tokenizer)) if k < eot and k not in word_starts],
         alignment_heads=[[0, 0], [1, 1]],
         max_length=448,
     )

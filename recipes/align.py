@@ -1,0 +1,194 @@
+#!/usr/bin/env python3
+"""Word alignments of a data folder into the alignment cache (see docs/alignment.md).
+
+    python recipes/align.py hparams/align.yaml --data_folder=<folder> --output=<x.jsonl>
+    python recipes/align.py hparams/align.yaml --data_folder=<folder> --output=<x.jsonl> --shard=0/4
+    torchrun --standalone --nproc_per_node=8 recipes/align.py hparams/align.yaml --data_folder=... --output=<dir>
+    python recipes/align.py hparams/align.yaml --output=<x.jsonl> --merge=True [--data_folder=<folder>]
+    python recipes/align.py hparams/align.yaml --backend=mfa --import_from=<TextGrids> --output=<x.jsonl>
+
+Reruns skip what is done; failed utterances go to ``<part>.failures.tsv`` and make the exit
+status 1 unless ``--allow_failures=True``.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from pathlib import Path
+
+import speechbrain as sb
+from hyperpyyaml import load_hyperpyyaml
+
+from segreconcat_aug.aligners import BACKENDS, make_aligner
+from segreconcat_aug.aligners.importers import import_ctm, import_textgrids
+from segreconcat_aug.alignment import UtteranceAlignment
+from segreconcat_aug.audio import SAMPLE_RATE, AudioReadError, audio_duration
+from segreconcat_aug.jobs import (
+    ItemError,
+    Job,
+    JobError,
+    merge_jsonl,
+    read_failures,
+    read_inputs,
+    read_item_audio,
+    resolve_shard,
+    shard_files,
+)
+from segreconcat_aug.kaldi import PipeCommand, read_kaldi_map
+
+logger = logging.getLogger("align")
+IMPORTERS = ("mfa", "ctm")
+
+
+def build_aligner(hparams: dict, device: str | None):
+    """The aligner named by ``backend`` with its YAML options."""
+    backend = hparams["backend"]
+    if backend == "pocketsphinx":
+        return make_aligner(
+            "pocketsphinx",
+            oov=hparams["oov"],
+            recognize_without_transcript=hparams["recognize_without_transcript"],
+            wide_beam_retry=hparams["wide_beam_retry"],
+        )
+    options = dict(
+        batch_size=hparams["batch_size"],
+        language=hparams["language"],
+        max_new_tokens=hparams["max_new_tokens"],
+        num_beams=hparams["num_beams"],
+    )
+    if hparams["whisper_model"] == "tiny-random-whisper":
+        from segreconcat_aug.testing import tiny_whisper
+
+        logger.warning("tiny-random-whisper has random weights: its words are meaningless (tests only)")
+        return make_aligner("whisper", bundle=tiny_whisper(device=device or "cpu"), **options)
+    return make_aligner(
+        "whisper", model=hparams["whisper_model"], device=device, dtype=hparams["dtype"], **options
+    )
+
+
+def align(hparams: dict, device: str | None) -> int:
+    """Align every pending utterance of this shard; returns the exit status."""
+    if not hparams["data_folder"]:
+        raise SystemExit("align.py: --data_folder=<Kaldi folder or CSV manifest> is required")
+    items = read_inputs(hparams["data_folder"], allow_pipes=hparams["allow_pipes"], root=hparams["data_root"])
+    shard = resolve_shard(hparams["shard"])
+    with Job(
+        hparams["output"],
+        shard=shard,
+        desc=f"align {hparams['backend']}",
+        progress=hparams["progress"],
+        fsync=hparams["fsync"],
+    ) as job:
+        todo = job.pending(items)
+        aligner = build_aligner(hparams, device) if todo else None  # no model load when all is done
+        batch_size = aligner.batch_size if aligner else 1
+        for batch in job.track(todo, batch_size=batch_size):
+            ready, audios, texts = [], [], []
+            for item in batch:
+                if aligner.needs_transcript and not (item.text or "").strip():
+                    job.fail(item.id, "no transcript (text) for this utterance", kind="no_transcript")
+                    continue
+                try:
+                    audios.append(read_item_audio(item, resample=hparams["resample"]))
+                except ItemError as err:
+                    job.fail(item.id, err)
+                    continue
+                ready.append(item)
+                texts.append(item.text)
+            if not ready:
+                continue
+            for item, audio, result in zip(ready, audios, aligner.align_batch(audios, texts)):
+                if isinstance(result, Exception):
+                    job.fail(item.id, result, kind="alignment_failed")
+                    continue
+                record = UtteranceAlignment(item.id, len(audio) / SAMPLE_RATE, result, aligner.name)
+                job.write(item.id, record.to_json())
+    logger.info(job.summary())
+    if aligner is not None and aligner.stats:
+        logger.info("%s: %s", aligner.name, dict(sorted(aligner.stats.items())))
+    return job.exit_status(hparams["allow_failures"])
+
+
+def folder_durations(hparams: dict) -> tuple[dict | None, list | None]:
+    """``(durations, ids)`` of the data folder for importers (``utt2dur`` or audio headers)."""
+    if not hparams["data_folder"]:
+        return None, None
+    items = read_inputs(hparams["data_folder"], allow_pipes=True, root=hparams["data_root"])
+    utt2dur = Path(hparams["data_folder"]) / "utt2dur"
+    durations = {utt: float(v) for utt, v in read_kaldi_map(utt2dur).items()} if utt2dur.is_file() else {}
+    for item in items:
+        if item.id not in durations and not isinstance(item.source, PipeCommand):
+            try:
+                durations[item.id] = audio_duration(item.source)
+            except AudioReadError as err:
+                logger.warning("no duration for %s: %s", item.id, err)
+    return durations, [item.id for item in items]
+
+
+def run_import(hparams: dict) -> int:
+    if not hparams["import_from"]:
+        raise SystemExit(f"align.py: --backend={hparams['backend']} needs --import_from=<path>")
+    durations, ids = folder_durations(hparams)
+    options = dict(
+        durations=durations, ids=ids, shard=resolve_shard(hparams["shard"]), progress=hparams["progress"]
+    )
+    if hparams["backend"] == "mfa":
+        job, stats = import_textgrids(
+            hparams["import_from"], hparams["output"], tier=hparams["textgrid_tier"], **options
+        )
+    else:
+        job, stats = import_ctm(hparams["import_from"], hparams["output"], **options)
+    logger.info(job.summary())
+    if stats:
+        logger.info("word fixes: %s", dict(sorted(stats.items())))
+    return job.exit_status(hparams["allow_failures"])
+
+
+def merge(hparams: dict) -> int:
+    """Parts of ``output`` -> one file; with ``data_folder``, every utterance must be there."""
+    output = Path(hparams["output"])
+    target = Path(hparams["merge_output"] or (output if output.suffix == ".jsonl" else f"{output}.jsonl"))
+    expected = None
+    failures = read_failures(output)
+    if hparams["data_folder"]:
+        ids = [
+            item.id
+            for item in read_inputs(hparams["data_folder"], allow_pipes=True, root=hparams["data_root"])
+        ]
+        # Failed utterances are known to be missing; allow_failures accepts that.
+        expected = [utt for utt in ids if not (hparams["allow_failures"] and utt in failures)]
+    try:
+        report = merge_jsonl(shard_files(output), target, expected_ids=expected)
+    except JobError as err:
+        logger.error("merge refused: %s", err)
+        return 1
+    logger.info("merged %d utterances from %d part(s) into %s", report.lines, len(report.per_file), target)
+    if failures:
+        logger.warning("%d utterance(s) failed in the shards (see *.failures.tsv)", len(failures))
+    return 0
+
+
+def main(argv=None) -> int:
+    hparams_file, run_opts, overrides = sb.parse_arguments(sys.argv[1:] if argv is None else argv)
+    with open(hparams_file, encoding="utf-8") as handle:
+        hparams = load_hyperpyyaml(handle, overrides)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s: %(message)s")
+    if run_opts.get("noprogressbar"):
+        hparams["progress"] = False
+    # SpeechBrain's own --device wins over the YAML key when given.
+    device = run_opts.get("device") or hparams["device"]
+    backend = hparams["backend"]
+    if hparams["merge"]:
+        return merge(hparams)
+    if backend in IMPORTERS:
+        return run_import(hparams)
+    if backend not in BACKENDS:
+        raise SystemExit(
+            f"align.py: --backend={backend!r}: expected one of {', '.join(BACKENDS + IMPORTERS)}"
+        )
+    return align(hparams, device)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,121 @@
+"""Whisper word timestamps end to end on real audio, with a tiny random Whisper (no download).
+
+The tiny model's words are garbage; the tests check structure, order, bounds, batching and
+the long-form path, which run the same transformers code as openai/whisper-medium.
+"""
+
+import numpy as np
+import pytest
+import soundfile
+import torch
+from vpac_fixture import FIXTURES
+
+from segreconcat_aug.aligners import AlignmentFailed
+from segreconcat_aug.aligners.whisper import WhisperAligner, tokens_to_words
+from segreconcat_aug.alignment import Word
+from segreconcat_aug.testing import tiny_whisper
+from segreconcat_aug.whisper import (
+    WhisperLoadError,
+    check_alignment_heads,
+    encoder_features,
+    n_frames,
+    resolve_dtype,
+)
+
+UTTS = ("19-198-0001", "26-495-0007", "1998-15444-0001")
+
+
+def _audio(utt):
+    audio, rate = soundfile.read(FIXTURES / f"{utt}.flac", dtype="float32")
+    assert rate == 16000
+    return audio
+
+
+@pytest.fixture(scope="module")
+def aligner():
+    return WhisperAligner(bundle=tiny_whisper(), batch_size=4, max_new_tokens=16)
+
+
+@pytest.fixture(scope="module")
+def singles(aligner):
+    return {utt: aligner.align(_audio(utt)) for utt in UTTS}
+
+
+def _check_words(words, duration):
+    assert all(isinstance(w, Word) and w.word for w in words)
+    for word in words:
+        assert 0.0 <= word.start < word.end <= duration + 1e-6
+    for left, right in zip(words, words[1:]):
+        assert left.end <= right.start + 1e-6
+
+
+def test_batch_structure_order_bounds_and_equal_to_single(aligner, singles):
+    audios = [_audio(utt) for utt in UTTS]
+    batch = aligner.align_batch(audios)
+    assert len(batch) == len(UTTS)
+    for utt, audio, words in zip(UTTS, audios, batch):
+        _check_words(words, len(audio) / 16000)
+        # The attention mask makes each utterance independent of its batch neighbours.
+        assert [w.word for w in words] == [w.word for w in singles[utt]]
+        np.testing.assert_allclose([w.start for w in words], [w.start for w in singles[utt]], atol=0.021)
+    assert max(len(words) for words in batch) >= 2  # order is really exercised
+    assert aligner.name == "whisper:tiny-random-whisper"
+
+
+def test_over_30_seconds_in_a_batch_with_a_short_one(aligner, singles):
+    long = np.concatenate(
+        [_audio("19-198-0001"), _audio("19-198-0002"), _audio("1998-15444-0001"), _audio("26-495-0007")]
+    )
+    duration = len(long) / 16000
+    assert duration > 30
+    short, words = aligner.align_batch([_audio("26-495-0007"), long])
+    _check_words(words, duration)
+    assert words[-1].end > 30.0  # the second window was decoded, times offset by the window
+    assert aligner.stats["long_form_batches"] >= 1
+    assert [w.word for w in short] == [w.word for w in singles["26-495-0007"]]
+
+
+def test_empty_audio_fails_alone(aligner, singles):
+    results = aligner.align_batch([np.zeros(0, np.float32), _audio("26-495-0007")])
+    assert isinstance(results[0], AlignmentFailed) and "empty" in str(results[0])
+    assert [w.word for w in results[1]] == [w.word for w in singles["26-495-0007"]]
+
+
+def test_tokens_to_words_spaces_specials_and_times():
+    tokenizer = tiny_whisper().tokenizer
+    eot = tokenizer.eos_token_id
+    text = tokenizer(" hello, world", add_special_tokens=False).input_ids
+    split = next(k for k in range(1, len(text)) if tokenizer.convert_ids_to_tokens(text[k]).startswith("Ġ"))
+    ids = [eot + 1] + text + [eot] + tokenizer(" again", add_special_tokens=False).input_ids
+    times = np.linspace(0.1, 3.0, len(ids)).tolist()
+    words = tokens_to_words(tokenizer, ids, times, eot)
+    assert [w.word for w in words] == ["hello", "world", "again"]
+    # A word spans from the end of the token before its first token to the end of its last.
+    assert words[0] == Word("hello", times[0], times[split])
+    assert words[1].start == times[split] and words[1].end == times[len(text)]
+    assert words[2].start == times[len(text) + 1]
+
+
+def test_encoder_features_frames_and_windows():
+    bundle = tiny_whisper()
+    long = np.concatenate([_audio("19-198-0001")] * 3)  # 35.3 s: two windows
+    short = long[: 30 * 16000]
+    features_long, features_short = encoder_features(bundle, [long, short], batch_size=2)
+    assert features_long.shape == (n_frames(len(long)), bundle.hidden_size)
+    assert features_short.shape == (1500, bundle.hidden_size)
+    np.testing.assert_allclose(features_long[:1500], features_short, atol=1e-4)
+    with pytest.raises(ValueError, match="empty"):
+        encoder_features(bundle, [np.zeros(0, np.float32)])
+
+
+def test_alignment_heads_and_dtype_checks():
+    bundle = tiny_whisper()
+    bundle.model.generation_config.alignment_heads = None
+    with pytest.raises(WhisperLoadError, match="alignment_heads is missing"):
+        check_alignment_heads(bundle.model, "m")
+    bundle.model.generation_config.alignment_heads = [[5, 0]]
+    with pytest.raises(WhisperLoadError, match=r"\(5, 0\) outside 2 layers"):
+        check_alignment_heads(bundle.model, "m")
+    assert resolve_dtype("auto", "cuda:1") == torch.float16
+    with pytest.raises(WhisperLoadError, match="dtype"):
+        resolve_dtype("float8", "cpu")

@@ -357,6 +357,11 @@ def main(argv=None) -> SpeakerBrain:
         valid_loader_kwargs=hparams["valid_dataloader_opts"],
     )
     run_on_main(export_best_model, args=[hparams, hparams_file, overrides])
+    if hparams.get("evaluate_after_training", False):
+        # The last stage: score the exported model as the challenge does (recipes/evaluate.py).
+        from segreconcat_aug.evaluation import evaluate_system
+
+        run_on_main(evaluate_system, args=[hparams, run_opts])
     return brain
 
 

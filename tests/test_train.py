@@ -37,6 +37,7 @@ TINY = [
     "--dev_ratio=0.1",
     "--check_workers=2",
     "--device=cpu",
+    "--evaluate_after_training=False",
 ]
 SUBPROCESS_ENV = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 
@@ -91,7 +92,9 @@ def scripted_dev_loss(monkeypatch):
 def test_two_epochs_keep_and_export_the_best_dev_loss_model(vpac_root, tmp_path):
     out = tmp_path / "out"
     torch.set_num_threads(1)
-    train_recipe.main(_args(vpac_root, out, "--number_of_epochs=2", "--warmup=0"))
+    train_recipe.main(
+        _args(vpac_root, out, "--number_of_epochs=2", "--warmup=0", "--evaluate_after_training=True")
+    )
     epochs = _epochs(out)
     assert [e["epoch"] for e in epochs] == [1, 2]
     rows = len(_train_rows(out))
@@ -117,6 +120,9 @@ def test_two_epochs_keep_and_export_the_best_dev_loss_model(vpac_root, tmp_path)
     wav = torch.randn(1, 16000)
     feats = hparams["mean_var_norm"](hparams["compute_features"](wav), torch.ones(1))
     assert hparams["embedding_model"](feats).shape[-1] == 16
+    # Training ended by evaluating the export on every dev/test subset (recipes/evaluate.py's work).
+    results = json.loads((out / "eval" / "results.json").read_text())
+    assert set(results["subsets"]) == {"dev_f", "dev_m", "test_f", "test_m"}
 
 
 def test_early_stopping_after_patience_keeps_the_lowest_loss(vpac_root, tmp_path, scripted_dev_loss):

@@ -162,7 +162,8 @@ def read_ctm(path) -> dict[str, list[Word]]:
                 raise ImportFormatError(f"{path}:{number}: negative duration {duration}")
             if fields[4].lower() in SILENCE_LABELS:
                 continue
-            result.setdefault(fields[0], []).append(Word(fields[4], start, start + duration))
+            # Rounded: start + duration in binary floats gives 0.8999999999999999 for 0.9.
+            result.setdefault(fields[0], []).append(Word(fields[4], start, round(start + duration, 6)))
     return result
 
 

@@ -1,0 +1,195 @@
+"""recipes/align.py end to end: bad input, shards + merge, kill -9 and resume, Whisper, import."""
+
+import importlib.util
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import soundfile
+from vpac_fixture import FIXTURES
+
+from segreconcat_aug.alignment import load_alignments
+from segreconcat_aug.audio import resample_audio
+from segreconcat_aug.jobs import jsonl_ids, read_failures
+from segreconcat_aug.kaldi import read_kaldi_map, write_kaldi_map
+
+REPO = Path(__file__).resolve().parents[1]
+RECIPE = REPO / "recipes" / "align.py"
+HPARAMS = str(REPO / "hparams" / "align.yaml")
+TEXTS = read_kaldi_map(FIXTURES / "text")
+
+
+def _load_recipe():
+    spec = importlib.util.spec_from_file_location("align_recipe", RECIPE)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def recipe():
+    return _load_recipe()
+
+
+def _folder(path: Path, wav: dict, text: dict) -> Path:
+    path.mkdir(parents=True, exist_ok=True)
+    write_kaldi_map(path / "wav.scp", wav, sort=False)
+    write_kaldi_map(path / "text", text)
+    return path
+
+
+def _run(recipe, *args):
+    return recipe.main([HPARAMS, *args, "--noprogressbar"])
+
+
+def test_bad_input_lands_in_failures_and_sets_exit_status(recipe, tmp_path):
+    audio, _ = soundfile.read(FIXTURES / "26-495-0018.flac", dtype="float32")
+    (tmp_path / "audio").mkdir()
+    soundfile.write(tmp_path / "audio" / "rate8k.wav", resample_audio(audio, 16000, 8000), 8000)
+    soundfile.write(tmp_path / "audio" / "empty.wav", np.zeros(0, np.float32), 16000)
+    (tmp_path / "audio" / "garbage.wav").write_text("not audio")
+    flac = FIXTURES / "26-495-0007.flac"
+    wav = {
+        "good": str(flac),
+        "no-text": str(FIXTURES / "26-495-0019.flac"),
+        "unreadable": str(tmp_path / "audio" / "garbage.wav"),
+        "missing": str(tmp_path / "audio" / "nowhere.wav"),
+        "empty": str(tmp_path / "audio" / "empty.wav"),
+        "rate8k": str(tmp_path / "audio" / "rate8k.wav"),
+        "pipe": f"cat {flac} |",
+    }
+    text = {utt: TEXTS["26-495-0007"] for utt in wav if utt != "no-text"}
+    text["rate8k"] = TEXTS["26-495-0018"]
+    folder = _folder(tmp_path / "data", wav, text)
+    out = tmp_path / "cache.jsonl"
+    args = [f"--data_folder={folder}", f"--output={out}", "--backend=pocketsphinx"]
+    assert _run(recipe, *args) == 1
+    failures = read_failures(out)
+    expected = {
+        "no-text": "no transcript",
+        "unreadable": "cannot read audio",
+        "missing": "cannot read audio",
+        "empty": "empty audio",
+        "rate8k": "sample rate 8000 Hz",
+        "pipe": "shell pipe",
+    }
+    assert set(failures) == set(expected)
+    for utt, reason in expected.items():
+        assert reason in failures[utt], (utt, failures[utt])
+    assert set(jsonl_ids(out)) == {"good"}
+    # Resampling and pipes enabled: those two now align; the rest is allowed to fail.
+    assert _run(recipe, *args, "--resample=True", "--allow_pipes=True", "--allow_failures=True") == 0
+    index = load_alignments(out, keep_words=True)
+    assert set(index.ids) == {"good", "rate8k", "pipe"}
+    assert len(index.get("rate8k").words) == len(TEXTS["26-495-0018"].split())
+    assert set(read_failures(out)) == set(expected) - {"rate8k", "pipe"}
+
+
+def test_shards_then_merge(recipe, vpac_root, tmp_path):
+    folder = vpac_root / "B3" / "data" / "train-clean-360_B3"
+    out = tmp_path / "b3.jsonl"
+    common = [
+        f"--data_folder={folder}",
+        f"--data_root={vpac_root}",
+        f"--output={out}",
+        "--backend=pocketsphinx",
+    ]
+    for shard in ("0/2", "1/2"):
+        assert _run(recipe, *common, f"--shard={shard}", "--allow_failures=True") == 0
+    parts = sorted(p.name for p in tmp_path.glob("b3.part-*.jsonl"))
+    assert parts == ["b3.part-000-of-002.jsonl", "b3.part-001-of-002.jsonl"]
+    with_text = set(read_kaldi_map(folder / "text"))
+    # Utterances without a transcript failed: a strict merge refuses the incomplete set.
+    assert _run(recipe, *common, "--merge=True") == 1
+    assert not out.exists()
+    assert _run(recipe, *common, "--merge=True", "--allow_failures=True") == 0
+    index = load_alignments(out)
+    assert set(index.ids) == with_text and set(index.aligners) == {"pocketsphinx:en-us"}
+    # A rerun over the merged result and its parts has nothing to do.
+    assert _run(recipe, *common, "--shard=0/2", "--allow_failures=True") == 0
+    assert len(jsonl_ids(tmp_path / "b3.part-000-of-002.jsonl")) + len(
+        jsonl_ids(tmp_path / "b3.part-001-of-002.jsonl")
+    ) == len(with_text)
+
+
+def test_kill_9_mid_run_then_resume_loses_nothing_duplicates_nothing(tmp_path):
+    copies = 4
+    wav, text = {}, {}
+    for k in range(copies):
+        for utt, transcript in TEXTS.items():
+            wav[f"c{k}-{utt}"] = str(FIXTURES / f"{utt}.flac")
+            text[f"c{k}-{utt}"] = transcript
+    folder = _folder(tmp_path / "data", wav, text)
+    out = tmp_path / "cache.jsonl"
+    command = [
+        sys.executable,
+        str(RECIPE),
+        HPARAMS,
+        f"--data_folder={folder}",
+        f"--output={out}",
+        "--backend=pocketsphinx",
+        "--noprogressbar",
+    ]
+    process = subprocess.Popen(command, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    deadline = time.time() + 120
+    while time.time() < deadline and process.poll() is None:
+        if out.exists() and out.read_bytes().count(b"\n") >= 3:
+            break
+        time.sleep(0.02)
+    assert process.poll() is None, "the run ended before it could be killed"
+    os.kill(process.pid, signal.SIGKILL)
+    process.wait()
+    process.stderr.close()
+    data = out.read_bytes()
+    assert 3 <= data.count(b"\n") < len(wav)
+    # As if the kill had landed in the middle of writing a record: cut the last line in two.
+    last = data.rstrip(b"\n").rfind(b"\n")
+    out.write_bytes(data[: len(data) - (len(data) - last) // 2])
+    torn = json.loads(data[last + 1 :])["id"]
+    result = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    lines = out.read_text().splitlines()
+    ids = [json.loads(line)["id"] for line in lines]
+    assert sorted(ids) == sorted(wav)  # none lost, none duplicated
+    assert ids.count(torn) == 1
+    assert len(load_alignments(out).get(torn).words) == len(text[torn].split())
+
+
+def test_whisper_backend_through_the_recipe(recipe, tmp_path):
+    utts = ["26-495-0007", "27-123349-0009", "1998-15444-0007"]
+    folder = _folder(tmp_path / "data", {u: str(FIXTURES / f"{u}.flac") for u in utts}, {})
+    out = tmp_path / "cache"
+    args = [
+        f"--data_folder={folder}",
+        f"--output={out}",
+        "--whisper_model=tiny-random-whisper",
+        "--batch_size=2",
+        "--max_new_tokens=12",
+        "--device=cpu",
+    ]
+    assert _run(recipe, *args) == 0
+    index = load_alignments(out)
+    assert sorted(index.ids) == sorted(utts)
+    assert set(index.aligners) == {"whisper:tiny-random-whisper"}
+    for utt in utts:
+        starts, ends = index.spans(utt)
+        assert np.all(ends <= index.duration(utt)) and np.all(starts[1:] >= ends[:-1])
+        assert index.duration(utt) == pytest.approx(soundfile.info(FIXTURES / f"{utt}.flac").duration)
+
+
+def test_import_entry_point(recipe, tmp_path):
+    (tmp_path / "a.ctm").write_text("u1 1 0.1 0.3 hi\nu2 1 0.2 0.2 yo\n")
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "wav.scp").write_text("u1 a.wav\nu2 b.wav\nu3 c.wav\n")
+    (tmp_path / "data" / "utt2dur").write_text("u1 1.5\nu2 2.0\nu3 1.0\n")
+    args = [f"--import_from={tmp_path / 'a.ctm'}", f"--output={tmp_path / 'c.jsonl'}", "--backend=ctm"]
+    assert _run(recipe, *args, f"--data_folder={tmp_path / 'data'}") == 1  # u3 is not in the CTM
+    index = load_alignments(tmp_path / "c.jsonl")
+    assert index.duration("u1") == 1.5 and index.aligners == ["ctm", "ctm"]
+    assert "u3" in read_failures(tmp_path / "c.jsonl")

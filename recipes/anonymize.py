@@ -52,6 +52,7 @@ def main(argv=None):
             target,
             hparams["anonymizer"],
             audio_format=hparams["audio_format"],
+            compression_level=hparams.get("compression_level"),
             scp_root=hparams.get("scp_root"),
             root=hparams.get("data_root"),
             allow_pipes=hparams.get("allow_pipes", False),

@@ -49,6 +49,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+import soundfile
 
 from .audio import SAMPLE_RATE, AudioReadError, audio_duration, read_audio, write_audio
 from .augment import seeded_rng
@@ -399,12 +400,17 @@ class FolderReport:
     alphas: dict[str, float] = field(default_factory=dict)
 
 
-def _atomic_write_audio(target: Path, audio: np.ndarray, sample_rate: int, fmt: str, subtype: str) -> None:
+def _atomic_write_audio(
+    target: Path, audio: np.ndarray, sample_rate: int, subtype: str, compression_level: float | None
+) -> None:
     # Write beside the target, then rename: an interrupted run never leaves a half file under the real name.
     handle, temp = tempfile.mkstemp(dir=target.parent, prefix=".partial-", suffix=target.suffix)
     os.close(handle)
     try:
-        write_audio(temp, audio, sample_rate, subtype=subtype)
+        if compression_level is None:
+            write_audio(temp, audio, sample_rate, subtype=subtype)
+        else:
+            soundfile.write(temp, audio, sample_rate, subtype=subtype, compression_level=compression_level)
         os.replace(temp, target)
     finally:
         if os.path.exists(temp):
@@ -418,6 +424,7 @@ def anonymize_folder(
     *,
     utterances: Iterable[str] | None = None,
     audio_format: str = "wav",
+    compression_level: float | None = None,
     scp_root=None,
     root=None,
     allow_pipes: bool = False,
@@ -443,6 +450,8 @@ def anonymize_folder(
     audio_format : {"wav", "flac", "ogg"}
         ``wav``: 16-bit PCM as the challenge ships; ``flac`` lossless and smaller;
         ``ogg``: Vorbis, lossy and smallest (the bundled demo corpus).
+    compression_level : float, optional
+        libsndfile's 0 (best quality, largest) .. 1 (smallest) for flac and ogg; codec default if None.
     scp_root : path, optional
         Write ``wav.scp`` paths relative to this folder (the challenge data root);
         by default they are relative to ``output`` (``wav/<utt>.<ext>``).
@@ -482,7 +491,9 @@ def anonymize_folder(
                 audio = read_audio(source.wav[utt], sample_rate=anonymizer.sample_rate)
             except AudioReadError as err:
                 raise AudioReadError(f"utterance {utt!r}: {err}") from err
-            _atomic_write_audio(target, anonymizer(audio, utt), anonymizer.sample_rate, ext, subtype)
+            _atomic_write_audio(
+                target, anonymizer(audio, utt), anonymizer.sample_rate, subtype, compression_level
+            )
             report.written += 1
         relative = os.path.relpath(target, scp_root) if scp_root is not None else target.relative_to(output)
         wav_scp[utt] = Path(relative).as_posix()

@@ -4,9 +4,13 @@
 download: a ``WhisperConfig`` (d_model 64, 2 encoder + 2 decoder layers, 1500 source
 positions so the real 30 s windows and the word-timestamp DTW run unchanged), the real
 ``WhisperFeatureExtractor`` (80 mel bins), and a byte-level ``WhisperTokenizer`` holding
-256 byte symbols, Whisper's special tokens and the 1501 timestamp tokens
-``<|0.00|>`` ... ``<|30.00|>``. Its transcripts are garbage: assert structure (order,
-bounds, shapes), never words.
+256 byte symbols, 26 one-letter word tokens (``Ġa`` ... ``Ġz``), Whisper's special tokens
+and the 1501 timestamp tokens ``<|0.00|>`` ... ``<|30.00|>``.
+
+So that the random decoder writes words at all, generation is restricted to the one-letter
+word tokens (``suppress_tokens``) and their output rows are scaled up (Whisper's timestamp
+rule otherwise picks a timestamp at nearly every step). Its transcripts are garbage:
+assert structure (order, bounds, shapes), never words.
 
 Example
 -------
@@ -14,7 +18,7 @@ Example
 >>> tok = bundle.tokenizer
 >>> tok.convert_ids_to_tokens([tok.eos_token_id, bundle.model.generation_config.no_timestamps_token_id])
 ['<|endoftext|>', '<|notimestamps|>']
->>> len(tok) == bundle.model.config.vocab_size == 256 + 9 + 1501
+>>> len(tok) == bundle.model.config.vocab_size == 256 + 26 + 9 + 1501
 True
 """
 
@@ -59,7 +63,9 @@ def tiny_tokenizer():
     timestamps = [f"<|{k * 0.02:.2f}|>" for k in range(N_TIMESTAMPS)]
     for token in timestamps:
         vocab[token] = len(vocab)
-    tokenizer = WhisperTokenizer(vocab=vocab, merges=merges, extra_special_tokens=list(SPECIAL_TOKENS[1:]))
+    tokenizer = WhisperTokenizer(
+        vocab=vocab, merges=merges, extra_special_tokens=list(SPECIAL_TOKENS[1:]), pad_token="<|endoftext|>"
+    )
     tokenizer.add_tokens(timestamps)
     return tokenizer
 

@@ -119,3 +119,12 @@ def test_alignment_heads_and_dtype_checks():
     assert resolve_dtype("auto", "cuda:1") == torch.float16
     with pytest.raises(WhisperLoadError, match="dtype"):
         resolve_dtype("float8", "cpu")
+
+
+def test_reduced_precision_path_runs_end_to_end():
+    # bfloat16 runs on the CPU too: it exercises the dtype casts used with float16 on GPUs.
+    bf16 = WhisperAligner(bundle=tiny_whisper(dtype=torch.bfloat16), max_new_tokens=8)
+    assert next(bf16.bundle.model.parameters()).dtype == torch.bfloat16
+    audio = _audio("26-495-0007")
+    _check_words(bf16.align(audio), len(audio) / 16000)
+    assert encoder_features(bf16.bundle, [audio])[0].dtype == np.float32

@@ -17,7 +17,9 @@ Long per-utterance jobs (word alignment, order computation) share these pieces:
 - :func:`merge_jsonl` concatenates shards into one file, refusing duplicate ids and unfinished
   shards.
 - :func:`read_inputs` yields :class:`JobItem` ``(id, source, text, problem)`` from a Kaldi
-  folder or a SpeechBrain CSV manifest (columns ``ID``, ``wav``, optional ``text``).
+  folder or a SpeechBrain CSV manifest (columns ``ID``, ``wav``, optional ``text``), and
+  :func:`read_item_audio` reads one item's audio or raises :class:`ItemError` whose ``kind``
+  (``unreadable``, ``sample_rate``, ``empty_audio``) :meth:`Job.fail` counts.
 
 Example
 -------

@@ -18,6 +18,7 @@ from segreconcat_aug.whisper import (
     WhisperLoadError,
     check_alignment_heads,
     encoder_features,
+    load_whisper,
     n_frames,
     resolve_dtype,
 )
@@ -128,3 +129,22 @@ def test_reduced_precision_path_runs_end_to_end():
     audio = _audio("26-495-0007")
     _check_words(bf16.align(audio), len(audio) / 16000)
     assert encoder_features(bf16.bundle, [audio])[0].dtype == np.float32
+
+
+def test_load_whisper_from_a_local_checkpoint(tmp_path, singles):
+    bundle = tiny_whisper()
+    for part in (bundle.model, bundle.tokenizer, bundle.feature_extractor):
+        part.save_pretrained(tmp_path)
+    loaded = load_whisper(str(tmp_path), device="cpu", local_files_only=True)
+    assert loaded.dtype == torch.float32 and loaded.model.config._attn_implementation == "eager"
+    words = WhisperAligner(bundle=loaded, max_new_tokens=16).align(_audio("26-495-0007"))
+    assert words == singles["26-495-0007"]
+    features_only = load_whisper(str(tmp_path), device="cpu", local_files_only=True, word_timestamps=False)
+    assert features_only.model.config._attn_implementation == "sdpa"
+    # A checkpoint without alignment heads cannot give word times: refused at load.
+    bundle.model.generation_config.alignment_heads = None
+    bundle.model.save_pretrained(tmp_path)
+    with pytest.raises(WhisperLoadError, match="alignment_heads is missing"):
+        load_whisper(str(tmp_path), device="cpu", local_files_only=True)
+    fixed = load_whisper(str(tmp_path), device="cpu", local_files_only=True, alignment_heads=[[1, 0]])
+    assert fixed.model.generation_config.alignment_heads == [[1, 0]]

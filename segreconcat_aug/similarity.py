@@ -47,6 +47,7 @@ Example
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Sequence
 
@@ -186,6 +187,13 @@ def _check_audio(audio: np.ndarray, segments: Segments, utt_id: str | None) -> n
 # --------------------------------------------------------------------------- AR
 
 
+@functools.lru_cache(maxsize=8)
+def _mel_basis(sample_rate: int, n_fft: int, n_mels: int) -> np.ndarray:
+    import librosa
+
+    return librosa.filters.mel(sr=sample_rate, n_fft=n_fft, n_mels=n_mels)
+
+
 def mfcc_features(
     audio: np.ndarray,
     segments: Segments,
@@ -210,14 +218,17 @@ def mfcc_features(
     """
     import librosa
 
+    mel_basis = _mel_basis(int(sample_rate), int(n_fft), int(n_mels))
     features = []
     for start, end in segments.spans:
         piece = np.asarray(audio[start:end], dtype=np.float32)
         if len(piece) < n_fft:
             piece = np.pad(piece, (0, n_fft - len(piece)))
-        mfcc = librosa.feature.mfcc(
-            y=piece, sr=sample_rate, n_mfcc=n_mfcc, n_fft=n_fft, hop_length=hop_length, n_mels=n_mels
-        )
+        # librosa.feature.mfcc(y=piece, ...) step by step (same values), with the mel
+        # filterbank built once instead of once per segment.
+        power = np.abs(librosa.stft(piece, n_fft=n_fft, hop_length=hop_length)) ** 2
+        mel = np.einsum("...ft,mf->...mt", power, mel_basis, optimize=True)
+        mfcc = librosa.feature.mfcc(S=librosa.power_to_db(mel), n_mfcc=n_mfcc)
         if fixed_frames is not None:
             mfcc = librosa.util.fix_length(mfcc, size=int(fixed_frames), axis=-1)
         features.append(mfcc.astype(np.float64))

@@ -288,3 +288,10 @@ def test_semantic_needs_frames_or_whisper_and_checks_them():
     frames = np.array([[0.0, 0.0], [1.0, 0.0], [1.0, 1.0]])
     three = Segments(np.array([[0, 320], [320, 640], [640, 960]]), False)
     assert semantic(three, np.zeros(960), None, sample_rate=16000, frames=frames).tolist() == [1, 2, 0]
+
+
+def test_mfcc_features_equal_librosa_mfcc_per_segment():
+    audio, segments = fixture_segments("19-198-0002")
+    for (start, end), ours in zip(segments.spans, mfcc_features(audio, segments, 16000)):
+        reference = librosa.feature.mfcc(y=audio[start:end], sr=16000, **MFCC)
+        np.testing.assert_array_equal(ours, reference)

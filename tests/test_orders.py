@@ -326,3 +326,18 @@ def test_recipe_shards_failures_and_training_reads_the_parts(train, vpac_root, t
 def test_shard_assignment_is_stable():
     shards = [resolve_shard(f"{k}/3", env={}) for k in range(3)]
     assert all(sum(shard.owns(utt) for shard in shards) == 1 for utt in SUBSET)
+
+
+def test_recipe_on_the_vpac_layout_then_training_reads_the_cache(vpac_root, tmp_path):
+    # Default input: the system's training folder; wav.scp paths are relative to the VPAC root.
+    output = tmp_path / "B3-acoustic.jsonl"
+    args = [str(REPO / "hparams" / "orders.yaml"), f"--data_folder={vpac_root}", "--system=B3"]
+    args += [f"--orders_cache={output}", "--progress=False", "--dtw_threads=1"]
+    assert load_recipe().main(args) == 0
+    alignments = load_alignments(vpac_root / "alignments" / "B3.jsonl")
+    orders = load_orders(output, strategy="acoustic", alignments=alignments, segment_policy="cover")
+    folder = vpac_root / "B3" / "data" / "train-clean-360_B3"
+    assert sorted(orders) == sorted(item.id for item in read_inputs(folder, root=vpac_root))
+    # A training run with another segment policy must not reuse them.
+    with pytest.raises(StaleOrderError, match="stale"):
+        load_orders(output, strategy="acoustic", alignments=alignments, segment_policy="words")

@@ -1,0 +1,117 @@
+#!/usr/bin/env python3
+"""The main job in one command: baseline vs SegReConcat on the bundled demo corpus, on a CPU, offline.
+
+Usage (from anywhere; paths are resolved from the repository root)::
+
+    python recipes/run_demo.py                      # about 10 minutes on 2 cores
+    python recipes/run_demo.py --quick              # one epoch of a tiny model: checks the install (~2 min)
+    python recipes/run_demo.py --output_folder=/tmp/demo --seed=7   # any hparams/demo.yaml key
+
+It runs ``recipes/run_grid.py hparams/demo.yaml``: for each of the two runs,
+``recipes/train.py`` then ``recipes/evaluate.py`` with ``hparams/ecapa_segreconcat.yaml``
+(the paper's recipe) and the demo's overrides, on ``demo/data/`` (McAdams-anonymized
+LibriSpeech, see ``demo/README.md``) with its cached word alignments. It prints the
+Table-2-style comparison and writes ``<output_folder>/det_MCADAMS.png`` (default
+``results/demo``; ``results/demo-quick`` with ``--quick``). Reruns resume: finished runs are
+skipped, so after changing an option use another ``--output_folder`` or delete the old one.
+
+``--seed=N`` (or any key of ``extra_overrides``) is passed to both runs; other ``--key=value``
+overrides go to ``hparams/demo.yaml`` itself.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+DEMO_HPARAMS = "hparams/demo.yaml"
+# One epoch of a tiny model: what the test suite runs to check the whole chain in about two minutes.
+QUICK_OVERRIDES = {
+    "channels": [32, 32, 32, 32, 96],
+    "attention_channels": 16,
+    "lin_neurons": 32,
+    "number_of_epochs": 1,
+    "warmup": 0,
+    "patience": 1,
+}
+# Keys of hparams/demo.yaml itself (run_grid.py's); every other --key=value is a training override.
+GRID_KEYS = {
+    "data_folder",
+    "output_folder",
+    "train_hparams",
+    "python",
+    "stop_on_error",
+    "tables_only",
+    "show_published",
+    "systems",
+}
+
+
+def split_arguments(argv: list[str]) -> tuple[bool, list[str], dict]:
+    """``(quick, grid overrides as --key=value, training overrides as a mapping)``.
+
+    >>> split_arguments(["--quick", "--output_folder=/tmp/x", "--seed=7"])
+    (True, ['--output_folder=/tmp/x'], {'seed': 7})
+    """
+    import yaml
+
+    quick, grid, training = False, [], {}
+    for argument in argv:
+        if argument == "--quick":
+            quick = True
+            continue
+        if not argument.startswith("--") or "=" not in argument:
+            raise SystemExit(f"run_demo.py: expected --quick or --key=value, got {argument!r}")
+        key, value = argument[2:].split("=", 1)
+        if key in GRID_KEYS:
+            grid.append(argument)
+        else:
+            training[key] = yaml.safe_load(value)
+    return quick, grid, training
+
+
+def check_corpus(data_folder: Path) -> None:
+    """The bundled corpus must be there (a clone without it, e.g. a shallow sparse checkout, is told how)."""
+    needed = [
+        data_folder / "MCADAMS" / "data" / "train-clean-360_MCADAMS",
+        data_folder / "alignments" / "MCADAMS.jsonl",
+    ]
+    missing = [str(path) for path in needed if not path.exists()]
+    if missing:
+        raise SystemExit(
+            f"run_demo.py: the demo corpus is missing ({', '.join(missing)}); it is committed under demo/ "
+            "(rebuild it with recipes/build_demo_corpus.py from the LibriSpeech samples)"
+        )
+
+
+def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    quick, grid_overrides, training = split_arguments(argv)
+    if quick and not any(a.startswith("--output_folder=") for a in grid_overrides):
+        # Its own folder: finished runs are skipped on rerun, so a quick run must not stand in for a full one.
+        grid_overrides.append("--output_folder=results/demo-quick")
+    os.chdir(REPO)  # demo.yaml's paths (demo/data, recipes/...) are relative to the repository root
+    # One math thread per process: the trainer computes while one DataLoader worker reads and augments,
+    # which fills 2 cores; more threads only oversubscribe them (several times slower here).
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    sys.path.insert(0, str(REPO / "recipes"))
+    import run_grid
+
+    grid = run_grid.load_grid(DEMO_HPARAMS, "\n".join(a[2:].replace("=", ": ", 1) for a in grid_overrides))
+    check_corpus(Path(grid["data_folder"]))
+    extra = dict(grid.get("extra_overrides") or {})
+    if quick:
+        extra.update(QUICK_OVERRIDES)
+    extra.update(training)
+    start = time.perf_counter()
+    code = run_grid.main([DEMO_HPARAMS, *grid_overrides, f"--extra_overrides={json.dumps(extra)}"])
+    print(f"demo: {time.perf_counter() - start:.0f} s; outputs in {Path(grid['output_folder']).resolve()}")
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

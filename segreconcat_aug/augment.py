@@ -121,22 +121,34 @@ def chain_plan(
     >>> chain_plan(np.array([[4, 8], [0, 4]]), 0, after_original=8).offset.tolist()
     [0, 8, 12]
     """
-    spans = np.asarray(spans, dtype=np.int64).reshape(-1, 2)
-    lengths = spans[:, 1] - spans[:, 0]
-    overlaps = np.minimum(crossfade, np.minimum(lengths[:-1] // 2, lengths[1:] // 2))
-    head = min(crossfade, int(lengths[0]) // 2) if fade_in_first and len(lengths) else 0
-    offsets = np.zeros(len(lengths), dtype=np.int64)
-    np.cumsum(lengths[:-1] - overlaps, out=offsets[1:])
-    fade_in = np.empty_like(offsets)
-    fade_in[:1], fade_in[1:] = head, overlaps
-    fade_out = np.zeros_like(offsets)
-    fade_out[:-1] = overlaps
-    if after_original:
-        zero = np.zeros(1, dtype=np.int64)
-        spans = np.concatenate([[[0, after_original]], spans])
-        offsets = np.concatenate([zero, offsets + after_original])
-        fade_in, fade_out = np.concatenate([zero, fade_in]), np.concatenate([zero, fade_out])
-    return Plan(spans, offsets, fade_in, fade_out)
+    spans = np.ascontiguousarray(spans, dtype=np.int64).reshape(-1, 2)
+    return Plan(*_chain_kernel(spans, int(crossfade), bool(fade_in_first), int(after_original)))
+
+
+@numba.njit(cache=True, nogil=True)
+def _chain_kernel(spans, crossfade, fade_in_first, after_original):  # pragma: no cover - compiled
+    first = 1 if after_original > 0 else 0  # row 0: the untouched original, when there is one
+    rows = len(spans) + first
+    source = np.zeros((rows, 2), dtype=np.int64)
+    offset = np.zeros(rows, dtype=np.int64)
+    fade_in = np.zeros(rows, dtype=np.int64)
+    fade_out = np.zeros(rows, dtype=np.int64)
+    if first:
+        source[0, 1] = after_original
+    position = after_original
+    for i in range(len(spans)):
+        row = i + first
+        length = spans[i, 1] - spans[i, 0]
+        if i > 0:
+            previous = spans[i - 1, 1] - spans[i - 1, 0]
+            overlap = min(crossfade, previous // 2, length // 2)
+            fade_in[row], fade_out[row - 1] = overlap, overlap
+        elif fade_in_first:
+            fade_in[row] = min(crossfade, length // 2)
+        source[row, 0], source[row, 1] = spans[i, 0], spans[i, 1]
+        offset[row] = position - (fade_in[row] if i > 0 else 0)
+        position = offset[row] + length
+    return source, offset, fade_in, fade_out
 
 
 def render(audio: np.ndarray, plan: Plan, start: int = 0, stop: int | None = None) -> np.ndarray:

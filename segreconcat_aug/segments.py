@@ -31,6 +31,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+import numba
 import numpy as np
 
 SEGMENT_POLICIES = ("cover", "words")
@@ -81,22 +82,51 @@ def word_segments(
     """
     if policy not in SEGMENT_POLICIES:
         raise ValueError(f"unknown segment policy {policy!r}; choose from {SEGMENT_POLICIES}")
-    # One vectorized pass (this runs per training sample in the DataLoader workers).
-    samples = np.rint(np.stack([starts, ends], axis=1) * sample_rate).astype(np.int64)
-    samples = np.minimum(np.maximum(samples, 0), num_samples).reshape(-1, 2)
-    start_samples, end_samples = samples[:, 0], samples[:, 1]
-    if policy == "words":
-        return Segments(samples[end_samples > start_samples], False)
+    spans, leading = _spans(
+        np.asarray(starts, dtype=np.float64),
+        np.asarray(ends, dtype=np.float64),
+        int(num_samples),
+        int(sample_rate),
+        policy == "cover",
+        int(round(min_leading_silence * sample_rate)),
+    )
+    return Segments(spans, bool(leading))
 
-    if len(start_samples) == 0:
-        whole = [[0, num_samples]] if num_samples > 0 else []
-        return Segments(np.array(whole, dtype=np.int64).reshape(-1, 2), False)
-    # Cut at the middle of each gap between consecutive words.
-    cuts = (end_samples[:-1] + start_samples[1:]) // 2
-    first_start = int(start_samples[0])
-    leading = first_start >= round(min_leading_silence * sample_rate) and first_start > 0
-    bounds = np.concatenate([[0], [first_start] if leading else [], cuts, [num_samples]]).astype(np.int64)
-    spans = np.stack([bounds[:-1], bounds[1:]], axis=1)
-    keep = spans[:, 1] > spans[:, 0]
-    leading = bool(leading and keep[0])
-    return Segments(spans[keep], leading)
+
+# Compiled: segmentation runs for every training sample in the DataLoader workers,
+# where a dozen small numpy calls would cost more than the loop.
+@numba.njit(cache=True, nogil=True)
+def _spans(starts, ends, num_samples, sample_rate, cover, min_leading):  # pragma: no cover - compiled
+    def to_sample(seconds):
+        return min(max(np.int64(np.rint(seconds * sample_rate)), 0), num_samples)
+
+    spans = np.empty((len(starts) + 1, 2), dtype=np.int64)
+    count = 0
+    if not cover:  # word spans only
+        for i in range(len(starts)):
+            lo, hi = to_sample(starts[i]), to_sample(ends[i])
+            if hi > lo:
+                spans[count, 0], spans[count, 1] = lo, hi
+                count += 1
+        return spans[:count], False
+    previous = 0
+    leading = False
+    if len(starts) > 0:
+        first = to_sample(starts[0])
+        leading = first > 0 and first >= min_leading
+        if leading:  # the initial silence is its own segment
+            spans[0, 0], spans[0, 1] = 0, first
+            count, previous = 1, first
+    for i in range(len(starts)):
+        # A word's segment ends at the middle of the gap to the next word; the last one at the end.
+        if i + 1 < len(starts):
+            bound = (to_sample(ends[i]) + to_sample(starts[i + 1])) // 2
+        else:
+            bound = num_samples
+        if bound > previous:
+            spans[count, 0], spans[count, 1] = previous, bound
+            count, previous = count + 1, bound
+    if len(starts) == 0 and num_samples > 0:  # no words: the whole utterance
+        spans[0, 0], spans[0, 1] = 0, num_samples
+        count = 1
+    return spans[:count], leading

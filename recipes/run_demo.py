@@ -3,8 +3,8 @@
 
 Usage (from anywhere; paths are resolved from the repository root)::
 
-    python recipes/run_demo.py                      # about 10 minutes on 2 cores
-    python recipes/run_demo.py --quick              # one epoch of a tiny model: checks the install (~2 min)
+    python recipes/run_demo.py                      # about 8 minutes on 2 cores
+    python recipes/run_demo.py --quick              # one epoch of a tiny model: checks the install (~1 min)
     python recipes/run_demo.py --output_folder=/tmp/demo --seed=7   # any hparams/demo.yaml key
 
 It runs ``recipes/run_grid.py hparams/demo.yaml``: for each of the two runs,
@@ -29,7 +29,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 DEMO_HPARAMS = "hparams/demo.yaml"
-# One epoch of a tiny model: what the test suite runs to check the whole chain in about two minutes.
+# One epoch of a tiny model: what the test suite runs to check the whole chain in about a minute.
 QUICK_OVERRIDES = {
     "channels": [32, 32, 32, 32, 96],
     "attention_channels": 16,

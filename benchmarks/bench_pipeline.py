@@ -65,7 +65,9 @@ def main(argv=None):
     plain = throughput(plain_pipeline, wavs, args.repeats)
     augmented = throughput(augmented_pipeline, wavs, args.repeats)
     seconds = sum(len(read_audio(wav)) for wav in wavs.values()) / 16000
-    print(f"utterances: {len(wavs)} (mean {seconds / len(wavs):.1f} s; VPAC train-clean-360: 12.3 s)  passes: {args.repeats}")
+    print(
+        f"utterances: {len(wavs)} (mean {seconds / len(wavs):.1f} s; VPAC train-clean-360: 12.3 s)  passes: {args.repeats}"
+    )
     print(f"{'pipeline':<36}{'samples/s':>12}")
     print(f"{'read + 3 s crop':<36}{plain:>12.1f}")
     print(f"{'read + SegReConcat RR concat + crop':<36}{augmented:>12.1f}")

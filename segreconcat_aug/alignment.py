@@ -132,13 +132,17 @@ def clean_words(words: Iterable[Word], duration: float, stats: Counter | None = 
             stats["dropped_empty"] += 1
             continue
         if result and start < result[-1].end:
-            # The previous word is non-empty, so the cut stays strictly inside it
-            # (its start may already have moved past ours by an earlier cut).
             previous = result[-1]
-            cut = (max(start, previous.start) + previous.end) / 2
-            result[-1] = Word(previous.word, previous.start, cut)
-            start = cut
+            # An earlier cut may have moved the previous start past ours.
+            start = max(start, previous.start)
+            cut = (start + previous.end) / 2
             stats["overlaps_resolved"] += 1
+            if cut <= previous.start:  # no representable room left for the previous word
+                result.pop()
+                stats["dropped_empty"] += 1
+            else:
+                result[-1] = Word(previous.word, previous.start, cut)
+                start = cut
             if end <= start:
                 stats["dropped_empty"] += 1
                 continue

@@ -1,11 +1,18 @@
 """Shared pytest fixtures: real LibriSpeech audio and a tiny VPAC layout."""
 
+import os
 import sys
 
 import pytest
 import speechbrain  # noqa: F401  (registers its lazy modules, purged below)
+from hypothesis import settings
 from speechbrain.utils.importutils import LazyModule
 from vpac_fixture import FIXTURES, build_vpac_layout
+
+# CI runs the same examples every time (a failure there is reproducible); local runs explore.
+settings.register_profile("ci", derandomize=True)
+if os.environ.get("CI"):
+    settings.load_profile("ci")
 
 # SpeechBrain registers lazy placeholder modules (k2, spacy, flair...) that raise
 # ImportError on attribute access; hypothesis' pytest plugin scans sys.modules at

@@ -28,6 +28,7 @@ Example
 from __future__ import annotations
 
 import json
+import logging
 import os
 from collections import Counter
 from collections.abc import Iterable
@@ -36,6 +37,8 @@ from pathlib import Path
 from typing import NamedTuple
 
 import numpy as np
+
+logger = logging.getLogger(__name__)
 
 
 class AlignmentCacheError(ValueError):
@@ -215,12 +218,16 @@ def truncate_partial_tail(path) -> bool:
         return True
 
 
-def iter_cache(path, *, partial_tail: str = "error"):
-    """Yield ``(line_number, UtteranceAlignment)`` from one cache file.
+def iter_jsonl(path, *, partial_tail: str = "error", error=None):
+    """Yield ``(where, record)`` for each JSON line of an append-only cache file.
 
-    ``partial_tail="ignore"`` skips a last line that lacks its newline and does
-    not parse (a killed writer); ``"error"`` raises like any malformed line.
+    ``where`` is ``"file:line"`` for error messages. Shared by the alignment and
+    order caches. ``partial_tail="ignore"`` skips (and logs) a last line without
+    its newline: a writer killed mid-line, or one still running. ``"error"``
+    parses it like any other line. Unparsable lines raise ``error``
+    (default :class:`AlignmentCacheError`) naming the file and line.
     """
+    error = error or AlignmentCacheError
     path = Path(path)
     with open(path, encoding="utf-8") as handle:
         lines = handle.readlines()
@@ -228,13 +235,20 @@ def iter_cache(path, *, partial_tail: str = "error"):
         if not line.strip():
             continue
         where = f"{path}:{number}"
+        if partial_tail == "ignore" and number == len(lines) and not line.endswith("\n"):
+            logger.warning("%s: ignoring an unterminated last line (a writer killed or still running)", where)
+            return
         try:
             record = json.loads(line)
         except json.JSONDecodeError as err:
-            if partial_tail == "ignore" and number == len(lines) and not line.endswith("\n"):
-                return
-            raise AlignmentCacheError(f"{where}: not valid JSON ({err.msg})") from None
-        yield number, UtteranceAlignment.from_record(record, where)
+            raise error(f"{where}: not valid JSON ({err.msg})") from None
+        yield where, record
+
+
+def iter_cache(path, *, partial_tail: str = "error"):
+    """Yield ``(line_number, UtteranceAlignment)`` from one alignment cache file (see :func:`iter_jsonl`)."""
+    for where, record in iter_jsonl(path, partial_tail=partial_tail):
+        yield int(where.rsplit(":", 1)[1]), UtteranceAlignment.from_record(record, where)
 
 
 def completed_ids(path) -> set[str]:

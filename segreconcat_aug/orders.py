@@ -44,7 +44,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .alignment import AlignmentIndex
+from .alignment import AlignmentIndex, iter_jsonl
 from .segments import SEGMENT_POLICIES, word_segments
 
 logger = logging.getLogger(__name__)
@@ -164,20 +164,11 @@ def order_files(path) -> list[Path]:
 
 
 def _records(file: Path):
-    with open(file, encoding="utf-8") as handle:
-        lines = handle.readlines()
-    for number, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        where = f"{file}:{number}"
-        if not line.endswith("\n") and number == len(lines):
-            # A writer killed mid-line (or still running): not an order yet.
-            logger.warning("%s: ignoring an unterminated last line", where)
-            return
+    # An unterminated last line is an order still being written, not an order yet.
+    for where, record in iter_jsonl(file, partial_tail="ignore", error=OrderCacheError):
         try:
-            record = json.loads(line)
             utt_id, strategy, order, key = record["id"], record["strategy"], record["order"], record["key"]
-        except (json.JSONDecodeError, KeyError, TypeError) as err:
+        except (KeyError, TypeError) as err:
             raise OrderCacheError(f"{where}: not an order record ({err})") from None
         if not isinstance(order, list) or not all(isinstance(k, int) for k in order):
             raise OrderCacheError(f"{where}: utterance {utt_id!r}: 'order' must be a list of integers")

@@ -228,7 +228,7 @@ def test_mixed_options_and_bad_lines_name_the_line(tmp_path):
     ):
         load_orders(tmp_path / "dup.jsonl", alignments=index, **LOAD)
     (tmp_path / "bad.jsonl").write_text(lines[0] + "\n{not json\n")
-    with pytest.raises(OrderCacheError, match=r"bad.jsonl:2: not an order record"):
+    with pytest.raises(OrderCacheError, match=r"bad.jsonl:2: not valid JSON"):
         load_orders(tmp_path / "bad.jsonl", alignments=index, **LOAD)
     (tmp_path / "perm.jsonl").write_text(lines[0].replace("[0, 3, 1, 2]", "[0, 3, 3, 2]") + "\n")
     with pytest.raises(

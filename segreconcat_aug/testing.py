@@ -70,8 +70,12 @@ def tiny_tokenizer():
     return tokenizer
 
 
-def tiny_whisper(seed: int = 0, *, device: str = "cpu", dtype=torch.float32) -> WhisperBundle:
-    """A tiny random Whisper bundle (model, feature extractor, tokenizer); see module doc."""
+def tiny_whisper(seed: int = 0, *, device: str = "cpu", dtype=torch.float32, **sizes) -> WhisperBundle:
+    """A tiny random Whisper bundle (model, feature extractor, tokenizer); see module doc.
+
+    ``sizes`` override the ``WhisperConfig`` dimensions (e.g. whisper-medium's ``d_model=1024,
+    encoder_layers=24, ...`` for a throughput benchmark with random weights).
+    """
     from transformers import (
         GenerationConfig,
         WhisperConfig,
@@ -84,15 +88,19 @@ def tiny_whisper(seed: int = 0, *, device: str = "cpu", dtype=torch.float32) -> 
     eot, sot = ids["<|endoftext|>"], ids["<|startoftranscript|>"]
     word_starts = [tokenizer.convert_tokens_to_ids("Ġ" + letter) for letter in LETTERS]
     space = tokenizer.convert_tokens_to_ids("Ġ")
+    dimensions = {
+        "d_model": 64,
+        "encoder_layers": 2,
+        "decoder_layers": 2,
+        "encoder_attention_heads": 2,
+        "decoder_attention_heads": 2,
+        "encoder_ffn_dim": 128,
+        "decoder_ffn_dim": 128,
+        **sizes,
+    }
     config = WhisperConfig(
         vocab_size=len(tokenizer),
-        d_model=64,
-        encoder_layers=2,
-        decoder_layers=2,
-        encoder_attention_heads=2,
-        decoder_attention_heads=2,
-        encoder_ffn_dim=128,
-        decoder_ffn_dim=128,
+        **dimensions,
         num_mel_bins=80,
         max_source_positions=1500,
         max_target_positions=448,

@@ -1,0 +1,153 @@
+"""What only a GPU can measure, in one short run: the figures behind docs/training.md and docs/alignment.md.
+
+1. Training step of the paper's ECAPA-TDNN (hparams/ecapa_segreconcat.yaml: 1024 channels,
+   Fbank, AAM softmax, Adam), fp32 beside bf16 autocast: samples/s and the GPU-hours of one
+   epoch of one system (104k utterances, 2 x 3 s crops per 12.3 s utterance x 2 for concat).
+2. Whisper word timestamps with a whisper-medium-sized model (random weights: the hub cannot
+   be reached from the GPU machine either; the cost per token is the same), fp16, through the
+   project's aligner: real-time factor and the hours for 7 x 104k utterances.
+3. Whisper-medium encoder features (the SR strategy), utterances/s.
+
+Usage::
+
+    python benchmarks/bench_gpu.py --device cuda --out gpu.json      # on a GPU machine, ~3 minutes
+    python benchmarks/bench_gpu.py --device cpu --tiny               # a smoke test of this script
+
+Figures are printed side by side (fp32 vs bf16; ours per batch size) and saved as JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+from hyperpyyaml import load_hyperpyyaml
+
+REPO = Path(__file__).resolve().parents[1]
+UTTERANCES = 104_014  # train-clean-360, per system
+MEAN_SECONDS = 12.3
+MEDIUM = {
+    "d_model": 1024,
+    "encoder_layers": 24,
+    "decoder_layers": 24,
+    "encoder_attention_heads": 16,
+    "decoder_attention_heads": 16,
+    "encoder_ffn_dim": 4096,
+    "decoder_ffn_dim": 4096,
+}
+
+
+def _sync(device: str) -> None:
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
+
+
+def ecapa_step(device: str, batch: int, steps: int, tiny: bool) -> dict:
+    """Samples/s of full training steps (features -> ECAPA -> AAM loss -> Adam), fp32 and bf16."""
+    overrides = {"data_folder": "unused", "n_speakers": 921}
+    if tiny:
+        overrides.update(channels=[32, 32, 32, 32, 96], attention_channels=16, lin_neurons=32)
+    with open(REPO / "hparams" / "ecapa_segreconcat.yaml", encoding="utf-8") as handle:
+        hp = load_hyperpyyaml(handle, overrides)
+    modules = torch.nn.ModuleList(
+        [hp["compute_features"], hp["mean_var_norm"], hp["embedding_model"], hp["classifier"]]
+    ).to(device)
+    optimizer = hp["opt_class"](modules.parameters())
+    wavs = torch.randn(batch, 48000, device=device) * 0.1
+    lens = torch.ones(batch, device=device)
+    labels = torch.randint(0, 921, (batch, 1), device=device)
+    result = {}
+    for precision, dtype in (("fp32", None), ("bf16", torch.bfloat16)):
+        for step in range(steps + 2):  # two warm-up steps
+            if step == 2:
+                _sync(device)
+                start = time.perf_counter()
+            with torch.autocast(device_type=device.split(":")[0], dtype=dtype, enabled=dtype is not None):
+                feats = modules[1](modules[0](wavs), lens)
+                logits = modules[3](modules[2](feats, lens))
+                loss = hp["compute_cost"](logits, labels, lens)
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            optimizer.step()
+        _sync(device)
+        rate = batch * steps / (time.perf_counter() - start)
+        crops = UTTERANCES * int(MEAN_SECONDS / 3.0) * 2  # concat doubles the rows
+        result[precision] = {"samples_per_s": rate, "gpu_hours_per_concat_epoch": crops / rate / 3600}
+    if device.startswith("cuda"):
+        result["peak_memory_gib"] = torch.cuda.max_memory_allocated() / 2**30
+    return result
+
+
+def whisper_alignment(device: str, batches: list[int], tiny: bool) -> dict:
+    """Real-time factor of batched word-timestamp decoding, fp16 on GPU."""
+    from segreconcat_aug.aligners.whisper import WhisperAligner
+    from segreconcat_aug.testing import tiny_whisper
+    from segreconcat_aug.whisper import encoder_features
+
+    dtype = torch.float16 if device.startswith("cuda") else torch.float32
+    bundle = tiny_whisper(0, device=device, dtype=dtype, **({} if tiny else MEDIUM))
+    rng = np.random.default_rng(0)
+    audio = [rng.normal(0, 0.05, int(MEAN_SECONDS * 16000)).astype(np.float32) for _ in range(max(batches))]
+    result = {}
+    for batch in batches:
+        # ~2.5 tokens per second of speech: a real 12.3 s utterance decodes ~35 words + timestamps.
+        aligner = WhisperAligner(bundle, batch_size=batch, max_new_tokens=int(3 * MEAN_SECONDS))
+        aligner.align_batch(audio[:batch])  # warm-up
+        _sync(device)
+        start = time.perf_counter()
+        aligner.align_batch(audio[:batch])
+        _sync(device)
+        seconds = time.perf_counter() - start
+        rtf = seconds / (batch * MEAN_SECONDS)
+        result[f"batch{batch}"] = {
+            "rtf": rtf,
+            "gpu_hours_7_systems": 7 * UTTERANCES * MEAN_SECONDS * rtf / 3600,
+        }
+    start = time.perf_counter()
+    encoder_features(bundle, audio, batch_size=max(batches))
+    _sync(device)
+    result["encoder_utterances_per_s"] = len(audio) / (time.perf_counter() - start)
+    return result
+
+
+def main(argv=None) -> dict:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--batch", type=int, default=256, help="training batch (VPC baseline: 256)")
+    parser.add_argument("--steps", type=int, default=10)
+    parser.add_argument("--whisper_batches", default="8,32")
+    parser.add_argument("--tiny", action="store_true", help="small models: a CPU smoke test")
+    parser.add_argument("--out", help="write the figures as JSON here")
+    args = parser.parse_args(argv)
+    torch.manual_seed(0)
+    figures = {"device": torch.cuda.get_device_name(0) if args.device.startswith("cuda") else "cpu"}
+    figures["ecapa"] = ecapa_step(args.device, args.batch, args.steps, args.tiny)
+    for precision in ("fp32", "bf16"):
+        row = figures["ecapa"][precision]
+        print(
+            f"ECAPA train step {precision}: {row['samples_per_s']:9.1f} samples/s  "
+            f"{row['gpu_hours_per_concat_epoch']:7.2f} GPU-h per concat epoch"
+        )
+    speedup = figures["ecapa"]["bf16"]["samples_per_s"] / figures["ecapa"]["fp32"]["samples_per_s"]
+    print(f"bf16 vs fp32: {speedup:.2f}x")
+    batches = [int(b) for b in args.whisper_batches.split(",")]
+    figures["whisper"] = whisper_alignment(args.device, batches, args.tiny)
+    for batch in batches:
+        row = figures["whisper"][f"batch{batch}"]
+        print(
+            f"Whisper word timestamps batch {batch:3d}: RTF {row['rtf']:.4f}  {row['gpu_hours_7_systems']:.1f} h for 7 x 104k"
+        )
+    print(f"Whisper encoder (SR features): {figures['whisper']['encoder_utterances_per_s']:.1f} utterances/s")
+    if args.out:
+        Path(args.out).write_text(json.dumps(figures, indent=2) + "\n")
+    return figures
+
+
+if __name__ == "__main__":
+    main()

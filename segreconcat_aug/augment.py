@@ -39,6 +39,7 @@ Example
 
 from __future__ import annotations
 
+import functools
 import logging
 import zlib
 from typing import NamedTuple
@@ -83,6 +84,50 @@ def seeded_rng(seed: int, epoch: int, key: str, stream: int = 0) -> np.random.Ge
     return np.random.default_rng([seed, epoch, zlib.crc32(key.encode("utf-8")), stream])
 
 
+_MASK64 = (1 << 64) - 1
+
+
+def _mix64(*values: int) -> int:
+    """A 64-bit hash of integers (splitmix64 finalizer steps), the same in every process."""
+    h = 0x9E3779B97F4A7C15
+    for value in values:
+        h = ((h ^ (value & _MASK64)) * 0xBF58476D1CE4E5B9) & _MASK64
+        h ^= h >> 31
+        h = (h * 0x94D049BB133111EB) & _MASK64
+        h ^= h >> 29
+    return h
+
+
+class KeyedRandom:
+    """Per-sample draws for the DataLoader hot path, fixed by ``(seed, epoch, key, stream)``.
+
+    Like :func:`seeded_rng`, but one generator is re-keyed in place (about 3 us instead of
+    11 us), so the generator returned is valid only until the next call in this process:
+    draw from it at once. Each DataLoader worker holds its own copy.
+
+    >>> draw = KeyedRandom(1986)
+    >>> first = draw(3, "utt").permutation(10).tolist()
+    >>> first == draw(3, "utt").permutation(10).tolist() != draw(4, "utt").permutation(10).tolist()
+    True
+    """
+
+    def __init__(self, seed: int):
+        self.seed = int(seed)
+        self._bits = np.random.PCG64(0)
+        self._generator = np.random.Generator(self._bits)
+
+    def __call__(self, epoch: int, key: str, stream: int = 0) -> np.random.Generator:
+        high = _mix64(self.seed, epoch, zlib.crc32(key.encode("utf-8")), stream)
+        low = _mix64(high, stream, 0x5EED)
+        self._bits.state = {
+            "bit_generator": "PCG64",
+            "state": {"state": (high << 64) | low, "inc": ((low << 64) | high) | 1},
+            "has_uint32": 0,
+            "uinteger": 0,
+        }
+        return self._generator
+
+
 class Plan(NamedTuple):
     """Where each piece of the input lands in the output.
 
@@ -96,6 +141,7 @@ class Plan(NamedTuple):
     offset: np.ndarray  # (P,) int64: output position of each piece
     fade_in: np.ndarray  # (P,) int64
     fade_out: np.ndarray  # (P,) int64
+    crossfade: int = 0  # the crossfade asked for, in samples (fades are at most this long)
 
     @property
     def length(self) -> int:
@@ -122,7 +168,9 @@ def chain_plan(
     [0, 8, 12]
     """
     spans = np.ascontiguousarray(spans, dtype=np.int64).reshape(-1, 2)
-    return Plan(*_chain_kernel(spans, int(crossfade), bool(fade_in_first), int(after_original)))
+    return Plan(
+        *_chain_kernel(spans, int(crossfade), bool(fade_in_first), int(after_original)), int(crossfade)
+    )
 
 
 @numba.njit(cache=True, nogil=True)
@@ -165,14 +213,27 @@ def render(audio: np.ndarray, plan: Plan, start: int = 0, stop: int | None = Non
     """
     stop = plan.length if stop is None else min(stop, plan.length)
     out = np.empty(max(stop - start, 0), dtype=np.float32)
-    _render_kernel(np.ascontiguousarray(audio, dtype=np.float32), *plan, start, stop, out)
+    audio = np.ascontiguousarray(audio, dtype=np.float32)
+    _render_kernel(
+        audio,
+        plan.source,
+        plan.offset,
+        plan.fade_in,
+        plan.fade_out,
+        _fade_curve(plan.crossfade),
+        start,
+        stop,
+        out,
+    )
     return out
 
 
 # Compiled: this runs for every training sample in the DataLoader workers, where a
 # Python loop over pieces would cost more than reading the file.
 @numba.njit(cache=True, nogil=True)
-def _render_kernel(audio, source, offset, fade_in, fade_out, start, stop, out):  # pragma: no cover - compiled
+def _render_kernel(
+    audio, source, offset, fade_in, fade_out, curve, start, stop, out
+):  # pragma: no cover - compiled
     quarter_turn = np.pi / 2
     previous_end = 0
     for p in range(len(offset)):
@@ -186,7 +247,10 @@ def _render_kernel(audio, source, offset, fade_in, fade_out, start, stop, out): 
             continue
         head, tail = where + fade_in[p], where + length - fade_out[p]
         for t in range(lo, min(hi, head)):
-            gain = np.sin((t - where + 0.5) / fade_in[p] * quarter_turn)
+            i = t - where
+            # The full-length fade is tabulated; shorter ones (tiny segments) are computed.
+            full = fade_in[p] == len(curve)
+            gain = curve[i] if full else np.sin((i + 0.5) / fade_in[p] * quarter_turn)
             sample = np.float32(audio[first + t - where] * gain)
             out[t - start] = out[t - start] + sample if overlapped else sample
         middle_lo, middle_hi = max(lo, head), min(hi, tail)
@@ -195,8 +259,19 @@ def _render_kernel(audio, source, offset, fade_in, fade_out, start, stop, out): 
                 first + middle_lo - where : first + middle_hi - where
             ]
         for t in range(max(lo, tail), hi):
-            gain = np.cos((t - tail + 0.5) / fade_out[p] * quarter_turn)
+            i = t - tail
+            # cos(x) = sin(pi/2 - x): the fade-out is the fade-in curve backwards.
+            full = fade_out[p] == len(curve)
+            gain = curve[len(curve) - 1 - i] if full else np.cos((i + 0.5) / fade_out[p] * quarter_turn)
             out[t - start] = np.float32(audio[first + t - where] * gain)
+
+
+@functools.lru_cache(maxsize=16)
+def _fade_curve(length: int) -> np.ndarray:
+    """The equal-power fade-in ``sin((i + 0.5) / length * pi / 2)``, float64, read-only."""
+    curve = np.sin((np.arange(length) + 0.5) / max(length, 1) * (np.pi / 2))
+    curve.flags.writeable = False
+    return curve
 
 
 def _is_permutation(order: np.ndarray) -> bool:
@@ -269,6 +344,7 @@ class SegReConcat:
         self.segment_policy = segment_policy
         self.crossfade_samples = int(round(crossfade * sample_rate))
         self.seed = int(seed)
+        self._draw = KeyedRandom(seed)
         self.sample_rate = sample_rate
         self.missing_alignment = missing_alignment
         self.orders = orders
@@ -319,7 +395,7 @@ class SegReConcat:
                 return None
             order = np.asarray(self.orders[utt_id], dtype=np.int64)
         else:
-            rng = seeded_rng(self.seed, epoch, utt_id)
+            rng = self._draw(epoch, utt_id)
             order = np.asarray(self.strategy.fn(segments, audio, rng, sample_rate=self.sample_rate))
         # Checked every time: a stale order cache or a buggy plug-in strategy must not
         # silently drop or repeat audio.

@@ -23,7 +23,7 @@ import speechbrain as sb
 import torch
 
 from .audio import SAMPLE_RATE, read_audio
-from .augment import SegReConcat, render, seeded_rng
+from .augment import KeyedRandom, SegReConcat, render
 
 _CROP_STREAM = 1  # keeps crop draws independent of the augmenter's permutation draws
 
@@ -76,6 +76,7 @@ class TrainAudioPipeline:
         self.crop_samples = int(round(sentence_len * sample_rate))
         self.sample_rate = sample_rate
         self.seed = int(seed)
+        self._draw = KeyedRandom(seed)
         self._epoch = torch.zeros(1, dtype=torch.int64).share_memory_()
 
     def set_epoch(self, epoch: int) -> None:
@@ -89,7 +90,7 @@ class TrainAudioPipeline:
     def __call__(self, row_id: str, utt_id: str, wav: str) -> torch.Tensor:
         epoch = self.epoch
         audio = read_audio(wav, sample_rate=self.sample_rate)
-        rng = seeded_rng(self.seed, epoch, row_id, stream=_CROP_STREAM)
+        rng = self._draw(epoch, row_id, stream=_CROP_STREAM)
         plan = self.augmenter.plan(audio, utt_id, epoch) if self.augmenter is not None else None
         if plan is None:
             crop = random_crop(audio, self.crop_samples, rng)

@@ -80,6 +80,16 @@ def test_crossfade_removes_the_click_at_a_cut():
     assert len(soft) == 800 - 80
 
 
+def test_a_crossfade_is_equal_power_over_exactly_the_overlap():
+    audio = np.concatenate([np.full(400, 1.0, dtype=np.float32), np.full(400, 2.0, dtype=np.float32)])
+    for c in (80, 300):  # 300: limited to half a piece (200), computed rather than tabulated
+        out = render(audio, chain_plan(np.array([[0, 400], [400, 800]]), c))
+        overlap = min(c, 200)
+        phase = (np.arange(overlap) + 0.5) / overlap * np.pi / 2
+        np.testing.assert_allclose(out[400 - overlap : 400], np.cos(phase) + 2 * np.sin(phase), rtol=1e-6)
+        assert np.all(out[: 400 - overlap] == 1.0) and np.all(out[400:] == 2.0) and len(out) == 800 - overlap
+
+
 def test_rendering_a_window_equals_slicing_the_whole_output(alignments, audio):
     augmenter = SegReConcat(alignments, mode="concat", crossfade=0.01, seed=9)
     plan = augmenter.plan(audio, UTT, epoch=4)

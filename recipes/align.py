@@ -17,13 +17,11 @@ import logging
 import sys
 from pathlib import Path
 
-import speechbrain as sb
-from hyperpyyaml import load_hyperpyyaml
-
 from segreconcat_aug.aligners import BACKENDS, make_aligner
 from segreconcat_aug.aligners.importers import import_ctm, import_textgrids
 from segreconcat_aug.alignment import UtteranceAlignment
 from segreconcat_aug.audio import SAMPLE_RATE, AudioReadError, audio_duration
+from segreconcat_aug.cli import load_recipe_hparams
 from segreconcat_aug.jobs import (
     ItemError,
     Job,
@@ -170,10 +168,7 @@ def merge(hparams: dict) -> int:
 
 
 def main(argv=None) -> int:
-    hparams_file, run_opts, overrides = sb.parse_arguments(sys.argv[1:] if argv is None else argv)
-    with open(hparams_file, encoding="utf-8") as handle:
-        hparams = load_hyperpyyaml(handle, overrides)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s: %(message)s")
+    hparams_file, run_opts, overrides, hparams = load_recipe_hparams(argv)
     if run_opts.get("noprogressbar"):
         hparams["progress"] = False
     # SpeechBrain's own --device wins over the YAML key when given.

@@ -16,12 +16,9 @@ written to ``<output_folder>/<system>/data/<set>_<system>/``, ready for
 """
 
 import logging
-import sys
 from pathlib import Path
 
-import speechbrain as sb
-from hyperpyyaml import load_hyperpyyaml
-
+from segreconcat_aug.cli import load_recipe_hparams
 from segreconcat_aug.mcadams import anonymize_folder
 
 logger = logging.getLogger(__name__)
@@ -42,10 +39,7 @@ def jobs(hparams) -> list[tuple[Path, Path]]:
 
 
 def main(argv=None):
-    hparams_file, run_opts, overrides = sb.parse_arguments(sys.argv[1:] if argv is None else argv)
-    with open(hparams_file, encoding="utf-8") as handle:
-        hparams = load_hyperpyyaml(handle, overrides)
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    hparams_file, run_opts, overrides, hparams = load_recipe_hparams(argv)
     for source, target in jobs(hparams):
         report = anonymize_folder(
             source,

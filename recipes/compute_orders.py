@@ -20,10 +20,8 @@ import logging
 import sys
 from pathlib import Path
 
-import speechbrain as sb
-from hyperpyyaml import load_hyperpyyaml
-
 from segreconcat_aug.alignment import load_alignments
+from segreconcat_aug.cli import load_recipe_hparams
 from segreconcat_aug.jobs import read_inputs, resolve_shard
 from segreconcat_aug.orders import OrderComputer, run_order_job
 from segreconcat_aug.vpac import TRAIN_SET, system_folders
@@ -67,10 +65,7 @@ def build_computer(hparams, alignments, device=None) -> OrderComputer:
 
 
 def main(argv=None) -> int:
-    hparams_file, run_opts, overrides = sb.parse_arguments(sys.argv[1:] if argv is None else argv)
-    with open(hparams_file, encoding="utf-8") as handle:
-        hparams = load_hyperpyyaml(handle, overrides)
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    hparams_file, run_opts, overrides, hparams = load_recipe_hparams(argv)
     if hparams.get("dtw_threads"):
         import numba
 

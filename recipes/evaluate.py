@@ -16,19 +16,16 @@ and ``det.png``. Options: the ``eval_*`` keys (docs/evaluation.md).
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import speechbrain as sb
-from hyperpyyaml import load_hyperpyyaml
 
+from segreconcat_aug.cli import load_recipe_hparams
 from segreconcat_aug.evaluation import evaluate_system
 
 
 def main(argv=None):
-    hparams_file, run_opts, overrides = sb.parse_arguments(sys.argv[1:] if argv is None else list(argv))
-    with open(hparams_file, encoding="utf-8") as fin:
-        hparams = load_hyperpyyaml(fin, overrides)
+    hparams_file, run_opts, overrides, hparams = load_recipe_hparams(argv, configure_logging=False)
     eval_folder = Path(hparams.get("eval_folder") or Path(hparams["output_folder"]) / "eval")
     sb.create_experiment_directory(
         experiment_directory=str(eval_folder), hyperparams_to_save=hparams_file, overrides=overrides

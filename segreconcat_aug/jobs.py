@@ -211,6 +211,14 @@ def read_failures(output) -> dict[str, str]:
 # --------------------------------------------------------------------------- JSON Lines ids
 
 
+def _line_id(line: str, key: str, where: str):
+    """The ``key`` field of one JSON line; a clear error naming ``file:line`` otherwise."""
+    try:
+        return json.loads(line)[key]
+    except (json.JSONDecodeError, KeyError, TypeError):
+        raise JobError(f"{where}: not a JSON object with key {key!r}") from None
+
+
 def jsonl_ids(path, *, key: str = "id", truncate: bool = False) -> dict[str, int]:
     """``{id: line}`` of a JSON Lines file.
 
@@ -230,10 +238,7 @@ def jsonl_ids(path, *, key: str = "id", truncate: bool = False) -> dict[str, int
                 continue
             if not line.endswith("\n"):
                 break  # unterminated tail of a file still being written
-            try:
-                utt = json.loads(line)[key]
-            except (json.JSONDecodeError, KeyError, TypeError):
-                raise JobError(f"{path}:{number}: not a JSON object with key {key!r}") from None
+            utt = _line_id(line, key, f"{path}:{number}")
             if utt in ids:
                 raise JobError(f"{path}:{number}: id {utt!r} already on line {ids[utt]}")
             ids[utt] = number
@@ -474,10 +479,7 @@ def merge_jsonl(inputs: Iterable, output, *, key: str = "id", expected_ids=None)
                                 f"{file}:{number}: unterminated last line (is this shard still running "
                                 "or was it killed? rerun it to completion first)"
                             )
-                        try:
-                            utt = json.loads(line)[key]
-                        except (json.JSONDecodeError, KeyError, TypeError):
-                            raise JobError(f"{file}:{number}: not a JSON object with key {key!r}") from None
+                        utt = _line_id(line, key, f"{file}:{number}")
                         if utt in seen:
                             raise JobError(f"{file}:{number}: id {utt!r} already in {seen[utt]}")
                         seen[utt] = f"{file}:{number}"

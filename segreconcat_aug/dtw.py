@@ -20,9 +20,14 @@ The frames are packed side by side with one border column between segments,
 so one cost row (frame ``a`` of ``i`` against every later frame) is a long
 contiguous loop that vectorizes; a border column gets an infinite cost, which
 makes the accumulated-cost recursion restart at each segment, so one pass over
-the row serves every pair. The horizontal part of the recursion (a running
-minimum) is split at borders into four chains run interleaved. Rows ``i`` are
-spread over numba's threads (``NUMBA_NUM_THREADS`` or :func:`numba.set_num_threads`).
+the row serves every pair. The cost kernel is compiled per feature dimension
+``d`` (its dimension loop unrolls, all sums stay in registers). The recursion
+keeps a single row of accumulated costs, updated in place two rows at a time,
+and runs as four chains (cut at borders) interleaved, so eight independent
+add + min dependencies are in flight. Rows ``i`` are spread over numba's
+threads (``NUMBA_NUM_THREADS`` or :func:`numba.set_num_threads`). The
+distances are librosa's to rounding; on x86-64, where scipy's ``cdist`` uses
+no fused multiply-add, they are bit-equal.
 
 Example
 -------
@@ -46,145 +51,134 @@ __all__ = ["dtw_distance", "pairwise_dtw"]
 
 
 @numba.njit(cache=True, nogil=True)
-def _cost_rows(packed, xa, xb, start, out_a, out_b):  # pragma: no cover (compiled)
+def _cost_rows(packed, xa, xb, start, out_a, out_b, dims_tag):  # pragma: no cover (compiled)
     """Euclidean distances of frames ``xa`` and ``xb`` to the columns from ``start`` on.
 
     Two rows share the loads of the other frames. Dimensions are added in
-    order, left to right, as ``cdist`` does; the square root is taken in the
-    pass over the last dimension. (Views, not offset indices, keep the inner
-    loops free of negative-index checks, so they vectorize.)
+    order, as ``cdist`` does (no fused multiply-add: bit-equal to librosa).
+    The dimension count is ``len(dims_tag)``, a tuple's length and so a
+    compile-time constant: the dimension loop unrolls and the column loop
+    vectorizes with every partial sum in a register (one kernel is compiled
+    and cached per ``d``). Column indices are unsigned so that numba emits no
+    negative-index wraparound, which would turn the loads into gathers.
     """
-    dims = packed.shape[0]
-    width = out_a.shape[0]
-    k = 0
-    first = True  # the first pass writes the sums instead of adding to stale values
-    while k + 4 <= dims - 1:
-        a0 = packed[k, xa]
-        a1 = packed[k + 1, xa]
-        a2 = packed[k + 2, xa]
-        a3 = packed[k + 3, xa]
-        b0 = packed[k, xb]
-        b1 = packed[k + 1, xb]
-        b2 = packed[k + 2, xb]
-        b3 = packed[k + 3, xb]
-        y0 = packed[k, start:]
-        y1 = packed[k + 1, start:]
-        y2 = packed[k + 2, start:]
-        y3 = packed[k + 3, start:]
-        for r in range(width):
-            v0 = y0[r]
-            v1 = y1[r]
-            v2 = y2[r]
-            v3 = y3[r]
-            s = 0.0 if first else out_a[r]
-            d = a0 - v0
-            s += d * d
-            d = a1 - v1
-            s += d * d
-            d = a2 - v2
-            s += d * d
-            d = a3 - v3
-            s += d * d
-            out_a[r] = s
-            s = 0.0 if first else out_b[r]
-            d = b0 - v0
-            s += d * d
-            d = b1 - v1
-            s += d * d
-            d = b2 - v2
-            s += d * d
-            d = b3 - v3
-            s += d * d
-            out_b[r] = s
-        k += 4
-        first = False
-    if first:
-        out_a[:] = 0.0
-        out_b[:] = 0.0
-    while k < dims - 1:
-        a0 = packed[k, xa]
-        b0 = packed[k, xb]
-        y0 = packed[k, start:]
-        for r in range(width):
-            v0 = y0[r]
-            d = a0 - v0
-            out_a[r] += d * d
-            d = b0 - v0
-            out_b[r] += d * d
-        k += 1
-    a0 = packed[k, xa]
-    b0 = packed[k, xb]
-    y0 = packed[k, start:]
+    dims = len(dims_tag)
+    width = np.uint64(out_a.shape[0])
+    first = np.uint64(start)
     for r in range(width):
-        v0 = y0[r]
-        d = a0 - v0
-        out_a[r] = np.sqrt(out_a[r] + d * d)
-        d = b0 - v0
-        out_b[r] = np.sqrt(out_b[r] + d * d)
+        column = first + r
+        value = packed[0, column]
+        d = packed[0, xa] - value
+        sum_a = d * d
+        d = packed[0, xb] - value
+        sum_b = d * d
+        for k in range(1, dims):
+            value = packed[k, column]
+            d = packed[k, xa] - value
+            sum_a += d * d
+            d = packed[k, xb] - value
+            sum_b += d * d
+        out_a[r] = np.sqrt(sum_a)
+        out_b[r] = np.sqrt(sum_b)
+
+
+# The recursion, D[a, b] = cost[a, b] + min(D[a - 1, b - 1], D[a - 1, b], D[a, b - 1]),
+# as min(diagonal, up, left) + cost: equal to librosa's minimum of the three sums, since
+# rounding is monotone. ``row`` holds the last finished row and is overwritten in place;
+# ``held`` is the finished row's value one column back (the diagonal), kept in a register.
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
-def _scan_step(current, cost, t, left):  # pragma: no cover (compiled)
-    via = left + cost[t]
-    value = current[t]
-    left = value if value < via else via
-    current[t] = left
-    return left
+def _advance_one(row, cost, t, held, left):  # pragma: no cover (compiled)
+    t = np.uint64(t)  # unsigned: no negative-index wraparound code in the chain
+    up = row[t]
+    best = up if up < held else held
+    best = best if best < left else left
+    left = best + cost[t]
+    row[t] = left
+    return up, left
 
 
-@numba.njit(cache=True, nogil=True)
-def _accumulate_row(previous, current, cost, cut):  # pragma: no cover (compiled)
-    """``current[p] = min(previous[p - 1], previous[p], current[p - 1]) + cost[p]``.
+@numba.njit(cache=True, nogil=True, inline="always")
+def _advance_two(row, cost_a, cost_b, t, held, left_a, left_b):  # pragma: no cover (compiled)
+    """One column of rows a and b: row b's up is row a's new value, its diagonal row a's ``left``."""
+    t = np.uint64(t)
+    up = row[t]
+    best = up if up < held else held
+    best = best if best < left_a else left_a
+    new_a = best + cost_a[t]
+    best = new_a if new_a < left_a else left_a
+    best = best if best < left_b else left_b
+    left_b = best + cost_b[t]
+    row[t] = left_b
+    return up, new_a, left_b
 
-    First the diagonal and vertical moves (independent over ``p``: vectorizes),
-    then the horizontal running minimum as four chains interleaved (they start
-    at border columns, where the cost is infinite, so they are independent).
-    Adding the cost after the minimum equals librosa's minimum of sums:
-    rounding is monotone.
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _chain_starts(row, cut):  # pragma: no cover (compiled)
+    """Four chains, ``cut[c]`` to ``cut[c + 1]``, each starting at a border column.
+
+    Returns each chain's first column after its border, its length, and the
+    finished row's value at the border (the first diagonal: 0 before the first
+    row, where every segment pair starts, infinite after). The border of the
+    new row is infinite.
     """
-    up = previous[1:]
-    diagonal = previous[:-1]
-    target = current[1:]
-    step_cost = cost[1:]
-    current[0] = np.inf
-    for p in range(target.shape[0]):
-        u = up[p]
-        d = diagonal[p]
-        target[p] = (u if u < d else d) + step_cost[p]
-    c0 = current[cut[0] : cut[1]]
-    k0 = cost[cut[0] : cut[1]]
-    c1 = current[cut[1] : cut[2]]
-    k1 = cost[cut[1] : cut[2]]
-    c2 = current[cut[2] : cut[3]]
-    k2 = cost[cut[2] : cut[3]]
-    c3 = current[cut[3] : cut[4]]
-    k3 = cost[cut[3] : cut[4]]
-    n0 = c0.shape[0]
-    n1 = c1.shape[0]
-    n2 = c2.shape[0]
-    n3 = c3.shape[0]
-    common = min(min(n0, n1), min(n2, n3))
-    l0 = np.inf
-    l1 = np.inf
-    l2 = np.inf
-    l3 = np.inf
-    for t in range(common):
-        l0 = _scan_step(c0, k0, t, l0)
-        l1 = _scan_step(c1, k1, t, l1)
-        l2 = _scan_step(c2, k2, t, l2)
-        l3 = _scan_step(c3, k3, t, l3)
-    for t in range(common, n0):
-        l0 = _scan_step(c0, k0, t, l0)
-    for t in range(common, n1):
-        l1 = _scan_step(c1, k1, t, l1)
-    for t in range(common, n2):
-        l2 = _scan_step(c2, k2, t, l2)
-    for t in range(common, n3):
-        l3 = _scan_step(c3, k3, t, l3)
+    held = (row[cut[0]], row[cut[1]], row[cut[2]], row[cut[3]])  # read before any write below
+    for c in range(4):
+        if cut[c] < cut[c + 1]:
+            row[cut[c]] = np.inf
+    first = (cut[0] + 1, cut[1] + 1, cut[2] + 1, cut[3] + 1)
+    count = (
+        max(cut[1] - first[0], 0),
+        max(cut[2] - first[1], 0),
+        max(cut[3] - first[2], 0),
+        max(cut[4] - first[3], 0),
+    )
+    common = min(min(count[0], count[1]), min(count[2], count[3]))
+    return first, count, held, common
 
 
 @numba.njit(cache=True, nogil=True)
-def _segment_against_later(packed, offsets, i, out):  # pragma: no cover (compiled)
+def _accumulate_one_row(row, cost, cut):  # pragma: no cover (compiled)
+    (s0, s1, s2, s3), (n0, n1, n2, n3), (h0, h1, h2, h3), common = _chain_starts(row, cut)
+    a0 = a1 = a2 = a3 = np.inf
+    for t in range(common):
+        h0, a0 = _advance_one(row, cost, s0 + t, h0, a0)
+        h1, a1 = _advance_one(row, cost, s1 + t, h1, a1)
+        h2, a2 = _advance_one(row, cost, s2 + t, h2, a2)
+        h3, a3 = _advance_one(row, cost, s3 + t, h3, a3)
+    for t in range(common, n0):
+        h0, a0 = _advance_one(row, cost, s0 + t, h0, a0)
+    for t in range(common, n1):
+        h1, a1 = _advance_one(row, cost, s1 + t, h1, a1)
+    for t in range(common, n2):
+        h2, a2 = _advance_one(row, cost, s2 + t, h2, a2)
+    for t in range(common, n3):
+        h3, a3 = _advance_one(row, cost, s3 + t, h3, a3)
+
+
+@numba.njit(cache=True, nogil=True)
+def _accumulate_two_rows(row, cost_a, cost_b, cut):  # pragma: no cover (compiled)
+    (s0, s1, s2, s3), (n0, n1, n2, n3), (h0, h1, h2, h3), common = _chain_starts(row, cut)
+    a0 = a1 = a2 = a3 = np.inf
+    b0 = b1 = b2 = b3 = np.inf
+    for t in range(common):
+        h0, a0, b0 = _advance_two(row, cost_a, cost_b, s0 + t, h0, a0, b0)
+        h1, a1, b1 = _advance_two(row, cost_a, cost_b, s1 + t, h1, a1, b1)
+        h2, a2, b2 = _advance_two(row, cost_a, cost_b, s2 + t, h2, a2, b2)
+        h3, a3, b3 = _advance_two(row, cost_a, cost_b, s3 + t, h3, a3, b3)
+    for t in range(common, n0):
+        h0, a0, b0 = _advance_two(row, cost_a, cost_b, s0 + t, h0, a0, b0)
+    for t in range(common, n1):
+        h1, a1, b1 = _advance_two(row, cost_a, cost_b, s1 + t, h1, a1, b1)
+    for t in range(common, n2):
+        h2, a2, b2 = _advance_two(row, cost_a, cost_b, s2 + t, h2, a2, b2)
+    for t in range(common, n3):
+        h3, a3, b3 = _advance_two(row, cost_a, cost_b, s3 + t, h3, a3, b3)
+
+
+@numba.njit(cache=True, nogil=True)
+def _segment_against_later(packed, offsets, i, out, dims_tag):  # pragma: no cover (compiled)
     """DTW of segment ``i`` against every segment ``j > i``; writes ``out[j]``.
 
     Layout (see :func:`_pack`): segment ``k`` is columns ``[offsets[k], offsets[k + 1] - 1)``
@@ -212,57 +206,58 @@ def _segment_against_later(packed, offsets, i, out):  # pragma: no cover (compil
         cut[lane] = max(cut[lane - 1], min(border[q], length))
     cut[4] = length
     cost = np.empty((2, length))
-    previous = np.full(length, np.inf)
-    current = np.empty(length)
+    row = np.full(length, np.inf)  # row -1: infinite but at the borders, where each pair starts
     for q in range(blocks):
-        previous[border[q]] = 0.0  # row -1: each block may start at its cell (0, 0)
+        row[border[q]] = 0.0
     a = 0
     while a < rows:
         b = a + 1 if a + 1 < rows else a
-        _cost_rows(packed, x0 + a, x0 + b, start, cost[0], cost[1])
-        for h in range(2 if b > a else 1):
-            row = cost[h]
-            for q in range(blocks + 1):
-                row[border[q]] = np.inf
-            _accumulate_row(previous, current, row, cut)
-            previous, current = current, previous
+        _cost_rows(packed, x0 + a, x0 + b, start, cost[0], cost[1], dims_tag)
+        for q in range(blocks + 1):
+            cost[0, border[q]] = np.inf
+            cost[1, border[q]] = np.inf
+        if b > a:
+            _accumulate_two_rows(row, cost[0], cost[1], cut)
+        else:
+            _accumulate_one_row(row, cost[0], cut)
         a += 2
     for q in range(blocks):
-        out[i + 1 + q] = previous[border[q + 1] - 1]
+        out[i + 1 + q] = row[border[q + 1] - 1]
 
 
 @numba.njit(parallel=True, cache=True, nogil=True)
-def _all_pairs(packed, offsets, result):  # pragma: no cover (compiled)
+def _all_pairs(packed, offsets, result, dims_tag):  # pragma: no cover (compiled)
     count = offsets.shape[0] - 1
     for p in numba.prange(count - 1):
         # Interleave long and short rows (i small has many partners) so that
         # static chunks give each thread about the same work.
         i = p // 2 if p % 2 == 0 else count - 2 - p // 2
-        _segment_against_later(packed, offsets, i, result[i])
+        _segment_against_later(packed, offsets, i, result[i], dims_tag)
 
 
 def _pack(features: Sequence[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
     """Validate ``(d, T_k)`` matrices and lay them side by side with border columns.
 
     Returns ``(packed, offsets)``: segment ``k`` is ``packed[:, offsets[k]:offsets[k + 1] - 1]``.
+    (One concatenation and one finiteness check for all: per-matrix numpy calls
+    would cost a tenth of the DTW itself.)
     """
     mats = [np.atleast_2d(np.asarray(f, dtype=np.float64)) for f in features]
     if any(m.ndim != 2 for m in mats) or len({m.shape[0] for m in mats}) > 1:
         shapes = [m.shape for m in mats]
         raise ValueError(f"every feature matrix must be 2-D (d, T) with the same d; got shapes {shapes}")
-    for k, m in enumerate(mats):
-        if m.shape[1] == 0:
-            raise ValueError(f"sequence {k} has no frames; DTW needs at least one")
-        if m.shape[0] == 0:
-            raise ValueError(f"sequence {k} has no feature dimensions")
-        if not np.all(np.isfinite(m)):
-            raise ValueError(f"sequence {k} has non-finite features (NaN or inf); DTW is undefined")
     dims = mats[0].shape[0]
+    if dims == 0:
+        raise ValueError("sequence 0 has no feature dimensions")
     lengths = np.array([m.shape[1] for m in mats], dtype=np.int64)
+    if not lengths.all():
+        raise ValueError(f"sequence {int(np.argmin(lengths))} has no frames; DTW needs at least one")
+    border = np.zeros((dims, 1))
+    packed = np.concatenate([border] + [piece for m in mats for piece in (m, border)], axis=1)
+    if not np.isfinite(packed).all():
+        bad = next(k for k, m in enumerate(mats) if not np.isfinite(m).all())
+        raise ValueError(f"sequence {bad} has non-finite features (NaN or inf); DTW is undefined")
     offsets = np.concatenate([[1], 1 + np.cumsum(lengths + 1)]).astype(np.int64)
-    packed = np.zeros((dims, int(offsets[-1])))
-    for k, m in enumerate(mats):
-        packed[:, offsets[k] : offsets[k] + m.shape[1]] = m
     return packed, offsets
 
 
@@ -298,9 +293,8 @@ def pairwise_dtw(features: Sequence[np.ndarray]) -> np.ndarray:
         return out
     packed, offsets = _pack(features)
     if count > 1:
-        _all_pairs(packed, offsets, out)
-        upper = np.triu_indices(count, k=1)
-        out[upper[1], upper[0]] = out[upper]
+        _all_pairs(packed, offsets, out, (0,) * packed.shape[0])  # d as a type: see _cost_rows
+        out += out.T  # mirror: the lower triangle and the diagonal are still 0
     return out
 
 

@@ -15,8 +15,12 @@ def librosa_last_cell(x, y):
 
 @st.composite
 def sequence_sets(draw):
-    """2..7 sequences of one dimension d, lengths 1..25, values of MFCC-like scale."""
-    dims = draw(st.integers(1, 13))
+    """2..7 sequences of one dimension d, lengths 1..25, values of MFCC-like scale.
+
+    d is drawn from a few values because each d compiles a kernel of its own (~2 s):
+    1 (no dimension loop), 2, an odd 5 and the paper's 13.
+    """
+    dims = draw(st.sampled_from([1, 2, 5, 13]))
     lengths = draw(st.lists(st.integers(1, 25), min_size=2, max_size=7))
     seed = draw(st.integers(0, 2**32 - 1))
     scale = draw(st.sampled_from([1e-3, 1.0, 300.0]))

@@ -219,13 +219,13 @@ def truncate_partial_tail(path) -> bool:
 
 
 def iter_jsonl(path, *, partial_tail: str = "error", error=None):
-    """Yield ``(where, record)`` for each JSON line of an append-only cache file.
+    """Yield ``(where, record, line)`` for each JSON line of an append-only cache file.
 
-    ``where`` is ``"file:line"`` for error messages. Shared by the alignment and
-    order caches. ``partial_tail="ignore"`` skips (and logs) a last line without
-    its newline: a writer killed mid-line, or one still running. ``"error"``
-    parses it like any other line. Unparsable lines raise ``error``
-    (default :class:`AlignmentCacheError`) naming the file and line.
+    ``where`` is ``"file:line"`` for error messages and ``line`` the raw text.
+    Shared by the alignment and order caches. ``partial_tail="ignore"`` skips
+    (and logs) a last line without its newline: a writer killed mid-line, or one
+    still running. ``"error"`` parses it like any other line. Unparsable lines
+    raise ``error`` (default :class:`AlignmentCacheError`) naming the file and line.
     """
     error = error or AlignmentCacheError
     path = Path(path)
@@ -242,12 +242,12 @@ def iter_jsonl(path, *, partial_tail: str = "error", error=None):
             record = json.loads(line)
         except json.JSONDecodeError as err:
             raise error(f"{where}: not valid JSON ({err.msg})") from None
-        yield where, record
+        yield where, record, line
 
 
 def iter_cache(path, *, partial_tail: str = "error"):
     """Yield ``(line_number, UtteranceAlignment)`` from one alignment cache file (see :func:`iter_jsonl`)."""
-    for where, record in iter_jsonl(path, partial_tail=partial_tail):
+    for where, record, _ in iter_jsonl(path, partial_tail=partial_tail):
         yield int(where.rsplit(":", 1)[1]), UtteranceAlignment.from_record(record, where)
 
 
@@ -260,17 +260,67 @@ def completed_ids(path) -> set[str]:
     return {alignment.id for _, alignment in iter_cache(path)}
 
 
-def cache_files(path) -> list[Path]:
-    """A cache file, or every ``*.jsonl`` in a cache folder (shards), sorted."""
+def cache_files(path, *, what: str = "alignment cache", required: bool = True) -> list[Path]:
+    """The files of a JSON Lines cache, sorted: a folder's ``*.jsonl``, or ``x.jsonl`` and its shards.
+
+    The shards of a sharded run into ``x.jsonl`` (``x.part-002-of-008.jsonl``)
+    are read beside it, merged or not: after a merge, ``x.jsonl`` and the parts
+    hold the same lines, which :class:`RepeatedIds` lets the loaders read once.
+    Shared by the alignment and order caches; ``required`` raises
+    :class:`FileNotFoundError` (naming ``what``) when there is nothing to read.
+    """
+    from .jobs import shard_files  # jobs imports this module
+
     path = Path(path)
     if path.is_dir():
         files = sorted(path.glob("*.jsonl"))
-        if not files:
-            raise FileNotFoundError(f"{path}: no *.jsonl alignment files in this folder")
+        if required and not files:
+            raise FileNotFoundError(f"{path}: no *.jsonl files of the {what} in this folder")
         return files
-    if not path.is_file():
-        raise FileNotFoundError(f"{path}: alignment cache not found")
-    return [path]
+    files = sorted({*shard_files(path), *([path] if path.is_file() else [])})
+    if required and not files:
+        raise FileNotFoundError(
+            f"{path}: {what} not found (neither this file nor shards {path.stem}.part-*-of-*.jsonl)"
+        )
+    return files
+
+
+class RepeatedIds:
+    """Where each id of a cache was first read, to decide what a second line for it means.
+
+    The same line again (a merged file read beside its parts) is skipped and
+    counted; another line for the same id is an error naming both places.
+
+    >>> seen = RepeatedIds(ValueError)
+    >>> seen.is_repeat("u1", "a.jsonl:1", '{"id": "u1"}\\n'), seen.is_repeat("u1", "b.jsonl:4", '{"id": "u1"}')
+    (False, True)
+    >>> seen.is_repeat("u1", "b.jsonl:5", '{"id": "u1", "x": 1}')
+    Traceback (most recent call last):
+    ...
+    ValueError: b.jsonl:5: id 'u1' already defined at a.jsonl:1 with other content
+    """
+
+    def __init__(self, error: type[Exception]):
+        self._first: dict[str, tuple[str, int]] = {}
+        self._error = error
+        self.repeats = 0
+
+    def is_repeat(self, utt_id: str, where: str, line: str) -> bool:
+        fingerprint = hash(line.rstrip("\n"))  # the same process compares: str hashes are stable here
+        first = self._first.get(utt_id)
+        if first is None:
+            self._first[utt_id] = (where, fingerprint)
+            return False
+        if first[1] != fingerprint:
+            raise self._error(f"{where}: id {utt_id!r} already defined at {first[0]} with other content")
+        self.repeats += 1
+        return True
+
+    def log(self, path, what: str) -> None:
+        if self.repeats:
+            logger.info(
+                "%s: %d %s read twice (a merged file beside its parts) counted once", path, self.repeats, what
+            )
 
 
 class AlignmentIndex:
@@ -321,22 +371,20 @@ class AlignmentIndex:
 
 
 def load_alignments(path, *, keep_words: bool = False, partial_tail: str = "error") -> AlignmentIndex:
-    """Load a cache file or folder of shards into an :class:`AlignmentIndex`.
+    """Load a cache file (with its shards, see :func:`cache_files`) or folder into an :class:`AlignmentIndex`.
 
     Words are cleaned as they are read (fixes counted in ``index.stats``); an id
-    that appears twice is an error naming both places.
+    that appears twice with different content is an error naming both places.
     """
     ids, durations, aligners, offsets = [], [], [], [0]
     starts, ends, texts = [], [], []
-    seen: dict[str, str] = {}
+    repeated = RepeatedIds(AlignmentCacheError)
     stats: Counter = Counter()
     for file in cache_files(path):
-        for number, alignment in iter_cache(file, partial_tail=partial_tail):
-            if alignment.id in seen:
-                raise AlignmentCacheError(
-                    f"{file}:{number}: utterance {alignment.id!r} already defined at {seen[alignment.id]}"
-                )
-            seen[alignment.id] = f"{file}:{number}"
+        for where, record, line in iter_jsonl(file, partial_tail=partial_tail):
+            alignment = UtteranceAlignment.from_record(record, where)
+            if repeated.is_repeat(alignment.id, where, line):
+                continue
             words = clean_words(alignment.words, alignment.duration, stats)
             ids.append(alignment.id)
             durations.append(alignment.duration)
@@ -346,6 +394,7 @@ def load_alignments(path, *, keep_words: bool = False, partial_tail: str = "erro
             if keep_words:
                 texts.extend(w.word for w in words)
             offsets.append(len(starts))
+    repeated.log(path, "alignments")
     return AlignmentIndex(
         ids, durations, offsets, starts, ends, aligners, texts if keep_words else None, stats
     )

@@ -44,7 +44,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .alignment import AlignmentIndex, iter_jsonl
+from .alignment import AlignmentIndex, RepeatedIds, cache_files, iter_jsonl
 from .segments import SEGMENT_POLICIES, word_segments
 
 logger = logging.getLogger(__name__)
@@ -53,9 +53,7 @@ __all__ = [
     "OrderCacheError",
     "OrderComputer",
     "StaleOrderError",
-    "existing_order_files",
     "load_orders",
-    "order_files",
     "order_key",
     "order_record",
     "run_order_job",
@@ -145,27 +143,12 @@ def order_record(
     return json.dumps(record, separators=(", ", ": "))
 
 
-def order_files(path) -> list[Path]:
-    """The files of an order cache, sorted: a folder's ``*.jsonl``, or ``x.jsonl`` and its shards.
-
-    Shards of a sharded run (``x.part-002-of-008.jsonl``) are read beside
-    ``x.jsonl`` without a merge.
-    """
-    path = Path(path)
-    if path.is_dir():
-        files = sorted(path.glob("*.jsonl"))
-        if not files:
-            raise FileNotFoundError(f"{path}: no *.jsonl order files in this folder")
-        return files
-    files = existing_order_files(path)
-    if not files:
-        raise FileNotFoundError(f"{path}: order cache not found (run recipes/compute_orders.py)")
-    return files
+_WHAT = "order cache (made by recipes/compute_orders.py)"
 
 
 def _records(file: Path):
     # An unterminated last line is an order still being written, not an order yet.
-    for where, record in iter_jsonl(file, partial_tail="ignore", error=OrderCacheError):
+    for where, record, line in iter_jsonl(file, partial_tail="ignore", error=OrderCacheError):
         try:
             utt_id, strategy, order, key = record["id"], record["strategy"], record["order"], record["key"]
         except (KeyError, TypeError) as err:
@@ -174,7 +157,7 @@ def _records(file: Path):
             raise OrderCacheError(f"{where}: utterance {utt_id!r}: 'order' must be a list of integers")
         if sorted(order) != list(range(len(order))):
             raise OrderCacheError(f"{where}: utterance {utt_id!r}: order {order} is not a permutation")
-        yield where, utt_id, strategy, order, key, record
+        yield where, utt_id, strategy, order, key, record, line
 
 
 def load_orders(
@@ -191,8 +174,8 @@ def load_orders(
     Parameters
     ----------
     path : path
-        A cache file, a folder of ``*.jsonl`` shards, or ``x.jsonl`` whose shards
-        ``x.part-*.jsonl`` are not merged yet.
+        A cache file with its shards ``x.part-*.jsonl`` (merged or not), or a
+        folder of ``*.jsonl`` shards (see :func:`segreconcat_aug.alignment.cache_files`).
     strategy : str
         The strategy the augmenter uses; orders of another strategy are an error.
     alignments : AlignmentIndex
@@ -215,18 +198,17 @@ def load_orders(
         An entry made with another strategy, options, alignment or segmentation
         (names the utterance, the file and line, and what differs).
     OrderCacheError
-        A malformed line or a duplicate id.
+        A malformed line, or an id with two different lines.
     """
     orders: dict[str, np.ndarray] = {}
-    seen: dict[str, str] = {}
+    repeated = RepeatedIds(OrderCacheError)
     reference = None if options is None else json.loads(_canonical(options))
     reference_where = "the options given"
     skipped = 0
-    for file in order_files(path):
-        for where, utt_id, cached_strategy, order, key, record in _records(file):
-            if utt_id in seen:
-                raise OrderCacheError(f"{where}: utterance {utt_id!r} already has an order at {seen[utt_id]}")
-            seen[utt_id] = where
+    for file in cache_files(path, what=_WHAT):
+        for where, utt_id, cached_strategy, order, key, record, line in _records(file):
+            if repeated.is_repeat(utt_id, where, line):
+                continue
             if cached_strategy != strategy:
                 raise StaleOrderError(
                     f"{where}: utterance {utt_id!r} has a {cached_strategy!r} order, but the strategy "
@@ -261,6 +243,7 @@ def load_orders(
                     "into a new output after a change of alignments or segmentation"
                 )
             orders[utt_id] = np.asarray(order, dtype=np.int64)
+    repeated.log(path, "orders")
     if skipped:
         logger.warning("%s: %d orders skipped: their utterances have no alignment", path, skipped)
     logger.info("loaded %d %s orders from %s", len(orders), strategy, path)
@@ -285,7 +268,7 @@ def stale_orders(
     for file in files:
         if not Path(file).is_file():
             continue
-        for _, utt_id, cached_strategy, _, key, _ in _records(Path(file)):
+        for _, utt_id, cached_strategy, _, key, _, _ in _records(Path(file)):
             if cached_strategy != strategy or utt_id not in alignments:
                 stale.append(utt_id)
                 continue
@@ -459,17 +442,6 @@ class OrderComputer:
         return order_record(utt_id, order, **self.settings)
 
 
-def existing_order_files(output) -> list[Path]:
-    """Order files a run into ``output`` would resume from (the file itself and its shards)."""
-    from .jobs import shard_files
-
-    output = Path(output)
-    files = set(shard_files(output))
-    if output.is_file():
-        files.add(output)
-    return sorted(files)
-
-
 def run_order_job(
     computer: OrderComputer,
     items,
@@ -509,7 +481,7 @@ def run_order_job(
     from .jobs import Job, JobError, Shard
 
     shard = Shard() if shard is None else shard
-    stale = stale_orders(existing_order_files(output), **computer.settings)
+    stale = stale_orders(cache_files(output, required=False), **computer.settings)
     if stale:
         raise JobError(
             f"{output}: {len(stale)} cached order(s) were computed with other alignments, segmentation or "

@@ -18,6 +18,7 @@ from segreconcat_aug.alignment import (
     load_alignments,
     truncate_partial_tail,
 )
+from segreconcat_aug.jobs import Shard, merge_jsonl, shard_path
 
 
 def _write_lines(path, lines):
@@ -96,9 +97,30 @@ def test_duplicate_id_names_both_places(tmp_path):
     _write_lines(folder / "a.jsonl", [_record("u1", [("a", 0, 1)])])
     _write_lines(folder / "b.jsonl", [_record("u2", []), _record("u1", [])])
     with pytest.raises(
-        AlignmentCacheError, match=r"b\.jsonl:2: utterance 'u1' already defined at .*a\.jsonl:1"
+        AlignmentCacheError, match=r"b\.jsonl:2: id 'u1' already defined at .*a\.jsonl:1 with other content"
     ):
         load_alignments(folder)
+
+
+def test_shards_of_a_file_load_before_and_after_a_merge(tmp_path, caplog):
+    """A sharded run into b3.jsonl: its parts load as one cache, merged or not (the merge keeps them)."""
+    target = tmp_path / "b3.jsonl"
+    records = {"u1": [("a", 0.1, 0.5)], "u2": [("b", 0.2, 0.9)], "u3": [("c", 1.0, 1.4)]}
+    parts = [shard_path(target, Shard(k, 2)) for k in range(2)]
+    for k, (utt, words) in enumerate(records.items()):
+        with AlignmentWriter(parts[k % 2]) as writer:
+            writer.write(UtteranceAlignment(utt, 3.0, [Word(*w) for w in words], "test"))
+    unmerged = load_alignments(target)
+    assert sorted(unmerged.ids) == ["u1", "u2", "u3"]
+    merge_jsonl(parts, target)
+    with caplog.at_level("INFO", logger="segreconcat_aug.alignment"):
+        merged = load_alignments(target)
+    assert sorted(merged.ids) == ["u1", "u2", "u3"]  # each once, though read from b3.jsonl and its parts
+    for utt in records:
+        assert [s.tolist() for s in merged.spans(utt)] == [s.tolist() for s in unmerged.spans(utt)]
+    assert "3 alignments read twice" in caplog.text
+    with pytest.raises(FileNotFoundError, match=r"b4\.jsonl: alignment cache not found .*b4\.part-"):
+        load_alignments(tmp_path / "b4.jsonl")
 
 
 def test_folder_of_shards_loads_as_one_index(tmp_path):

@@ -10,7 +10,16 @@ import pytest
 from segreconcat_aug.alignment import AlignmentIndex, load_alignments
 from segreconcat_aug.audio import read_audio, write_audio
 from segreconcat_aug.augment import MissingAlignmentError, SegReConcat
-from segreconcat_aug.jobs import JobError, JobItem, read_failures, read_inputs, resolve_shard
+from segreconcat_aug.jobs import (
+    JobError,
+    JobItem,
+    Shard,
+    merge_jsonl,
+    read_failures,
+    read_inputs,
+    resolve_shard,
+    shard_path,
+)
 from segreconcat_aug.orders import (
     OrderCacheError,
     OrderComputer,
@@ -194,6 +203,23 @@ def test_stale_orders_are_refused(tmp_path, change, message):
         load_orders(path, **settings)
 
 
+def test_shards_load_before_and_after_a_merge(tmp_path):
+    """Shards of a run into o.jsonl load as one cache, and still do once merged beside them."""
+    lines = write_cache(tmp_path / "whole.jsonl", small_index()).read_text().splitlines(keepends=True)
+    parts = [shard_path(tmp_path / "o.jsonl", Shard(k, 2)) for k in range(2)]
+    for part, line in zip(parts, lines):
+        part.write_text(line)
+    expected = {"a": [0, 3, 1, 2], "b": [1, 0]}
+    unmerged = load_orders(tmp_path / "o.jsonl", alignments=small_index(), **LOAD)
+    assert {k: v.tolist() for k, v in unmerged.items()} == expected
+    merge_jsonl(parts, tmp_path / "o.jsonl")
+    assert all(part.exists() for part in parts)  # the merge keeps its inputs
+    merged = load_orders(tmp_path / "o.jsonl", alignments=small_index(), **LOAD)
+    assert {k: v.tolist() for k, v in merged.items()} == expected
+    with pytest.raises(FileNotFoundError, match=r"nothing.jsonl: order cache .* not found"):
+        load_orders(tmp_path / "nothing.jsonl", alignments=small_index(), **LOAD)
+
+
 def test_only_the_changed_utterance_is_stale(tmp_path):
     path = write_cache(tmp_path / "o.jsonl", small_index())
     changed = AlignmentIndex(
@@ -222,9 +248,10 @@ def test_mixed_options_and_bad_lines_name_the_line(tmp_path):
     ):
         load_orders(tmp_path / "mixed.jsonl", alignments=index, **LOAD)
     lines = path.read_text().splitlines()
-    (tmp_path / "dup.jsonl").write_text("\n".join([lines[0], lines[1], lines[0]]) + "\n")
+    other_order = lines[0].replace("[0, 3, 1, 2]", "[0, 1, 3, 2]")
+    (tmp_path / "dup.jsonl").write_text("\n".join([lines[0], lines[1], other_order]) + "\n")
     with pytest.raises(
-        OrderCacheError, match=r"dup.jsonl:3: utterance 'a' already has an order at .*dup.jsonl:1"
+        OrderCacheError, match=r"dup.jsonl:3: id 'a' already defined at .*dup.jsonl:1 with other content"
     ):
         load_orders(tmp_path / "dup.jsonl", alignments=index, **LOAD)
     (tmp_path / "bad.jsonl").write_text(lines[0] + "\n{not json\n")

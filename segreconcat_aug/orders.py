@@ -202,6 +202,9 @@ def load_orders(
     """
     orders: dict[str, np.ndarray] = {}
     repeated = RepeatedIds(OrderCacheError)
+    segmentation = dict(
+        alignments=alignments, segment_policy=segment_policy, min_leading_silence=min_leading_silence
+    )
     reference = None if options is None else json.loads(_canonical(options))
     reference_where = "the options given"
     skipped = 0
@@ -225,15 +228,7 @@ def load_orders(
             if utt_id not in alignments:
                 skipped += 1
                 continue
-            expected = order_key(
-                utt_id,
-                strategy=strategy,
-                options=reference,
-                alignments=alignments,
-                segment_policy=segment_policy,
-                min_leading_silence=min_leading_silence,
-            )
-            if key != expected:
+            if key != order_key(utt_id, strategy=strategy, options=reference, **segmentation):
                 raise StaleOrderError(
                     f"{where}: the {strategy} order of utterance {utt_id!r} is stale (computed with "
                     f"segment_policy={record.get('segment_policy')!r}, "
@@ -264,6 +259,9 @@ def stale_orders(
     ``compute_orders.py`` refuses to resume into such a cache, so one file never
     mixes orders from two settings. Ids without an alignment count as stale.
     """
+    segmentation = dict(
+        alignments=alignments, segment_policy=segment_policy, min_leading_silence=min_leading_silence
+    )
     stale = []
     for file in files:
         if not Path(file).is_file():
@@ -272,15 +270,7 @@ def stale_orders(
             if cached_strategy != strategy or utt_id not in alignments:
                 stale.append(utt_id)
                 continue
-            expected = order_key(
-                utt_id,
-                strategy=strategy,
-                options=options,
-                alignments=alignments,
-                segment_policy=segment_policy,
-                min_leading_silence=min_leading_silence,
-            )
-            if key != expected:
+            if key != order_key(utt_id, strategy=strategy, options=options, **segmentation):
                 stale.append(utt_id)
     return stale
 

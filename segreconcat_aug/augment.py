@@ -22,8 +22,9 @@ the original half stays bit-exact).
 
 The augmenter first *plans* the output (:class:`Plan`: which input span goes
 where, with which fades) and then *renders* it (:func:`render`). The training
-pipeline renders only its random 3 s crop of the plan, so the cost per sample
-does not grow with the length of the augmented utterance.
+pipeline renders only its random 3 s crop of the plan, from a read of just the
+input samples that crop is made of (:meth:`Plan.input_span`), so the cost per
+sample does not grow with the length of the augmented utterance.
 
 Example
 -------
@@ -150,6 +151,19 @@ class Plan(NamedTuple):
             return 0
         return int(self.offset[-1] + self.source[-1, 1] - self.source[-1, 0])
 
+    def input_span(self, start: int, stop: int) -> tuple[int, int]:
+        """The input samples ``[lo, hi)`` that output samples ``[start, stop)`` are made of.
+
+        ``(0, 0)`` when the window holds none. Reading just this span is enough
+        to render the window (``render(..., audio_start=lo)``).
+
+        >>> plan = chain_plan(np.array([[6, 9], [0, 3]]), 0, after_original=10)
+        >>> plan.input_span(0, 4), plan.input_span(11, 14), plan.input_span(20, 30)
+        ((0, 4), (0, 9), (0, 0))
+        """
+        lo, hi = _input_span_kernel(self.source, self.offset, int(start), int(stop))
+        return int(lo), int(hi)
+
 
 def chain_plan(
     spans: np.ndarray, crossfade: int, fade_in_first: bool = False, after_original: int = 0
@@ -199,11 +213,26 @@ def _chain_kernel(spans, crossfade, fade_in_first, after_original):  # pragma: n
     return source, offset, fade_in, fade_out
 
 
-def render(audio: np.ndarray, plan: Plan, start: int = 0, stop: int | None = None) -> np.ndarray:
+@numba.njit(cache=True, nogil=True)
+def _input_span_kernel(source, offset, start, stop):  # pragma: no cover - compiled
+    lo, hi = np.iinfo(np.int64).max, np.iinfo(np.int64).min
+    for p in range(len(offset)):
+        where, first = offset[p], source[p, 0]
+        a, b = max(start, where), min(stop, where + source[p, 1] - first)
+        if a < b:
+            lo, hi = min(lo, first + a - where), max(hi, first + b - where)
+    return (lo, hi) if lo < hi else (0, 0)
+
+
+def render(
+    audio: np.ndarray, plan: Plan, start: int = 0, stop: int | None = None, *, audio_start: int = 0
+) -> np.ndarray:
     """Output samples ``[start, stop)`` of ``plan`` applied to ``audio``.
 
     Samples outside any fade are copied bit-exactly, so the original half of a
-    concatenation equals the input.
+    concatenation equals the input. ``audio`` may hold only part of the input,
+    from sample ``audio_start`` on, provided it covers ``plan.input_span(start, stop)``
+    (the training pipeline reads just that span).
 
     >>> audio = np.arange(6, dtype=np.float32)
     >>> render(audio, chain_plan(np.array([[3, 6], [0, 3]]), 0)).tolist()
@@ -216,7 +245,7 @@ def render(audio: np.ndarray, plan: Plan, start: int = 0, stop: int | None = Non
     audio = np.ascontiguousarray(audio, dtype=np.float32)
     _render_kernel(
         audio,
-        plan.source,
+        plan.source - audio_start if audio_start else plan.source,
         plan.offset,
         plan.fade_in,
         plan.fade_out,
@@ -406,11 +435,27 @@ class SegReConcat:
             )
         return order
 
-    def plan(self, audio: np.ndarray, utt_id: str, epoch: int) -> Plan | None:
+    @property
+    def plans_from_length(self) -> bool:
+        """True when :meth:`plan` needs only the number of samples, not the samples.
+
+        So for RR and the cached AR/SR orders; a plug-in strategy registered
+        with ``uses_audio=True`` (the default) needs the audio.
+        """
+        return self.mode == "none" or self.strategy.precomputed or not self.strategy.uses_audio
+
+    def plan(
+        self, audio: np.ndarray | None, utt_id: str, epoch: int, num_samples: int | None = None
+    ) -> Plan | None:
         """The output layout for one utterance, or None when it passes through unchanged.
 
-        Passthroughs are counted (see :data:`COUNT_KEYS`).
+        ``audio`` may be None when :attr:`plans_from_length`, with ``num_samples``
+        given. Passthroughs are counted (see :data:`COUNT_KEYS`).
         """
+        if num_samples is None:
+            num_samples = len(audio)
+        if audio is None and not self.plans_from_length:
+            raise ValueError(f"strategy {self.strategy.name!r} uses the audio: pass it to plan()")
         if self.mode == "none":
             return None
         if utt_id not in self.alignments:
@@ -418,7 +463,7 @@ class SegReConcat:
                 raise MissingAlignmentError(f"utterance {utt_id!r} has no alignment")
             self._count("missing_alignment")
             return None
-        segments = self.segments(utt_id, len(audio))
+        segments = self.segments(utt_id, num_samples)
         if len(segments) == 0 or (self.mode == "rearranged" and len(segments) < 2):
             self._count("no_segments" if self.mode == "concat" else "few_segments")
             return None
@@ -433,7 +478,7 @@ class SegReConcat:
         if self.mode == "rearranged":
             return chain_plan(rearranged, self.crossfade_samples)
         # The original stays untouched; the rearranged half fades in after it.
-        return chain_plan(rearranged, self.crossfade_samples, fade_in_first=True, after_original=len(audio))
+        return chain_plan(rearranged, self.crossfade_samples, fade_in_first=True, after_original=num_samples)
 
     def __call__(self, audio, utt_id: str, epoch: int) -> np.ndarray:
         """Augment one waveform (1-D numpy or torch); returns float32 numpy."""

@@ -22,7 +22,7 @@ import soundfile
 import speechbrain as sb
 import torch
 
-from .audio import SAMPLE_RATE, read_audio
+from .audio import SAMPLE_RATE, AudioFile, read_audio
 from .augment import KeyedRandom, SegReConcat, render
 
 _CROP_STREAM = 1  # keeps crop draws independent of the augmenter's permutation draws
@@ -48,8 +48,12 @@ def random_crop(audio: np.ndarray, length: int, rng: np.random.Generator) -> np.
 
 
 class TrainAudioPipeline:
-    """Training audio: full file, SegReConcat (optional), then a random crop.
+    """Training audio: SegReConcat (optional), then a random crop, reading only what the crop needs.
 
+    The augmented signal is planned from the file's length (header), the crop
+    window drawn, and only the input span it is made of read and rendered; the
+    result equals cropping the augmentation of the whole file. A plug-in
+    strategy registered with ``uses_audio=True`` gets the whole file instead.
     The crop window and the RR permutation are drawn from ``(seed, epoch, id)``,
     so a run is reproducible and each epoch differs. Call :meth:`set_epoch` from
     ``Brain.on_stage_start``; the epoch lives in shared memory so DataLoader
@@ -89,13 +93,31 @@ class TrainAudioPipeline:
 
     def __call__(self, row_id: str, utt_id: str, wav: str) -> torch.Tensor:
         epoch = self.epoch
-        audio = read_audio(wav, sample_rate=self.sample_rate)
         rng = self._draw(epoch, row_id, stream=_CROP_STREAM)
-        plan = self.augmenter.plan(audio, utt_id, epoch) if self.augmenter is not None else None
+        if self.augmenter is not None and not self.augmenter.plans_from_length:
+            return self._crop_after_full_read(epoch, rng, utt_id, wav)
+        # Plan from the header's length and read only the samples the crop is made of:
+        # a 3 s crop of a 12 s file reads 3 s, or one span covering the crop's words.
+        with AudioFile(wav, self.sample_rate) as source:
+            length = source.frames
+            plan = self.augmenter.plan(None, utt_id, epoch, num_samples=length) if self.augmenter else None
+            if plan is None:
+                start = crop_start(length, self.crop_samples, rng)
+                crop = source.read(start, start + self.crop_samples)
+            else:
+                start = crop_start(plan.length, self.crop_samples, rng)
+                stop = start + self.crop_samples
+                lo, hi = plan.input_span(start, stop)
+                crop = render(source.read(lo, hi), plan, start, stop, audio_start=lo)
+        return torch.from_numpy(crop)
+
+    def _crop_after_full_read(self, epoch, rng, utt_id, wav) -> torch.Tensor:
+        # A strategy that looks at the samples plans from the whole file; same draws, same crop.
+        audio = read_audio(wav, sample_rate=self.sample_rate)
+        plan = self.augmenter.plan(audio, utt_id, epoch)
         if plan is None:
             crop = random_crop(audio, self.crop_samples, rng)
         else:
-            # Render only the crop window of the augmented signal, not all of it.
             start = crop_start(plan.length, self.crop_samples, rng)
             crop = render(audio, plan, start, start + self.crop_samples)
         return torch.from_numpy(np.ascontiguousarray(crop))

@@ -39,18 +39,24 @@ class Strategy:
     fn: Callable[..., np.ndarray]
     precomputed: bool  # True: orders come from the offline order cache
     paper_name: str
+    uses_audio: bool = True  # False: the order needs only the segments (the pipeline may read partially)
 
 
 STRATEGIES: dict[str, Strategy] = {}
 
 
-def register_strategy(name: str, *, precomputed: bool = False, paper_name: str = ""):
-    """Decorator adding a strategy function to :data:`STRATEGIES`."""
+def register_strategy(name: str, *, precomputed: bool = False, paper_name: str = "", uses_audio: bool = True):
+    """Decorator adding a strategy function to :data:`STRATEGIES`.
+
+    ``uses_audio=False`` declares that the function never looks at the samples
+    (it may be passed ``audio=None``), so the training pipeline can plan from
+    the file's length and read only the samples its crop needs.
+    """
 
     def decorate(fn):
         if name in STRATEGIES:
             raise ValueError(f"strategy {name!r} is already registered")
-        STRATEGIES[name] = Strategy(name, fn, precomputed, paper_name or name)
+        STRATEGIES[name] = Strategy(name, fn, precomputed, paper_name or name, uses_audio)
         return fn
 
     return decorate
@@ -72,7 +78,7 @@ def _load_builtin_strategies() -> None:
         importlib.import_module(f"{__package__}.similarity")
 
 
-@register_strategy("random", paper_name="RR")
+@register_strategy("random", paper_name="RR", uses_audio=False)
 def random_order(segments: Segments, audio, rng: np.random.Generator, **_) -> np.ndarray:
     """RR: a uniformly random permutation of the segments."""
     return rng.permutation(len(segments))

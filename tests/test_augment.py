@@ -2,6 +2,8 @@
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from vpac_fixture import write_uniform_alignments
 
 from segreconcat_aug.alignment import AlignmentIndex, load_alignments
@@ -97,6 +99,39 @@ def test_rendering_a_window_equals_slicing_the_whole_output(alignments, audio):
     assert plan.length == len(whole)
     for start in (0, len(audio) - 8000, len(audio) + 1234, plan.length - 48000, plan.length - 10):
         np.testing.assert_array_equal(render(audio, plan, start, start + 48000), whole[start : start + 48000])
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    lengths=st.lists(st.integers(1, 400), min_size=1, max_size=12),
+    crossfade=st.integers(0, 40),
+    original=st.integers(0, 500),
+    window=st.tuples(st.integers(0, 6000), st.integers(1, 3000)),
+    seed=st.integers(0, 2**32 - 1),
+)
+def test_the_input_span_is_all_a_window_reads(lengths, crossfade, original, window, seed):
+    # Samples outside input_span are NaN: rendering the window from the span alone
+    # must give the same samples as from the whole input, with no NaN leaking in.
+    rng = np.random.default_rng(seed)
+    edges = np.concatenate([[0], np.cumsum(lengths)])
+    spans = np.stack([edges[:-1], edges[1:]], axis=1)[rng.permutation(len(lengths))]
+    audio = rng.normal(size=int(edges[-1]) + original).astype(np.float32)
+    plan = chain_plan(spans, crossfade, fade_in_first=original > 0, after_original=original)
+    start, stop = window[0] % max(plan.length, 1), window[0] % max(plan.length, 1) + window[1]
+    lo, hi = plan.input_span(start, stop)
+    whole = render(audio, plan, start, stop)
+    masked = np.full_like(audio, np.nan)
+    masked[lo:hi] = audio[lo:hi]
+    np.testing.assert_array_equal(render(masked, plan, start, stop), whole)
+    np.testing.assert_array_equal(render(audio[lo:hi], plan, start, stop, audio_start=lo), whole)
+    if len(whole):  # the span is tight: its first and last samples are read
+        assert lo < hi
+        for edge in (lo, hi - 1):
+            bumped = audio.copy()
+            bumped[edge] += 1.0
+            assert not np.array_equal(render(bumped, plan, start, stop), whole)
+    else:
+        assert (lo, hi) == (0, 0)
 
 
 def test_permutations_are_reproducible_and_change_every_epoch(alignments, audio):

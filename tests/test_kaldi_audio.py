@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import soundfile
 
-from segreconcat_aug.audio import AudioReadError, audio_duration, read_audio
+from segreconcat_aug.audio import AudioFile, AudioReadError, audio_duration, read_audio
 from segreconcat_aug.kaldi import (
     KaldiFormatError,
     PipeCommand,
@@ -84,3 +84,21 @@ def test_read_audio_real_flac_and_errors(librispeech_dir, tmp_path):
     with pytest.raises(AudioReadError, match="8k.wav: sample rate 8000 Hz, expected 16000 Hz"):
         read_audio(tmp_path / "8k.wav")
     assert len(read_audio(tmp_path / "8k.wav", resample=True)) == 16000
+
+
+def test_audio_file_reads_spans_equal_to_slices_of_the_whole(librispeech_dir, tmp_path):
+    path = librispeech_dir / "19-198-0001.flac"  # FLAC: seeking decodes from a frame boundary
+    whole = read_audio(path)
+    with AudioFile(path) as audio:
+        assert audio.frames == len(whole)
+        for start, stop in ((0, 10), (48000, 96000), (len(whole) - 5, len(whole) + 100), (7, 7)):
+            np.testing.assert_array_equal(audio.read(start, stop), whole[start:stop])
+    stereo = np.stack([whole[:16000], -0.5 * whole[:16000]], axis=1)
+    soundfile.write(tmp_path / "stereo.wav", stereo, 16000, subtype="FLOAT")
+    with AudioFile(tmp_path / "stereo.wav") as audio:
+        np.testing.assert_array_equal(audio.read(100, 900), read_audio(tmp_path / "stereo.wav")[100:900])
+    with pytest.raises(AudioReadError, match="missing.wav: cannot read audio"):
+        AudioFile(tmp_path / "missing.wav")
+    soundfile.write(tmp_path / "8k.wav", whole[:8000], 8000)
+    with pytest.raises(AudioReadError, match="8k.wav: sample rate 8000 Hz, expected 16000 Hz"):
+        AudioFile(tmp_path / "8k.wav")

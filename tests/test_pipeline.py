@@ -7,9 +7,16 @@ import torch
 
 from segreconcat_aug.alignment import load_alignments
 from segreconcat_aug.audio import read_audio
-from segreconcat_aug.augment import SegReConcat
+from segreconcat_aug.augment import KeyedRandom, SegReConcat, render
 from segreconcat_aug.kaldi import read_wav_scp
-from segreconcat_aug.pipeline import TrainAudioPipeline, chunk_audio_pipeline, random_crop
+from segreconcat_aug.pipeline import (
+    _CROP_STREAM,
+    TrainAudioPipeline,
+    chunk_audio_pipeline,
+    crop_start,
+    random_crop,
+)
+from segreconcat_aug.strategies import STRATEGIES, register_strategy
 
 
 @pytest.fixture(scope="module")
@@ -75,3 +82,57 @@ def test_chunk_pipeline_reads_exactly_the_chunk(train_rows):
     row = next(iter(train_rows.values()))
     chunk = chunk_audio_pipeline.func(row["wav"], 1600, 4800)
     np.testing.assert_array_equal(chunk.numpy(), read_audio(row["wav"])[1600:4800])
+
+
+def _crop_from_the_whole_file(augmenter, seed, epoch, row_id, utt_id, wav, crop=48000):
+    """The pipeline's crop composed from a full read: what the span reads must reproduce."""
+    audio = read_audio(wav)
+    rng = KeyedRandom(seed)(epoch, row_id, stream=_CROP_STREAM)
+    plan = augmenter.plan(audio, utt_id, epoch) if augmenter is not None else None
+    if plan is None:
+        return random_crop(audio, crop, rng)
+    start = crop_start(plan.length, crop, rng)
+    return render(audio, plan, start, start + crop)
+
+
+@pytest.mark.parametrize("crossfade", [0.0, 0.005])
+def test_reading_only_the_crops_span_gives_the_crop_of_the_whole_file(vpac_root, train_rows, crossfade):
+    # Every fixture over several epochs: crops inside the original, across the join, and
+    # inside the rearranged half (where the span read covers scattered words).
+    alignments = load_alignments(vpac_root / "alignments" / "B3.jsonl")
+    for augmenter in (None, SegReConcat(alignments, mode="concat", crossfade=crossfade, seed=5)):
+        pipeline = TrainAudioPipeline(augmenter, seed=5)
+        where = set()
+        for epoch in range(6):
+            pipeline.set_epoch(epoch)
+            for row_id, row in train_rows.items():
+                crop = pipeline(row_id, row["utt_id"], row["wav"]).numpy()
+                expected = _crop_from_the_whole_file(augmenter, 5, epoch, row_id, row["utt_id"], row["wav"])
+                np.testing.assert_array_equal(crop, expected)
+                if augmenter is not None:
+                    length = len(read_audio(row["wav"]))
+                    start = crop_start(2 * length, 48000, KeyedRandom(5)(epoch, row_id, stream=_CROP_STREAM))
+                    where.add(
+                        "original" if start + 48000 <= length else "join" if start < length else "rearranged"
+                    )
+        assert augmenter is None or where == {"original", "join", "rearranged"}
+
+
+def test_a_strategy_that_uses_the_audio_plans_from_the_whole_file(vpac_root, train_rows):
+    @register_strategy("loudest_first_for_test")
+    def loudest_first(segments, audio, rng, **_):
+        return np.argsort([-np.abs(audio[a:b]).sum() for a, b in segments.spans], kind="stable")
+
+    try:
+        alignments = load_alignments(vpac_root / "alignments" / "B3.jsonl")
+        augmenter = SegReConcat(alignments, strategy="loudest_first_for_test", seed=2)
+        assert not augmenter.plans_from_length
+        with pytest.raises(ValueError, match="uses the audio"):
+            augmenter.plan(None, "19-198-0001", 0, num_samples=1000)
+        pipeline = TrainAudioPipeline(augmenter, seed=2)
+        for row_id, row in train_rows.items():
+            crop = pipeline(row_id, row["utt_id"], row["wav"]).numpy()
+            expected = _crop_from_the_whole_file(augmenter, 2, 0, row_id, row["utt_id"], row["wav"])
+            np.testing.assert_array_equal(crop, expected)
+    finally:
+        del STRATEGIES["loudest_first_for_test"]

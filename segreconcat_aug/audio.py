@@ -64,13 +64,21 @@ def read_audio(source, *, sample_rate: int | None = SAMPLE_RATE, resample: bool 
     return np.ascontiguousarray(audio, dtype=np.float32)
 
 
+# Subtypes whose samples libsndfile addresses exactly: PCM (WAV, FLAC, AIFF, ...) and
+# uncompanded or companded floats. Seeking in lossy codecs (Vorbis, Opus, MP3) is
+# approximate in libsndfile 1.2: a span read there can be shifted or come back short.
+_EXACT_SEEK_SUBTYPES = ("PCM_", "FLOAT", "DOUBLE", "ULAW", "ALAW")
+
+
 class AudioFile:
     """A file opened for reading spans: its length from the header, then only the samples asked for.
 
     The training pipeline needs 3 s of a 12 s utterance: reading just those
     samples (one seek) instead of decoding the whole file is what keeps
     per-sample I/O low on data that does not fit the page cache. Output is
-    the same as slicing :func:`read_audio`'s result (float32, channels averaged).
+    the same as slicing :func:`read_audio`'s result (float32, channels
+    averaged): for lossy codecs, where libsndfile's seeking is approximate,
+    the first read decodes the whole file and spans are sliced from it.
 
     Parameters
     ----------
@@ -86,8 +94,8 @@ class AudioFile:
     >>> path = os.path.join(tempfile.mkdtemp(), "x.wav")
     >>> write_audio(path, np.arange(1600, dtype=np.float32) / 2000)
     >>> with AudioFile(path) as audio:
-    ...     audio.frames, bool(np.array_equal(audio.read(100, 104), read_audio(path)[100:104]))
-    (1600, True)
+    ...     audio.frames, audio.exact_seek, bool(np.array_equal(audio.read(100, 104), read_audio(path)[100:104]))
+    (1600, True, True)
     """
 
     def __init__(self, source, sample_rate: int | None = SAMPLE_RATE):
@@ -103,12 +111,21 @@ class AudioFile:
                 f"{source}: sample rate {rate} Hz, expected {sample_rate} Hz (convert the data)"
             )
         self.frames = int(self._file.frames)
+        self.exact_seek = self._file.subtype.startswith(_EXACT_SEEK_SUBTYPES)
+        self._whole = None
 
     def read(self, start: int, stop: int) -> np.ndarray:
         """Samples ``[start, stop)``, mono float32; a file shorter than its header is an error."""
         start, stop = max(int(start), 0), min(int(stop), self.frames)
         if stop <= start:
             return np.zeros(0, dtype=np.float32)
+        if not self.exact_seek:
+            if self._whole is None:
+                self._whole = self._read_from(0, self.frames)
+            return self._whole[start:stop]
+        return self._read_from(start, stop)
+
+    def _read_from(self, start: int, stop: int) -> np.ndarray:
         try:
             self._file.seek(start)
             audio = self._file.read(stop - start, dtype="float32", always_2d=True)

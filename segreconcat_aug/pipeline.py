@@ -18,7 +18,6 @@ Example
 from __future__ import annotations
 
 import numpy as np
-import soundfile
 import speechbrain as sb
 import torch
 
@@ -135,8 +134,8 @@ def chunk_audio_pipeline(wav, start, stop):
     Fixed chunks keep the dev loss comparable across epochs and runs, which
     early stopping on dev loss needs.
     """
-    audio, _ = soundfile.read(str(wav), start=int(start), stop=int(stop), dtype="float32", always_2d=True)
-    return torch.from_numpy(np.ascontiguousarray(audio.mean(axis=1)))
+    with AudioFile(wav, sample_rate=None) as audio:  # exact spans in every format
+        return torch.from_numpy(audio.read(int(start), int(stop)))
 
 
 @sb.utils.data_pipeline.takes("wav")

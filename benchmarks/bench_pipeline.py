@@ -99,7 +99,7 @@ def joined(wavs: dict, cache, target_s: float, folder: Path) -> tuple[dict, Path
     return out_wavs, out_cache
 
 
-def measure(title: str, wavs: dict, cache, repeats: int) -> None:
+def measure(title: str, wavs: dict, cache, repeats: int, rounds: int = 5) -> None:
     augmenter = SegReConcat(
         load_alignments(cache), mode="concat", strategy="random", missing_alignment="passthrough"
     )
@@ -110,9 +110,18 @@ def measure(title: str, wavs: dict, cache, repeats: int) -> None:
     }
     for pipeline in rows.values():  # warm up: the page cache and the compiled kernels
         throughput(pipeline, wavs, 1)
-    rates = {name: throughput(pipeline, wavs, repeats) for name, pipeline in rows.items()}
+    # Rounds with the variants interleaved, and the median round: a shared machine's load
+    # comes in bursts, which would otherwise land on one variant.
+    samples = {name: [] for name in rows}
+    for _ in range(rounds):
+        for name, pipeline in rows.items():
+            samples[name].append(throughput(pipeline, wavs, max(repeats // rounds, 1)))
+    rates = {name: float(np.median(values)) for name, values in samples.items()}
     seconds = sum(len(read_audio(wav)) for wav in wavs.values()) / 16000
-    print(f"\n{title}: {len(wavs)} utterances, mean {seconds / len(wavs):.1f} s, {repeats} passes")
+    print(
+        f"\n{title}: {len(wavs)} utterances, mean {seconds / len(wavs):.1f} s, "
+        f"{rounds} rounds of {max(repeats // rounds, 1)} passes (median round)"
+    )
     print(f"{'pipeline':<42}{'samples/s':>10}{'vs reference':>14}")
     reference = rates["read whole file + 3 s crop (reference)"]
     for name, rate in rates.items():

@@ -23,7 +23,7 @@ the original half stays bit-exact).
 The augmenter first *plans* the output (:class:`Plan`: which input span goes
 where, with which fades) and then *renders* it (:func:`render`). The training
 pipeline renders only its random 3 s crop of the plan, from a read of just the
-input samples that crop is made of (:meth:`Plan.input_span`), so the cost per
+input samples that crop is made of (:meth:`Plan.input_ranges`), so the cost per
 sample does not grow with the length of the augmented utterance.
 
 Example
@@ -151,18 +151,21 @@ class Plan(NamedTuple):
             return 0
         return int(self.offset[-1] + self.source[-1, 1] - self.source[-1, 0])
 
-    def input_span(self, start: int, stop: int) -> tuple[int, int]:
-        """The input samples ``[lo, hi)`` that output samples ``[start, stop)`` are made of.
+    def input_ranges(self, start: int, stop: int, merge_gap: int = 0) -> np.ndarray:
+        """The input samples that output samples ``[start, stop)`` are made of.
 
-        ``(0, 0)`` when the window holds none. Reading just this span is enough
-        to render the window (``render(..., audio_start=lo)``).
+        Sorted, disjoint ``[a, b)`` ranges, shape ``(k, 2)``; ranges at most
+        ``merge_gap`` samples apart are joined (for a reader, one seek costs
+        about as much as reading a few thousand samples). Reading just these
+        ranges is enough to render the window (``render(..., audio_start=a_0)``).
 
         >>> plan = chain_plan(np.array([[6, 9], [0, 3]]), 0, after_original=10)
-        >>> plan.input_span(0, 4), plan.input_span(11, 14), plan.input_span(20, 30)
-        ((0, 4), (0, 9), (0, 0))
+        >>> plan.input_ranges(0, 4).tolist(), plan.input_ranges(11, 14).tolist()
+        ([[0, 4]], [[0, 1], [7, 9]])
+        >>> plan.input_ranges(11, 14, merge_gap=6).tolist(), plan.input_ranges(20, 30).shape
+        ([[0, 9]], (0, 2))
         """
-        lo, hi = _input_span_kernel(self.source, self.offset, int(start), int(stop))
-        return int(lo), int(hi)
+        return _input_ranges_kernel(self.source, self.offset, int(start), int(stop), int(merge_gap))
 
 
 def chain_plan(
@@ -214,14 +217,30 @@ def _chain_kernel(spans, crossfade, fade_in_first, after_original):  # pragma: n
 
 
 @numba.njit(cache=True, nogil=True)
-def _input_span_kernel(source, offset, start, stop):  # pragma: no cover - compiled
-    lo, hi = np.iinfo(np.int64).max, np.iinfo(np.int64).min
+def _input_ranges_kernel(source, offset, start, stop, merge_gap):  # pragma: no cover - compiled
+    touched = np.empty((len(offset), 2), dtype=np.int64)
+    count = 0
     for p in range(len(offset)):
         where, first = offset[p], source[p, 0]
         a, b = max(start, where), min(stop, where + source[p, 1] - first)
         if a < b:
-            lo, hi = min(lo, first + a - where), max(hi, first + b - where)
-    return (lo, hi) if lo < hi else (0, 0)
+            touched[count, 0], touched[count, 1] = first + a - where, first + b - where
+            count += 1
+    ranges = np.empty((count, 2), dtype=np.int64)
+    if count == 0:
+        return ranges
+    order = np.argsort(touched[:count, 0])
+    kept = 0
+    lo, hi = touched[order[0], 0], touched[order[0], 1]
+    for k in order[1:]:
+        if touched[k, 0] - hi <= merge_gap:  # overlapping, adjacent or close: one range
+            hi = max(hi, touched[k, 1])
+        else:
+            ranges[kept, 0], ranges[kept, 1] = lo, hi
+            kept += 1
+            lo, hi = touched[k, 0], touched[k, 1]
+    ranges[kept, 0], ranges[kept, 1] = lo, hi
+    return ranges[: kept + 1]
 
 
 def render(
@@ -231,8 +250,8 @@ def render(
 
     Samples outside any fade are copied bit-exactly, so the original half of a
     concatenation equals the input. ``audio`` may hold only part of the input,
-    from sample ``audio_start`` on, provided it covers ``plan.input_span(start, stop)``
-    (the training pipeline reads just that span).
+    from sample ``audio_start`` on, provided it holds ``plan.input_ranges(start, stop)``
+    (the training pipeline reads just those; other samples are never looked at).
 
     >>> audio = np.arange(6, dtype=np.float32)
     >>> render(audio, chain_plan(np.array([[3, 6], [0, 3]]), 0)).tolist()

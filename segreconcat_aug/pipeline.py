@@ -25,6 +25,7 @@ from .audio import SAMPLE_RATE, AudioFile, read_audio
 from .augment import KeyedRandom, SegReConcat, render
 
 _CROP_STREAM = 1  # keeps crop draws independent of the augmenter's permutation draws
+_MERGE_GAP = 8000  # samples: one more seek + read costs about as much as reading 0.5 s
 
 
 def crop_start(length: int, crop: int, rng: np.random.Generator) -> int:
@@ -50,7 +51,7 @@ class TrainAudioPipeline:
     """Training audio: SegReConcat (optional), then a random crop, reading only what the crop needs.
 
     The augmented signal is planned from the file's length (header), the crop
-    window drawn, and only the input span it is made of read and rendered; the
+    window drawn, and only the input samples it is made of read and rendered; the
     result equals cropping the augmentation of the whole file. A plug-in
     strategy registered with ``uses_audio=True`` gets the whole file instead.
     The crop window and the RR permutation are drawn from ``(seed, epoch, id)``,
@@ -96,7 +97,7 @@ class TrainAudioPipeline:
         if self.augmenter is not None and not self.augmenter.plans_from_length:
             return self._crop_after_full_read(epoch, rng, utt_id, wav)
         # Plan from the header's length and read only the samples the crop is made of:
-        # a 3 s crop of a 12 s file reads 3 s, or one span covering the crop's words.
+        # a 3 s crop of a 12 s file reads 3 s, in one piece or in a few (its words).
         with AudioFile(wav, self.sample_rate) as source:
             length = source.frames
             plan = self.augmenter.plan(None, utt_id, epoch, num_samples=length) if self.augmenter else None
@@ -106,8 +107,9 @@ class TrainAudioPipeline:
             else:
                 start = crop_start(plan.length, self.crop_samples, rng)
                 stop = start + self.crop_samples
-                lo, hi = plan.input_span(start, stop)
-                crop = render(source.read(lo, hi), plan, start, stop, audio_start=lo)
+                ranges = plan.input_ranges(start, stop, merge_gap=_MERGE_GAP)
+                audio_start = int(ranges[0, 0]) if len(ranges) else 0
+                crop = render(source.read_ranges(ranges), plan, start, stop, audio_start=audio_start)
         return torch.from_numpy(crop)
 
     def _crop_after_full_read(self, epoch, rng, utt_id, wav) -> torch.Tensor:

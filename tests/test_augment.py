@@ -107,10 +107,11 @@ def test_rendering_a_window_equals_slicing_the_whole_output(alignments, audio):
     crossfade=st.integers(0, 40),
     original=st.integers(0, 500),
     window=st.tuples(st.integers(0, 6000), st.integers(1, 3000)),
+    merge_gap=st.sampled_from([0, 50, 10**6]),
     seed=st.integers(0, 2**32 - 1),
 )
-def test_the_input_span_is_all_a_window_reads(lengths, crossfade, original, window, seed):
-    # Samples outside input_span are NaN: rendering the window from the span alone
+def test_the_input_ranges_are_all_a_window_reads(lengths, crossfade, original, window, merge_gap, seed):
+    # Samples outside input_ranges are NaN: rendering the window from them alone
     # must give the same samples as from the whole input, with no NaN leaking in.
     rng = np.random.default_rng(seed)
     edges = np.concatenate([[0], np.cumsum(lengths)])
@@ -118,20 +119,22 @@ def test_the_input_span_is_all_a_window_reads(lengths, crossfade, original, wind
     audio = rng.normal(size=int(edges[-1]) + original).astype(np.float32)
     plan = chain_plan(spans, crossfade, fade_in_first=original > 0, after_original=original)
     start, stop = window[0] % max(plan.length, 1), window[0] % max(plan.length, 1) + window[1]
-    lo, hi = plan.input_span(start, stop)
+    ranges = plan.input_ranges(start, stop, merge_gap=merge_gap)
+    assert np.all(ranges[:, 0] < ranges[:, 1]) and np.all(ranges[1:, 0] - ranges[:-1, 1] > merge_gap)
     whole = render(audio, plan, start, stop)
     masked = np.full_like(audio, np.nan)
-    masked[lo:hi] = audio[lo:hi]
+    for a, b in ranges:
+        masked[a:b] = audio[a:b]
     np.testing.assert_array_equal(render(masked, plan, start, stop), whole)
-    np.testing.assert_array_equal(render(audio[lo:hi], plan, start, stop, audio_start=lo), whole)
-    if len(whole):  # the span is tight: its first and last samples are read
-        assert lo < hi
-        for edge in (lo, hi - 1):
+    if len(whole):
+        lo, hi = ranges[0, 0], ranges[-1, 1]
+        np.testing.assert_array_equal(render(masked[lo:hi], plan, start, stop, audio_start=lo), whole)
+        for edge in ranges.ravel() - [0, 1] * len(ranges):  # every range's first and last sample is read
             bumped = audio.copy()
             bumped[edge] += 1.0
             assert not np.array_equal(render(bumped, plan, start, stop), whole)
     else:
-        assert (lo, hi) == (0, 0)
+        assert ranges.shape == (0, 2)
 
 
 def test_permutations_are_reproducible_and_change_every_epoch(alignments, audio):

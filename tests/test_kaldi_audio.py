@@ -108,6 +108,14 @@ def test_audio_file_reads_spans_equal_to_slices_of_the_whole(librispeech_dir, tm
         with AudioFile(path) as audio:
             assert audio.exact_seek
             np.testing.assert_array_equal(audio.read(start, stop), whole[start:stop])
+    with AudioFile(path) as audio:  # a few ranges, one seek each; zeros between them
+        ranges = [[1000, 1500], [9000, 9100], [30000, 48000]]
+        expected = np.zeros(48000 - 1000, dtype=np.float32)
+        for a, b in ranges:
+            expected[a - 1000 : b - 1000] = whole[a:b]
+        np.testing.assert_array_equal(audio.read_ranges(ranges), expected)
+    with AudioFile(tmp_path / "lossy.ogg") as audio:
+        np.testing.assert_array_equal(audio.read_ranges([[10, 20], [500, 900]]), lossy[10:900])
     stereo = np.stack([whole[:16000], -0.5 * whole[:16000]], axis=1)
     soundfile.write(tmp_path / "stereo.wav", stereo, 16000, subtype="FLOAT")
     with AudioFile(tmp_path / "stereo.wav") as audio:

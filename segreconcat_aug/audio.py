@@ -20,6 +20,11 @@ class AudioReadError(RuntimeError):
     """Audio could not be read or does not have the expected form."""
 
 
+def _mono(audio: np.ndarray) -> np.ndarray:
+    """``(frames, channels)`` -> ``(frames,)``: channels averaged (one place, so every reader agrees)."""
+    return audio.mean(axis=1) if audio.shape[1] > 1 else audio[:, 0]
+
+
 def read_audio(source, *, sample_rate: int | None = SAMPLE_RATE, resample: bool = False):
     """Read a mono float32 waveform.
 
@@ -53,7 +58,7 @@ def read_audio(source, *, sample_rate: int | None = SAMPLE_RATE, resample: bool 
             audio, rate = soundfile.read(str(source), dtype="float32", always_2d=True)
     except (RuntimeError, OSError, subprocess.CalledProcessError, soundfile.LibsndfileError) as err:
         raise AudioReadError(f"{source}: cannot read audio ({err})") from err
-    audio = audio.mean(axis=1) if audio.shape[1] > 1 else audio[:, 0]
+    audio = _mono(audio)
     if sample_rate is not None and rate != sample_rate:
         if not resample:
             raise AudioReadError(
@@ -163,8 +168,7 @@ class AudioFile:
                 f"{self.source}: {len(audio)} samples at {start}, expected {stop - start}; "
                 f"the header says {self.frames} frames (truncated file?)"
             )
-        audio = audio.mean(axis=1) if audio.shape[1] > 1 else audio[:, 0]  # as read_audio does
-        return np.ascontiguousarray(audio, dtype=np.float32)
+        return np.ascontiguousarray(_mono(audio), dtype=np.float32)
 
     def close(self) -> None:
         self._file.close()

@@ -69,9 +69,9 @@ def read_audio(source, *, sample_rate: int | None = SAMPLE_RATE, resample: bool 
     return np.ascontiguousarray(audio, dtype=np.float32)
 
 
-# Subtypes whose samples libsndfile addresses exactly: PCM (WAV, FLAC, AIFF, ...) and
-# uncompanded or companded floats. Seeking in lossy codecs (Vorbis, Opus, MP3) is
-# approximate in libsndfile 1.2: a span read there can be shifted or come back short.
+# Subtypes whose samples libsndfile addresses exactly: integer PCM of any width (WAV,
+# FLAC, AIFF, ...), float, double, mu-law and A-law. Seeking in lossy codecs (Vorbis,
+# Opus, MP3) is approximate in libsndfile 1.2: a span read there can be shifted or short.
 _EXACT_SEEK_SUBTYPES = ("PCM_", "FLOAT", "DOUBLE", "ULAW", "ALAW")
 
 

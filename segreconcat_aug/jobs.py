@@ -62,7 +62,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
-from .alignment import truncate_partial_tail
+from .alignment import cache_files, truncate_partial_tail
 from .kaldi import KaldiFormatError, PipeCommand, load_kaldi_folder
 
 logger = logging.getLogger(__name__)
@@ -320,11 +320,8 @@ class Job:
         self._bar = None
 
     def _siblings(self) -> list[Path]:
-        files = set(shard_files(self.output))
-        if not _is_folder_target(self.output) and self.output.is_file():
-            files.add(self.output)
-        files.discard(self.path)
-        return sorted(files)
+        # What a loader of this output reads (its file and every part), but this shard's part.
+        return [file for file in cache_files(self.output, required=False) if file != self.path]
 
     # -- selection and progress
 

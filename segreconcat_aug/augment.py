@@ -51,7 +51,7 @@ import torch
 
 from .alignment import AlignmentIndex
 from .segments import SEGMENT_POLICIES, Segments, word_segments
-from .strategies import get_strategy
+from .strategies import get_strategy, is_order_of
 
 logger = logging.getLogger(__name__)
 
@@ -322,15 +322,6 @@ def _fade_curve(length: int) -> np.ndarray:
     return curve
 
 
-def _is_permutation(order: np.ndarray) -> bool:
-    """True when ``order`` holds each of ``0 .. len(order) - 1`` exactly once."""
-    if len(order) == 0:
-        return True
-    if order.min() < 0:
-        return False
-    return bool((np.bincount(order, minlength=len(order)) == 1).all())
-
-
 class SegReConcat:
     """The SegReConcat augmenter, callable inside DataLoader workers.
 
@@ -447,7 +438,7 @@ class SegReConcat:
             order = np.asarray(self.strategy.fn(segments, audio, rng, sample_rate=self.sample_rate))
         # Checked every time: a stale order cache or a buggy plug-in strategy must not
         # silently drop or repeat audio.
-        if len(order) != len(segments) or not _is_permutation(order):
+        if not is_order_of(order, len(segments)):
             raise ValueError(
                 f"utterance {utt_id!r}: {self.strategy.name} order {order.tolist()} is not a permutation "
                 f"of its {len(segments)} segments (stale order cache? rerun compute_orders.py)"

@@ -46,6 +46,7 @@ import numpy as np
 
 from .alignment import AlignmentIndex, RepeatedIds, cache_files, iter_jsonl
 from .segments import SEGMENT_POLICIES, word_segments
+from .strategies import is_order_of
 
 logger = logging.getLogger(__name__)
 
@@ -155,7 +156,7 @@ def _records(file: Path):
             raise OrderCacheError(f"{where}: not an order record ({err})") from None
         if not isinstance(order, list) or not all(isinstance(k, int) for k in order):
             raise OrderCacheError(f"{where}: utterance {utt_id!r}: 'order' must be a list of integers")
-        if sorted(order) != list(range(len(order))):
+        if not is_order_of(order, len(order)):
             raise OrderCacheError(f"{where}: utterance {utt_id!r}: order {order} is not a permutation")
         yield where, utt_id, strategy, order, key, record, line
 
@@ -423,7 +424,7 @@ class OrderComputer:
             segments, audio, None, sample_rate=self.sample_rate, utt_id=utt_id, **self.options, **extra
         )
         order = np.asarray(order, dtype=np.int64)
-        if sorted(order.tolist()) != list(range(len(segments))):
+        if not is_order_of(order, len(segments)):
             raise RuntimeError(f"utterance {utt_id!r}: strategy returned {order.tolist()}, not a permutation")
         return order
 

@@ -71,6 +71,24 @@ def get_strategy(name: str) -> Strategy:
         raise ValueError(f"unknown strategy {name!r}; available: {sorted(STRATEGIES)}") from None
 
 
+def is_order_of(order, count: int) -> bool:
+    """True when ``order`` is a permutation of ``range(count)``: each index exactly once.
+
+    The contract every strategy's result and every cached order is checked against.
+
+    >>> is_order_of([2, 0, 1], 3), is_order_of([0, 0, 2], 3), is_order_of([0, 1], 3), is_order_of([], 0)
+    (True, False, False, True)
+    """
+    order = np.asarray(order)
+    if order.shape != (count,):
+        return False
+    if count == 0:
+        return True
+    if order.dtype.kind not in "iu" or order.min() < 0:  # not integers: e.g. a JSON number past int64
+        return False
+    return bool((np.bincount(order, minlength=count) == 1).all())
+
+
 def _load_builtin_strategies() -> None:
     # Similarity strategies live in their own module (heavier imports); importing
     # it registers them. Until that module exists the registry holds RR alone.

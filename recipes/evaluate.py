@@ -16,17 +16,15 @@ and ``det.png``. Options: the ``eval_*`` keys (docs/evaluation.md).
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import speechbrain as sb
 
 from segreconcat_aug.cli import load_recipe_hparams
-from segreconcat_aug.evaluation import evaluate_system
+from segreconcat_aug.evaluation import evaluate_system, evaluation_folder
 
 
 def main(argv=None):
     hparams_file, run_opts, overrides, hparams = load_recipe_hparams(argv, configure_logging=False)
-    eval_folder = Path(hparams.get("eval_folder") or Path(hparams["output_folder"]) / "eval")
+    eval_folder = evaluation_folder(hparams)
     sb.create_experiment_directory(
         experiment_directory=str(eval_folder), hyperparams_to_save=hparams_file, overrides=overrides
     )

@@ -34,8 +34,9 @@ import speechbrain as sb
 from hyperpyyaml import load_hyperpyyaml
 from tqdm import tqdm
 
-from segreconcat_aug.evaluation import SUBSETS, TABLE_COLUMNS
+from segreconcat_aug.evaluation import EVAL_SUBFOLDER, SUBSETS
 from segreconcat_aug.report import (
+    TABLE_COLUMNS,
     ablation_table,
     comparison_table,
     det_from_score_file,
@@ -46,7 +47,6 @@ from segreconcat_aug.report import (
 
 logger = logging.getLogger("run_grid")
 STATUS_FILE = "grid_status.json"
-EVAL_SUBFOLDER = "eval"  # recipes/evaluate.py's default eval_folder is <output_folder>/eval
 
 
 def load_grid(path, overrides=None) -> dict:

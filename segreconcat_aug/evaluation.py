@@ -47,14 +47,13 @@ from tqdm import tqdm
 from .audio import SAMPLE_RATE, audio_duration, read_audio
 from .kaldi import KaldiFolder, load_kaldi_folder, read_trials
 from .metrics import verification_metrics
+from .report import TABLE_COLUMNS, write_system_report
 from .vpac import ENROLL_SETS, TRAIN_SET, TRIAL_SETS, system_folders
 
 logger = logging.getLogger(__name__)
 
 #: Subset names in the order of the paper's Table 2.
 SUBSETS = ("dev_f", "dev_m", "test_f", "test_m")
-#: Table 2 columns: per-subset EERs, the per-part averages and the overall average of the four.
-TABLE_COLUMNS = ("dev_f", "dev_m", "dev_avg", "test_f", "test_m", "test_avg", "avg")
 SCORE_NORMS = (None, "s-norm", "as-norm")
 
 
@@ -112,10 +111,20 @@ def load_enrollment(folder: KaldiFolder) -> Enrollment:
         utterances = folder.utterances
     if not utterances:
         raise TrialListError(f"{folder.path}: no enrollment utterances")
+    return Enrollment(
+        folder.path,
+        {u: folder.wav[u] for u in utterances},
+        _by_speaker(utterances, folder.utt2spk),
+        folder.utt2dur,
+    )
+
+
+def _by_speaker(utterances, utt2spk: dict[str, str]) -> dict[str, list[str]]:
+    """Utterances grouped by speaker, each group in the given order."""
     speakers: dict[str, list[str]] = defaultdict(list)
     for utt in utterances:
-        speakers[folder.utt2spk[utt]].append(utt)
-    return Enrollment(folder.path, {u: folder.wav[u] for u in utterances}, dict(speakers), folder.utt2dur)
+        speakers[utt2spk[utt]].append(utt)
+    return dict(speakers)
 
 
 def load_trial_list(
@@ -132,7 +141,8 @@ def load_trial_list(
         are counted in ``TrialList.skipped`` and logged.
     """
     path = folder.path / "trials"
-    trials = read_trials(path)
+    # load_kaldi_folder parsed the file if there was one; read_trials says why there is none.
+    trials = folder.trials if folder.trials is not None else read_trials(path)
     if not trials:
         raise TrialListError(f"{path}: no trials")
     keep = []
@@ -429,11 +439,16 @@ def cosine_scores(enroll: np.ndarray, test: np.ndarray) -> np.ndarray:
     return np.einsum("ij,ij->i", _unit_rows(enroll), _unit_rows(test)).astype(np.float32)
 
 
-def speaker_models(enrollment: Enrollment, embeddings: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """Enrollment model per speaker: the mean of the speaker's raw (not length-normalized) embeddings."""
+def speaker_models(
+    speakers: dict[str, list[str]], embeddings: dict[str, np.ndarray]
+) -> dict[str, np.ndarray]:
+    """Model per speaker (``speaker -> utterances``): the mean of the raw (not length-normalized) embeddings.
+
+    The enrollment models, and the cohort's for score normalization.
+    """
     return {
         spk: np.mean([embeddings[utt] for utt in utts], axis=0).astype(np.float32)
-        for spk, utts in enrollment.speakers.items()
+        for spk, utts in speakers.items()
     }
 
 
@@ -553,9 +568,7 @@ def score_trials(
 
 def cohort_utterances(folder: KaldiFolder, per_speaker: int, seed: int) -> dict[str, list[str]]:
     """Up to ``per_speaker`` utterances of each speaker of a folder, drawn with ``seed``."""
-    by_speaker: dict[str, list[str]] = defaultdict(list)
-    for utt in folder.utterances:
-        by_speaker[folder.utt2spk[utt]].append(utt)
+    by_speaker = _by_speaker(folder.utterances, folder.utt2spk)
     rng = np.random.default_rng(seed)
     chosen = {}
     for spk in sorted(by_speaker):
@@ -587,9 +600,17 @@ EVAL_DEFAULTS = {
 }
 
 
+EVAL_SUBFOLDER = "eval"  # the default eval_folder: <output_folder>/eval
+
+
+def evaluation_folder(hparams: dict) -> Path:
+    """Where a run's evaluation goes: ``eval_folder``, else ``<output_folder>/eval``."""
+    return Path(hparams.get("eval_folder") or Path(hparams["output_folder"]) / EVAL_SUBFOLDER)
+
+
 def _option(hparams: dict, key: str):
-    value = hparams.get(key, EVAL_DEFAULTS[key])
-    return EVAL_DEFAULTS[key] if value is None and key != "eval_score_norm" else value
+    value = hparams.get(key)
+    return EVAL_DEFAULTS[key] if value is None else value
 
 
 def load_exported_model(hparams: dict, model_folder=None) -> Path:
@@ -648,7 +669,7 @@ def evaluate_system(hparams: dict, run_opts: dict | None = None, write_report: b
     system = hparams["system"]
     data_folder = hparams["data_folder"]
     overrides = hparams.get("folder_overrides") or {}
-    eval_folder = Path(hparams.get("eval_folder") or Path(hparams["output_folder"]) / "eval")
+    eval_folder = evaluation_folder(hparams)
     score_norm = _option(hparams, "eval_score_norm")
     if score_norm not in SCORE_NORMS:
         raise ValueError(f"eval_score_norm: unknown {score_norm!r}; choose from {list(SCORE_NORMS)}")
@@ -686,7 +707,7 @@ def evaluate_system(hparams: dict, run_opts: dict | None = None, write_report: b
             enrollment.utt2dur,
             desc=f"{system} {part} enroll",
         )
-        models[part] = speaker_models(enrollment, embeddings)
+        models[part] = speaker_models(enrollment.speakers, embeddings)
 
     cohort = None
     if score_norm:
@@ -699,7 +720,7 @@ def evaluate_system(hparams: dict, run_opts: dict | None = None, write_report: b
         embeddings = extractor.embed(
             wav, cache_root / f"cohort-{train.path.name}", train.utt2dur, desc="cohort"
         )
-        cohort = np.stack([np.mean([embeddings[u] for u in utts], axis=0) for utts in chosen.values()])
+        cohort = np.stack(list(speaker_models(chosen, embeddings).values()))
 
     results = SystemResults(
         system=system,
@@ -731,7 +752,5 @@ def evaluate_system(hparams: dict, run_opts: dict | None = None, write_report: b
         results.metrics[name] = metrics
         logger.info("%s %s: EER %.2f %% (%d trials)", system, name, metrics["eer"], len(trials))
     if write_report:
-        from .report import write_system_report
-
         write_system_report(results, eval_folder, det_plot=bool(_option(hparams, "eval_det_plot")))
     return results

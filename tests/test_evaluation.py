@@ -178,7 +178,7 @@ def test_speaker_model_is_the_mean_of_raw_embeddings():
         speakers = {"a": ["a1", "a2"], "b": ["b1"]}
 
     embeddings = {"a1": np.array([2.0, 0.0]), "a2": np.array([0.0, 4.0]), "b1": np.array([1.0, 1.0])}
-    models = speaker_models(Enroll, embeddings)
+    models = speaker_models(Enroll.speakers, embeddings)
     np.testing.assert_allclose(models["a"], [1.0, 2.0])  # not the mean of unit vectors ([0.5, 0.5])
     assert cosine_scores(models["a"][None], np.array([[1.0, 2.0]]))[0] == pytest.approx(1.0)
 

@@ -41,14 +41,13 @@ from __future__ import annotations
 import argparse
 import logging
 import shutil
-from collections import defaultdict
 from pathlib import Path
 
 from tqdm import tqdm
 
 from segreconcat_aug.alignment import AlignmentWriter, UtteranceAlignment, completed_ids
 from segreconcat_aug.audio import read_audio
-from segreconcat_aug.kaldi import load_kaldi_folder
+from segreconcat_aug.kaldi import group_by_speaker, load_kaldi_folder
 from segreconcat_aug.mcadams import McAdamsAnonymizer, SourceFolder, anonymize_folder, read_source
 
 logger = logging.getLogger("build_demo_corpus")
@@ -71,9 +70,7 @@ def training_source(source: Path) -> SourceFolder:
 
 def evaluation_split(folder: SourceFolder, enroll: int, per_part: int = 5) -> dict:
     """Per part (dev, test): enrollment ids and trial ids by gender (see the module doc)."""
-    by_speaker = defaultdict(list)
-    for utt in sorted(folder.wav):
-        by_speaker[folder.utt2spk[utt]].append(utt)
+    by_speaker = group_by_speaker(sorted(folder.wav), folder.utt2spk)
     split = {part: {"enrolls": [], "f": [], "m": []} for part in ("dev", "test")}
     for speaker, utts in sorted(by_speaker.items()):
         if len(utts) < 2 * per_part:

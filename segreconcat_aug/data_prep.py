@@ -48,7 +48,6 @@ import hashlib
 import json
 import logging
 import os
-from collections import defaultdict
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -57,7 +56,7 @@ from tqdm import tqdm
 
 from .audio import SAMPLE_RATE
 from .augment import MODES, seeded_rng
-from .kaldi import load_kaldi_folder
+from .kaldi import group_by_speaker, load_kaldi_folder
 from .vpac import TRAIN_SET, system_folders
 
 logger = logging.getLogger(__name__)
@@ -186,12 +185,10 @@ def split_dev(
     """
     if not 0 <= dev_ratio < 1:
         raise ValueError(f"dev_ratio must be in [0, 1), got {dev_ratio}")
-    by_speaker: dict[str, list[str]] = defaultdict(list)
-    for utt in sorted(utt2spk):
-        by_speaker[utt2spk[utt]].append(utt)
     dev: set[str] = set()
     if dev_ratio == 0:
         return dev
+    by_speaker = group_by_speaker(sorted(utt2spk), utt2spk)
     for spk, utts in sorted(by_speaker.items()):
         if len(utts) < 2:
             continue

@@ -35,7 +35,6 @@ import hashlib
 import json
 import logging
 import os
-from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -45,7 +44,7 @@ from speechbrain.utils.distributed import infer_device
 from tqdm import tqdm
 
 from .audio import SAMPLE_RATE, audio_duration, read_audio
-from .kaldi import KaldiFolder, load_kaldi_folder, read_trials
+from .kaldi import KaldiFolder, group_by_speaker, load_kaldi_folder, read_trials
 from .metrics import verification_metrics
 from .report import TABLE_COLUMNS, write_system_report
 from .vpac import ENROLL_SETS, TRAIN_SET, TRIAL_SETS, system_folders
@@ -114,17 +113,9 @@ def load_enrollment(folder: KaldiFolder) -> Enrollment:
     return Enrollment(
         folder.path,
         {u: folder.wav[u] for u in utterances},
-        _by_speaker(utterances, folder.utt2spk),
+        group_by_speaker(utterances, folder.utt2spk),
         folder.utt2dur,
     )
-
-
-def _by_speaker(utterances, utt2spk: dict[str, str]) -> dict[str, list[str]]:
-    """Utterances grouped by speaker, each group in the given order."""
-    speakers: dict[str, list[str]] = defaultdict(list)
-    for utt in utterances:
-        speakers[utt2spk[utt]].append(utt)
-    return dict(speakers)
 
 
 def load_trial_list(
@@ -568,7 +559,7 @@ def score_trials(
 
 def cohort_utterances(folder: KaldiFolder, per_speaker: int, seed: int) -> dict[str, list[str]]:
     """Up to ``per_speaker`` utterances of each speaker of a folder, drawn with ``seed``."""
-    by_speaker = _by_speaker(folder.utterances, folder.utt2spk)
+    by_speaker = group_by_speaker(folder.utterances, folder.utt2spk)
     rng = np.random.default_rng(seed)
     chosen = {}
     for spk in sorted(by_speaker):

@@ -218,6 +218,18 @@ def load_kaldi_folder(
     return folder
 
 
+def group_by_speaker(utterances, utt2spk: dict[str, str]) -> dict[str, list[str]]:
+    """``spk2utt`` of the given utterances, each speaker's list in the order given.
+
+    >>> group_by_speaker(["u2", "u1", "v1"], {"u1": "a", "u2": "a", "v1": "b"})
+    {'a': ['u2', 'u1'], 'b': ['v1']}
+    """
+    speakers: dict[str, list[str]] = {}
+    for utt in utterances:
+        speakers.setdefault(utt2spk[utt], []).append(utt)
+    return speakers
+
+
 def write_kaldi_map(path, mapping: dict, *, sort: bool = True) -> None:
     """Write ``<key> <value>`` lines (values joined by spaces when lists)."""
     keys = sorted(mapping) if sort else list(mapping)

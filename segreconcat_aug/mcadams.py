@@ -43,7 +43,6 @@ import logging
 import os
 import re
 import tempfile
-from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -53,7 +52,14 @@ import soundfile
 
 from .audio import SAMPLE_RATE, AudioReadError, audio_duration, read_audio, write_audio
 from .augment import seeded_rng
-from .kaldi import load_kaldi_folder, read_id_list, read_kaldi_map, read_trials, write_kaldi_map
+from .kaldi import (
+    group_by_speaker,
+    load_kaldi_folder,
+    read_id_list,
+    read_kaldi_map,
+    read_trials,
+    write_kaldi_map,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -499,9 +505,7 @@ def anonymize_folder(
         wav_scp[utt] = Path(relative).as_posix()
         utt2dur[utt] = f"{audio_duration(target):.4f}"
     utt2spk = {utt: source.utt2spk[utt] for utt in utts}
-    spk2utt = defaultdict(list)
-    for utt in sorted(utt2spk):
-        spk2utt[utt2spk[utt]].append(utt)
+    spk2utt = group_by_speaker(sorted(utt2spk), utt2spk)
     write_kaldi_map(output / "wav.scp", wav_scp)
     write_kaldi_map(output / "utt2spk", utt2spk)
     write_kaldi_map(output / "spk2utt", spk2utt)

@@ -199,6 +199,22 @@ def audio_duration(source) -> float:
     return info.frames / info.samplerate
 
 
-def write_audio(path, audio, sample_rate: int = SAMPLE_RATE, subtype: str | None = None) -> None:
-    """Write a mono waveform; the format follows the file extension."""
-    soundfile.write(str(path), np.asarray(audio, dtype=np.float32), sample_rate, subtype=subtype)
+def write_audio(
+    path,
+    audio,
+    sample_rate: int = SAMPLE_RATE,
+    subtype: str | None = None,
+    compression_level: float | None = None,
+) -> None:
+    """Write a mono waveform; the format follows the file extension.
+
+    ``compression_level``: libsndfile's 0 (best quality) .. 1 (smallest) for FLAC and Ogg;
+    the codec's default if None.
+    """
+    soundfile.write(
+        str(path),
+        np.asarray(audio, dtype=np.float32),
+        sample_rate,
+        subtype=subtype,
+        compression_level=compression_level,
+    )

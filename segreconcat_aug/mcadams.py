@@ -48,7 +48,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
-import soundfile
 
 from .audio import SAMPLE_RATE, AudioReadError, audio_duration, read_audio, write_audio
 from .augment import seeded_rng
@@ -301,7 +300,6 @@ class McAdamsAnonymizer:
 
 AUDIO_EXTENSIONS = (".wav", ".flac", ".ogg")
 AUDIO_FORMATS = {"wav": ("wav", "PCM_16"), "flac": ("flac", "PCM_16"), "ogg": ("ogg", "VORBIS")}
-COPIED_LISTS = ("text", "spk2gender", "enrolls", "trials")
 _LIBRI_TRANS = re.compile(r"^(\S+)\s+(.*)$")
 
 
@@ -413,10 +411,7 @@ def _atomic_write_audio(
     handle, temp = tempfile.mkstemp(dir=target.parent, prefix=".partial-", suffix=target.suffix)
     os.close(handle)
     try:
-        if compression_level is None:
-            write_audio(temp, audio, sample_rate, subtype=subtype)
-        else:
-            soundfile.write(temp, audio, sample_rate, subtype=subtype, compression_level=compression_level)
+        write_audio(temp, audio, sample_rate, subtype=subtype, compression_level=compression_level)
         os.replace(temp, target)
     finally:
         if os.path.exists(temp):

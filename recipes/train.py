@@ -30,7 +30,7 @@ import speechbrain as sb
 import torch
 from hyperpyyaml import load_hyperpyyaml, resolve_references
 from speechbrain.utils.checkpoints import register_checkpoint_hooks
-from speechbrain.utils.distributed import if_main_process, run_on_main
+from speechbrain.utils.distributed import ddp_all_reduce, ddp_broadcast, if_main_process, run_on_main
 from speechbrain.utils.epoch_loop import EpochCounterWithStopper
 
 from segreconcat_aug.alignment import load_alignments
@@ -50,28 +50,6 @@ register_checkpoint_hooks(EpochCounterWithStopper)
 EXPORT_MODEL = "embedding_model.ckpt"
 EXPORT_HPARAMS = "hyperparams.yaml"
 EPOCHS_LOG = "epochs.jsonl"  # one JSON line per finished epoch, exact values (train_log.txt rounds)
-
-
-def _distributed() -> bool:
-    return torch.distributed.is_available() and torch.distributed.is_initialized()
-
-
-def _sum_over_processes(values: list[float], device) -> list[float]:
-    """Element-wise sum over DDP processes (identity without DDP)."""
-    if not _distributed():
-        return list(values)
-    tensor = torch.tensor(values, dtype=torch.float64, device=device)
-    torch.distributed.all_reduce(tensor)
-    return tensor.tolist()
-
-
-def _from_main_process(value):
-    """Rank 0's value on every process, so every rank takes the same early-stopping decision."""
-    if not _distributed():
-        return value
-    box = [value]
-    torch.distributed.broadcast_object_list(box, src=0)
-    return box[0]
 
 
 class SpeakerBrain(sb.core.Brain):
@@ -140,7 +118,7 @@ class SpeakerBrain(sb.core.Brain):
             return
         if stage != sb.Stage.VALID:
             return
-        loss = float(_from_main_process(stage_loss))
+        loss = float(ddp_broadcast(stage_loss))  # rank 0's: every rank takes the same stopping decision
         valid_stats = {"loss": loss, "error_rate": float(self.error_metrics.summarize("average"))}
         lr = self.optimizer.param_groups[0]["lr"]
         # update_metric first: the counter (a recoverable) is saved with its new patience state.
@@ -165,8 +143,9 @@ class SpeakerBrain(sb.core.Brain):
     def _end_train_epoch(self, stage_loss, epoch):
         elapsed = max(time.time() - self.stage_started, 1e-9)
         augmenter = self.train_audio.augmenter
-        counts = [augmenter.counts()[key] for key in COUNT_KEYS] if augmenter is not None else []
-        totals = _sum_over_processes([self.samples_seen, *counts], self.device)
+        counts = list(augmenter.counts().values()) if augmenter is not None else []  # COUNT_KEYS order
+        totals = torch.tensor([self.samples_seen, *counts], dtype=torch.float64, device=self.device)
+        totals = ddp_all_reduce(totals, torch.distributed.ReduceOp.SUM).tolist()  # summed over processes
         self.train_stats = {
             "loss": float(stage_loss),
             "samples": int(totals[0]),
@@ -213,14 +192,18 @@ def build_augmenter(hparams) -> SegReConcat | None:
     )
 
 
-def manifest_column(path, column: str) -> list[str]:
-    """One column of a manifest (in file order)."""
+def manifest_columns(path, *columns: str) -> list[list[str]]:
+    """Columns of a manifest (in file order), in one pass over the file."""
     with open(path, newline="", encoding="utf-8") as handle:
-        return [row[column] for row in csv.DictReader(handle)]
+        rows = [[row[column] for column in columns] for row in csv.DictReader(handle)]
+    return [list(values) for values in zip(*rows)] if rows else [[] for _ in columns]
 
 
-def dataio_prep(hparams, train_audio: TrainAudioPipeline):
-    """Datasets (train: read -> SegReConcat -> crop; dev: fixed chunks) and the speaker encoder."""
+def dataio_prep(hparams, train_audio: TrainAudioPipeline, speakers: list[str] | None = None):
+    """Datasets (train: read -> SegReConcat -> crop; dev: fixed chunks) and the speaker encoder.
+
+    ``speakers``: the sorted training speakers, when the caller has read them already.
+    """
     train_data = sb.dataio.dataset.DynamicItemDataset.from_csv(hparams["train_annotation"])
     valid_data = sb.dataio.dataset.DynamicItemDataset.from_csv(hparams["valid_annotation"])
     if len(valid_data) == 0:
@@ -241,7 +224,9 @@ def dataio_prep(hparams, train_audio: TrainAudioPipeline):
     sb.dataio.dataset.add_dynamic_item([train_data, valid_data], label_pipeline)
     sb.dataio.dataset.set_output_keys([train_data, valid_data], ["id", "sig", "spk_id_encoded"])
 
-    speakers = sorted(set(manifest_column(hparams["train_annotation"], "spk_id")))
+    if speakers is None:
+        (spk_ids,) = manifest_columns(hparams["train_annotation"], "spk_id")
+        speakers = sorted(set(spk_ids))
     os.makedirs(hparams["save_folder"], exist_ok=True)
     encoder_file = os.path.join(hparams["save_folder"], "label_encoder.txt")
     label_encoder.load_or_create(path=encoder_file, from_iterables=[speakers])
@@ -316,7 +301,11 @@ def main(argv=None) -> SpeakerBrain:
         )
     # The classifier's size is the number of training speakers: rebuild the model when the
     # YAML's n_speakers (921, train-clean-360) does not match the manifest.
-    n_speakers = len(set(manifest_column(hparams["train_annotation"], "spk_id")))
+    spk_ids, utt_ids = manifest_columns(
+        hparams["train_annotation"], "spk_id", "utt_id"
+    )  # ~1 M rows: one read
+    speakers = sorted(set(spk_ids))
+    n_speakers = len(speakers)
     overrides = _overrides_with(overrides, n_speakers=n_speakers)
     if n_speakers != hparams["n_speakers"]:
         logger.info("n_speakers set to %d (training speakers in the manifest)", n_speakers)
@@ -329,7 +318,7 @@ def main(argv=None) -> SpeakerBrain:
         sample_rate=hparams["sample_rate"],
         seed=hparams["seed"],
     )
-    train_data, valid_data, _ = dataio_prep(hparams, train_audio)
+    train_data, valid_data, _ = dataio_prep(hparams, train_audio, speakers)
     loader_opts = hparams["train_dataloader_opts"]
     processes = int(os.environ.get("WORLD_SIZE", 1))
     if loader_opts.get("drop_last") and len(train_data) // processes < loader_opts["batch_size"]:
@@ -339,7 +328,7 @@ def main(argv=None) -> SpeakerBrain:
         )
     if augmenter is not None:
         # Before any training: a missing alignment (or AR/SR order) stops here under the default policy.
-        augmenter.check_coverage(sorted(set(manifest_column(hparams["train_annotation"], "utt_id"))))
+        augmenter.check_coverage(sorted(set(utt_ids)))
 
     brain = SpeakerBrain(
         modules=hparams["modules"],

@@ -50,7 +50,7 @@ import numpy as np
 import torch
 
 from .alignment import AlignmentIndex
-from .segments import SEGMENT_POLICIES, Segments, word_segments
+from .segments import Segments, check_segment_policy, word_segments
 from .strategies import get_strategy, is_order_of
 
 logger = logging.getLogger(__name__)
@@ -364,8 +364,7 @@ class SegReConcat:
     ):
         if mode not in MODES:
             raise ValueError(f"unknown mode {mode!r}; choose from {MODES}")
-        if segment_policy not in SEGMENT_POLICIES:
-            raise ValueError(f"unknown segment policy {segment_policy!r}; choose from {SEGMENT_POLICIES}")
+        check_segment_policy(segment_policy)
         if missing_alignment not in MISSING_POLICIES:
             raise ValueError(
                 f"unknown missing_alignment policy {missing_alignment!r}; choose from {MISSING_POLICIES}"

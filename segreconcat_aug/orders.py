@@ -45,7 +45,7 @@ from pathlib import Path
 import numpy as np
 
 from .alignment import AlignmentIndex, RepeatedIds, cache_files, iter_jsonl
-from .segments import SEGMENT_POLICIES, word_segments
+from .segments import check_segment_policy, word_segments
 from .strategies import is_order_of
 
 logger = logging.getLogger(__name__)
@@ -98,8 +98,7 @@ def order_key(
     >>> order_key("u", alignments=a, **key) == order_key("u", alignments=b, **key)
     False
     """
-    if segment_policy not in SEGMENT_POLICIES:
-        raise ValueError(f"unknown segment policy {segment_policy!r}; choose from {SEGMENT_POLICIES}")
+    check_segment_policy(segment_policy)
     starts, ends = alignments.spans(utt_id)
     payload = {
         "strategy": strategy,
@@ -337,8 +336,7 @@ class OrderComputer:
         self.strategy = get_strategy(strategy)
         if not self.strategy.precomputed:
             raise ValueError(f"strategy {strategy!r} draws a fresh order each epoch; nothing to precompute")
-        if segment_policy not in SEGMENT_POLICIES:
-            raise ValueError(f"unknown segment policy {segment_policy!r}; choose from {SEGMENT_POLICIES}")
+        check_segment_policy(segment_policy)
         self.options = json.loads(_canonical(options))
         accepted = _option_names(self.strategy.fn)
         unknown = sorted(set(self.options) - accepted)

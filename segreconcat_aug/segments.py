@@ -51,6 +51,13 @@ class Segments(NamedTuple):
         return self.spans[:, 1] - self.spans[:, 0]
 
 
+def check_segment_policy(policy: str) -> str:
+    """``policy`` if it is one of :data:`SEGMENT_POLICIES`, else a ValueError listing them."""
+    if policy not in SEGMENT_POLICIES:
+        raise ValueError(f"unknown segment policy {policy!r}; choose from {SEGMENT_POLICIES}")
+    return policy
+
+
 def word_segments(
     starts: np.ndarray,
     ends: np.ndarray,
@@ -80,8 +87,7 @@ def word_segments(
         Empty spans are dropped. With ``cover`` and no words, the whole
         utterance is one segment.
     """
-    if policy not in SEGMENT_POLICIES:
-        raise ValueError(f"unknown segment policy {policy!r}; choose from {SEGMENT_POLICIES}")
+    check_segment_policy(policy)
     spans, leading = _spans(
         np.asarray(starts, dtype=np.float64),
         np.asarray(ends, dtype=np.float64),

@@ -37,9 +37,8 @@ import numpy as np  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
-from vpac_fixture import FIXTURES  # noqa: E402
+from vpac_fixture import FIXTURES, fixture_audio  # noqa: E402
 
-from segreconcat_aug.audio import read_audio  # noqa: E402
 from segreconcat_aug.dtw import pairwise_dtw  # noqa: E402
 from segreconcat_aug.kaldi import read_kaldi_map  # noqa: E402
 from segreconcat_aug.segments import word_segments  # noqa: E402
@@ -112,7 +111,7 @@ def part_orders(args) -> None:
     clock = time.process_time
     totals = [0.0, 0.0]
     for utt, text in sorted(texts.items()):
-        audio = read_audio(FIXTURES / f"{utt}.flac")
+        audio = fixture_audio(utt)
         words = text.split()
         step = len(audio) / 16000 / len(words)
         starts = step * np.arange(len(words))

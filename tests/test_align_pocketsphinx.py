@@ -2,8 +2,7 @@
 
 import numpy as np
 import pytest
-import soundfile
-from vpac_fixture import FIXTURES
+from vpac_fixture import FIXTURES, fixture_audio
 
 from segreconcat_aug.aligners import AlignmentFailed, make_aligner
 from segreconcat_aug.aligners.pocketsphinx import PocketsphinxAligner, normalize_transcript
@@ -13,21 +12,15 @@ TEXTS = read_kaldi_map(FIXTURES / "text")
 NARROW = {"beam": 1e-1, "wbeam": 1e-1, "pbeam": 1e-1}  # too narrow to reach the end of the grammar
 
 
-def _audio(utt):
-    audio, rate = soundfile.read(FIXTURES / f"{utt}.flac", dtype="float32")
-    assert rate == 16000
-    return audio
-
-
 @pytest.fixture(scope="module")
 def aligner():
     return PocketsphinxAligner()
 
 
-def test_every_transcript_word_aligned_in_order_inside_the_audio(aligner):
+def test_every_transcript_word_aligned_in_order_inside_thefixture_audio(aligner):
     assert len(TEXTS) >= 10
     for utt, text in TEXTS.items():
-        audio = _audio(utt)
+        audio = fixture_audio(utt)
         duration = len(audio) / 16000
         words = aligner.align(audio, text)
         assert [w.word for w in words] == normalize_transcript(text), utt
@@ -44,7 +37,7 @@ def test_every_transcript_word_aligned_in_order_inside_the_audio(aligner):
 
 def test_oov_skip_drops_and_counts():
     skipping = PocketsphinxAligner(oov="skip")
-    words = skipping.align(_audio("19-198-0000"), TEXTS["19-198-0000"])  # NORTHANGER ABBEY
+    words = skipping.align(fixture_audio("19-198-0000"), TEXTS["19-198-0000"])  # NORTHANGER ABBEY
     assert [w.word for w in words] == ["abbey"]
     assert skipping.stats["oov_skipped"] == 1
 
@@ -52,15 +45,17 @@ def test_oov_skip_drops_and_counts():
 def test_wide_beam_retry_rescues_a_failed_alignment():
     text = TEXTS["26-495-0007"]
     retrying = PocketsphinxAligner(decoder_options=NARROW)
-    words = retrying.align(_audio("26-495-0007"), text)
+    words = retrying.align(fixture_audio("26-495-0007"), text)
     assert [w.word for w in words] == normalize_transcript(text)
     assert retrying.stats["retried_wide_beam"] == 1
     with pytest.raises(AlignmentFailed, match="could not align"):
-        PocketsphinxAligner(decoder_options=NARROW, wide_beam_retry=False).align(_audio("26-495-0007"), text)
+        PocketsphinxAligner(decoder_options=NARROW, wide_beam_retry=False).align(
+            fixture_audio("26-495-0007"), text
+        )
 
 
 def test_missing_transcript_fails_or_is_recognized(aligner):
-    audio = _audio("26-495-0007")
+    audio = fixture_audio("26-495-0007")
     with pytest.raises(AlignmentFailed, match="no transcript"):
         aligner.align(audio, None)
     recognizer = make_aligner("pocketsphinx", recognize_without_transcript=True)
@@ -71,7 +66,7 @@ def test_missing_transcript_fails_or_is_recognized(aligner):
 
 def test_batch_keeps_going_past_a_failure(aligner):
     results = aligner.align_batch(
-        [np.zeros(0, np.float32), _audio("26-495-0007")], [TEXTS["26-495-0007"], TEXTS["26-495-0007"]]
+        [np.zeros(0, np.float32), fixture_audio("26-495-0007")], [TEXTS["26-495-0007"], TEXTS["26-495-0007"]]
     )
     assert isinstance(results[0], AlignmentFailed) and "empty" in str(results[0])
     assert len(results[1]) == len(normalize_transcript(TEXTS["26-495-0007"]))

@@ -6,9 +6,8 @@ the long-form path, which run the same transformers code as openai/whisper-mediu
 
 import numpy as np
 import pytest
-import soundfile
 import torch
-from vpac_fixture import FIXTURES
+from vpac_fixture import fixture_audio
 
 from segreconcat_aug.aligners import AlignmentFailed
 from segreconcat_aug.aligners.whisper import WhisperAligner, tokens_to_words
@@ -26,12 +25,6 @@ from segreconcat_aug.whisper import (
 UTTS = ("19-198-0001", "26-495-0007", "1998-15444-0001")
 
 
-def _audio(utt):
-    audio, rate = soundfile.read(FIXTURES / f"{utt}.flac", dtype="float32")
-    assert rate == 16000
-    return audio
-
-
 @pytest.fixture(scope="module")
 def aligner():
     return WhisperAligner(bundle=tiny_whisper(), batch_size=4, max_new_tokens=16)
@@ -39,7 +32,7 @@ def aligner():
 
 @pytest.fixture(scope="module")
 def singles(aligner):
-    return {utt: aligner.align(_audio(utt)) for utt in UTTS}
+    return {utt: aligner.align(fixture_audio(utt)) for utt in UTTS}
 
 
 def _check_words(words, duration):
@@ -51,7 +44,7 @@ def _check_words(words, duration):
 
 
 def test_batch_structure_order_bounds_and_equal_to_single(aligner, singles):
-    audios = [_audio(utt) for utt in UTTS]
+    audios = [fixture_audio(utt) for utt in UTTS]
     batch = aligner.align_batch(audios)
     assert len(batch) == len(UTTS)
     for utt, audio, words in zip(UTTS, audios, batch):
@@ -65,11 +58,16 @@ def test_batch_structure_order_bounds_and_equal_to_single(aligner, singles):
 
 def test_over_30_seconds_in_a_batch_with_a_short_one(aligner, singles):
     long = np.concatenate(
-        [_audio("19-198-0001"), _audio("19-198-0002"), _audio("1998-15444-0001"), _audio("26-495-0007")]
+        [
+            fixture_audio("19-198-0001"),
+            fixture_audio("19-198-0002"),
+            fixture_audio("1998-15444-0001"),
+            fixture_audio("26-495-0007"),
+        ]
     )
     duration = len(long) / 16000
     assert duration > 30
-    short, words = aligner.align_batch([_audio("26-495-0007"), long])
+    short, words = aligner.align_batch([fixture_audio("26-495-0007"), long])
     _check_words(words, duration)
     assert words[-1].end > 30.0  # the second window was decoded, times offset by the window
     assert aligner.stats["long_form_batches"] >= 1
@@ -77,7 +75,7 @@ def test_over_30_seconds_in_a_batch_with_a_short_one(aligner, singles):
 
 
 def test_empty_audio_fails_alone(aligner, singles):
-    results = aligner.align_batch([np.zeros(0, np.float32), _audio("26-495-0007")])
+    results = aligner.align_batch([np.zeros(0, np.float32), fixture_audio("26-495-0007")])
     assert isinstance(results[0], AlignmentFailed) and "empty" in str(results[0])
     assert [w.word for w in results[1]] == [w.word for w in singles["26-495-0007"]]
 
@@ -99,7 +97,7 @@ def test_tokens_to_words_spaces_specials_and_times():
 
 def test_encoder_features_frames_and_windows():
     bundle = tiny_whisper()
-    long = np.concatenate([_audio("19-198-0001")] * 3)  # 35.3 s: two windows
+    long = np.concatenate([fixture_audio("19-198-0001")] * 3)  # 35.3 s: two windows
     short = long[: 30 * 16000]
     features_long, features_short = encoder_features(bundle, [long, short], batch_size=2)
     assert features_long.shape == (n_frames(len(long)), bundle.hidden_size)
@@ -126,7 +124,7 @@ def test_reduced_precision_path_runs_end_to_end():
     # bfloat16 runs on the CPU too: it exercises the dtype casts used with float16 on GPUs.
     bf16 = WhisperAligner(bundle=tiny_whisper(dtype=torch.bfloat16), max_new_tokens=8)
     assert next(bf16.bundle.model.parameters()).dtype == torch.bfloat16
-    audio = _audio("26-495-0007")
+    audio = fixture_audio("26-495-0007")
     _check_words(bf16.align(audio), len(audio) / 16000)
     assert encoder_features(bf16.bundle, [audio])[0].dtype == np.float32
 
@@ -137,7 +135,7 @@ def test_load_whisper_from_a_local_checkpoint(tmp_path, singles):
         part.save_pretrained(tmp_path)
     loaded = load_whisper(str(tmp_path), device="cpu", local_files_only=True)
     assert loaded.dtype == torch.float32 and loaded.model.config._attn_implementation == "eager"
-    words = WhisperAligner(bundle=loaded, max_new_tokens=16).align(_audio("26-495-0007"))
+    words = WhisperAligner(bundle=loaded, max_new_tokens=16).align(fixture_audio("26-495-0007"))
     assert words == singles["26-495-0007"]
     features_only = load_whisper(str(tmp_path), device="cpu", local_files_only=True, word_timestamps=False)
     assert features_only.model.config._attn_implementation == "sdpa"

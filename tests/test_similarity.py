@@ -3,9 +3,8 @@
 import librosa
 import numpy as np
 import pytest
-from vpac_fixture import FIXTURES
+from vpac_fixture import FIXTURES, fixture_audio
 
-from segreconcat_aug.audio import read_audio
 from segreconcat_aug.kaldi import read_kaldi_map
 from segreconcat_aug.segments import Segments, word_segments
 from segreconcat_aug.similarity import (
@@ -112,7 +111,7 @@ def test_cosine_similarity_and_pooling():
 
 def fixture_segments(utt, lead=0.0, max_words=None, policy="cover"):
     """Real audio with uniform word times (optionally shifted by a lead-in)."""
-    audio = read_audio(FIXTURES / f"{utt}.flac")
+    audio = fixture_audio(utt)
     words = read_kaldi_map(FIXTURES / "text")[utt].split()[:max_words]
     duration = len(audio) / 16000
     span = (duration - lead) / len(words) if max_words is None else 0.3
@@ -258,7 +257,7 @@ def test_semantic_order_on_a_long_utterance_with_a_tiny_whisper():
     bundle = tiny_whisper()
     # Over 30 s of real speech: the encoder runs on two windows, frames are concatenated.
     utts = ["19-198-0001", "19-198-0002", "27-123349-0009", "26-495-0019", "26-495-0020"]
-    audio = np.concatenate([read_audio(FIXTURES / f"{utt}.flac") for utt in utts])
+    audio = np.concatenate([fixture_audio(utt) for utt in utts])
     assert len(audio) > 480000
     words = 0.4 * np.arange(int(len(audio) / 16000 / 0.4))
     segments = word_segments(words + 0.05, words + 0.35, len(audio), 16000, "cover")

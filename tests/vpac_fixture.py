@@ -28,6 +28,13 @@ TRAIN_SPEAKERS = ("19", "26", "27", "1998", "3331", "2414", "3005")
 EVAL_SPEAKERS = {"f": ("1998", "3331"), "m": ("2414", "3005")}
 
 
+def fixture_audio(utt: str) -> np.ndarray:
+    """A LibriSpeech fixture utterance as float32 mono at 16 kHz (read_audio checks the rate)."""
+    from segreconcat_aug.audio import read_audio
+
+    return read_audio(FIXTURES / f"{utt}.flac")
+
+
 def fixture_utterances() -> dict[str, Path]:
     """Utterance id -> flac path of every LibriSpeech fixture."""
     return {path.stem: path for path in sorted(FIXTURES.glob("*.flac"))}

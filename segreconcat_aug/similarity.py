@@ -167,8 +167,12 @@ def similarity_order(similarity: np.ndarray, start: str | int = "first") -> np.n
     return greedy_chain(similarity, int(start))
 
 
+def _utterance_name(utt_id: str | None) -> str:
+    return repr(utt_id) if utt_id else "(unnamed)"
+
+
 def _check_audio(audio: np.ndarray, segments: Segments, utt_id: str | None) -> np.ndarray:
-    name = repr(utt_id) if utt_id else "(unnamed)"
+    name = _utterance_name(utt_id)
     if audio is None:
         raise SimilarityInputError(f"utterance {name}: no audio given")
     audio = np.asarray(audio)
@@ -363,7 +367,7 @@ def semantic_order(
     from .whisper import FRAME_SECONDS, SAMPLE_RATE, encoder_features
 
     audio = _check_audio(audio, segments, utt_id)
-    name = repr(utt_id) if utt_id else "(unnamed)"
+    name = _utterance_name(utt_id)
     if len(segments) < 2:
         return np.arange(len(segments), dtype=np.int64)
     if frames is None:

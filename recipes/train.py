@@ -36,7 +36,7 @@ from speechbrain.utils.epoch_loop import EpochCounterWithStopper
 from segreconcat_aug.alignment import load_alignments
 from segreconcat_aug.augment import COUNT_KEYS, SegReConcat
 from segreconcat_aug.data_prep import DataPrepError, prepare_vpac_training
-from segreconcat_aug.options import validate_options
+from segreconcat_aug.options import validate_hparams_file
 from segreconcat_aug.pipeline import SkipFailedReads, TrainAudioPipeline, chunk_audio_pipeline
 from segreconcat_aug.strategies import get_strategy
 
@@ -316,8 +316,8 @@ def load_hparams(hparams_file, overrides):
 def main(argv=None) -> SpeakerBrain:
     hparams_file, run_opts, overrides = sb.parse_arguments(sys.argv[1:] if argv is None else list(argv))
     sb.utils.distributed.ddp_init_group(run_opts)
+    validate_hparams_file(hparams_file, overrides)  # every option value, before anything is written
     hparams = load_hparams(hparams_file, overrides)
-    validate_options(hparams)  # every option value, before anything is written
     sb.create_experiment_directory(
         experiment_directory=hparams["output_folder"], hyperparams_to_save=hparams_file, overrides=overrides
     )

@@ -32,7 +32,7 @@ def load_recipe_hparams(argv=None, *, configure_logging: bool = True):
 
     Returns ``(hparams_file, run_opts, overrides, hparams)`` as SpeechBrain's
     ``parse_arguments`` and ``load_hyperpyyaml`` give them, every option value checked
-    (:func:`segreconcat_aug.options.validate_options`); ``argv`` defaults to this
+    (:func:`segreconcat_aug.options.validate_hparams_file`, before loading); ``argv`` defaults to this
     process's arguments. Logging goes to the console at INFO unless told otherwise
     (a recipe that creates a SpeechBrain experiment folder lets that configure it).
     """
@@ -41,12 +41,12 @@ def load_recipe_hparams(argv=None, *, configure_logging: bool = True):
     import speechbrain as sb
     from hyperpyyaml import load_hyperpyyaml
 
-    from .options import validate_options
+    from .options import validate_hparams_file
 
     hparams_file, run_opts, overrides = sb.parse_arguments(sys.argv[1:] if argv is None else list(argv))
+    validate_hparams_file(hparams_file, overrides)  # every option value, before anything is written
     with open(hparams_file, encoding="utf-8") as handle:
         hparams = load_hyperpyyaml(handle, overrides)
-    validate_options(hparams)  # every option value, before the recipe writes anything
     if configure_logging:
         logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s: %(message)s")
     return hparams_file, run_opts, overrides, hparams

@@ -7,6 +7,10 @@ ONE :class:`OptionError` listing every bad value with the values allowed. A reci
 calls it right after loading its YAML, so ``--strategy=bogus`` or ``--crossfade=-0.01``
 is refused before ``train.csv``, ``dev.csv`` or any output folder exists.
 
+Recipes call :func:`validate_hparams_file` on the YAML file and its overrides BEFORE
+loading it: loading instantiates the YAML's objects, and SpeechBrain's checkpointer
+creates its folder as it is built.
+
 A new option is one line of the table.
 
 Example
@@ -206,3 +210,20 @@ def validate_options(hparams: Mapping, rules: Mapping[str, Rule] | None = None) 
         raise OptionError(f"option {problems[0]}")
     if problems:
         raise OptionError(f"{len(problems)} option values are not allowed:\n  " + "\n  ".join(problems))
+
+
+def validate_hparams_file(hparams_file, overrides=None) -> None:
+    """:func:`validate_options` on a YAML file with its overrides, without loading it.
+
+    The references are resolved (``!ref``) and the text parsed without building
+    any object (``!new:``, ``!apply:`` stay tags), so nothing is created or
+    written, not even the checkpointer's folder.
+    """
+    import ruamel.yaml
+    from hyperpyyaml import resolve_references
+
+    with open(hparams_file, encoding="utf-8") as handle:
+        text = resolve_references(handle, overrides or {}).getvalue()
+    values = ruamel.yaml.YAML(typ="rt").load(text)
+    if isinstance(values, Mapping):
+        validate_options(values)

@@ -240,10 +240,12 @@ class AudioCheckCache:
             return
         self.path.parent.mkdir(parents=True, exist_ok=True)
         text = "".join(json.dumps(entry) + "\n" for entry in self._pending)
-        with open(self.path, "a", encoding="utf-8") as handle:
-            if handle.tell() > 0:  # a line cut by a kill must not glue to the next one
-                handle.write("\n")
-            handle.write(text)
+        with open(self.path, "ab+") as handle:
+            if handle.tell() > 0:
+                handle.seek(-1, os.SEEK_END)
+                if handle.read(1) != b"\n":  # a line cut by a kill must not glue to the next one
+                    text = "\n" + text
+            handle.write(text.encode("utf-8"))
         self._pending = []
 
 

@@ -28,6 +28,7 @@ from segreconcat_aug.evaluation import EmbeddingError, EvaluationAudioError, eva
 from segreconcat_aug.jobs import ItemError, Job, JobItem, read_item_audio
 from segreconcat_aug.kaldi import read_kaldi_map, write_kaldi_map
 from segreconcat_aug.options import OPTION_RULES, OptionError, validate_options
+from segreconcat_aug.orders import OrderComputer
 from segreconcat_aug.pipeline import SkipFailedReads, TrainAudioPipeline
 
 TRAIN = Path("T8-5/data/train-clean-360_T8-5")
@@ -198,6 +199,13 @@ def test_1_aligners_and_order_jobs_count_nan_audio_as_a_failure(root, tmp_path):
             job.fail(victim, err)
     assert job.failures == {"nonfinite_audio": 1}
     assert "NaN" in (tmp_path / "out.failures.tsv").read_text()
+    # The order computation given NaN samples directly: a failure with its kind, not an order.
+    computer = OrderComputer("acoustic", load_alignments(root / "alignments" / "T8-5.jsonl"))
+    audio = read_audio(path)
+    assert np.isnan(audio).any()
+    ((utt, result),) = list(computer.compute([(victim, audio)]))
+    assert utt == victim and isinstance(result, ItemError) and result.kind == "nonfinite_audio"
+    assert "10 NaN or infinite samples" in str(result)
 
 
 # ----- 2. A truncated FLAC ---------------------------------------------------------------------------

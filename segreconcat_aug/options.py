@@ -15,7 +15,11 @@ A new option is one line of the table.
 
 Example
 -------
->>> validate_options({"mode": "concat", "crossfade": 0.005, "unknown_key": 1})
+>>> validate_options({"mode": "concat", "crossfade": 0.005, "eval_subsets": ["dev_f"], "unknown_key": 1})
+>>> validate_options({"eval_subsets": ["dev_x"]})
+Traceback (most recent call last):
+...
+segreconcat_aug.options.OptionError: option eval_subsets: ['dev_x'] is not a non-empty list, each item one of 'dev_f', 'dev_m', 'test_f', 'test_m'
 >>> validate_options({"mode": "bogus", "crossfade": -0.01})
 Traceback (most recent call last):
 ...
@@ -50,6 +54,7 @@ class Rule:
     high_open: bool = False
     integer: bool = False
     optional: bool = False
+    each: bool = False  # the value is a list, and each item must be allowed
 
     def allowed(self) -> str:
         """The allowed values, in words."""
@@ -64,11 +69,18 @@ class Rule:
             if self.high is not None:
                 bounds.append(f"{'<' if self.high_open else '<='} {self.high:g}")
             text = kind + (" " + " and ".join(bounds) if bounds else "")
+        if self.each:
+            text = f"a non-empty list, each item {text}"
         return text + (" (or null)" if self.optional else "")
 
     def accepts(self, value) -> bool:
         if value is None:
             return self.optional
+        if self.each:
+            if isinstance(value, (str, bytes)) or not isinstance(value, (list, tuple)) or not value:
+                return False
+            item = Rule(self.choices, self.low, self.high, self.low_open, self.high_open, self.integer)
+            return all(item.accepts(element) for element in value)
         if self.choices is not None:
             choices = self.choices() if callable(self.choices) else self.choices
             # bool is an int in Python: True must not pass for 1 (nor 1 for True).
@@ -88,8 +100,8 @@ class Rule:
         return True
 
 
-def one_of(*choices, optional: bool = False) -> Rule:
-    return Rule(choices=tuple(choices), optional=optional)
+def one_of(*choices, optional: bool = False, each: bool = False) -> Rule:
+    return Rule(choices=tuple(choices), optional=optional, each=each)
 
 
 def number(*, ge=None, gt=None, le=None, lt=None, integer: bool = False, optional: bool = False) -> Rule:
@@ -168,6 +180,8 @@ OPTION_RULES: dict[str, Rule] = {
     "skip_prep": FLAG,
     "evaluate_after_training": FLAG,
     # Evaluation (segreconcat_aug.evaluation)
+    "eval_subsets": one_of("dev_f", "dev_m", "test_f", "test_m", each=True),
+    "eval_p_targets": Rule(low=0, high=1, low_open=True, high_open=True, each=True),
     "eval_normalize_wave": FLAG,
     "eval_score_norm": one_of("s-norm", "as-norm", optional=True),
     "eval_batch_size": number(ge=1, integer=True),

@@ -36,7 +36,8 @@ from speechbrain.utils.epoch_loop import EpochCounterWithStopper
 from segreconcat_aug.alignment import load_alignments
 from segreconcat_aug.augment import COUNT_KEYS, SegReConcat
 from segreconcat_aug.data_prep import DataPrepError, prepare_vpac_training
-from segreconcat_aug.pipeline import TrainAudioPipeline, chunk_audio_pipeline
+from segreconcat_aug.options import validate_hparams_file
+from segreconcat_aug.pipeline import SkipFailedReads, TrainAudioPipeline, chunk_audio_pipeline
 from segreconcat_aug.strategies import get_strategy
 
 logger = logging.getLogger(__name__)
@@ -63,6 +64,8 @@ class SpeakerBrain(sb.core.Brain):
         super().__init__(*args, **kwargs)
         self.train_audio = train_audio
         self.samples_seen = 0
+        self.failed_reads = 0
+        self.resumed_at_batch = 0
         self.stage_started = time.time()
         self.train_stats: dict = {}
 
@@ -84,6 +87,7 @@ class SpeakerBrain(sb.core.Brain):
         feats = self.modules.mean_var_norm(feats, lens)
         if stage == sb.Stage.TRAIN:
             self.samples_seen += wavs.shape[0]
+            self.failed_reads += getattr(batch, "failed_reads", 0)  # rows whose audio read failed
             if self.hparams.specaug:
                 feats, lens = self.hparams.spec_augment(feats, lens)
         embeddings = self.modules.embedding_model(feats, lens)
@@ -108,6 +112,10 @@ class SpeakerBrain(sb.core.Brain):
         if stage == sb.Stage.TRAIN:
             self.train_audio.set_epoch(epoch)
             self.samples_seen = 0
+            self.failed_reads = 0
+            # A run resumed from a mid-epoch checkpoint starts after the batches already done:
+            # this process sees (and counts) only the rest of the epoch.
+            self.resumed_at_batch = int(self.step)
             self.stage_started = time.time()
         else:
             self.error_metrics = self.hparams.error_stats()
@@ -144,21 +152,50 @@ class SpeakerBrain(sb.core.Brain):
         elapsed = max(time.time() - self.stage_started, 1e-9)
         augmenter = self.train_audio.augmenter
         counts = list(augmenter.counts().values()) if augmenter is not None else []  # COUNT_KEYS order
-        totals = torch.tensor([self.samples_seen, *counts], dtype=torch.float64, device=self.device)
+        totals = [self.samples_seen, self.failed_reads, *counts]
+        totals = torch.tensor(totals, dtype=torch.float64, device=self.device)
         totals = ddp_all_reduce(totals, torch.distributed.ReduceOp.SUM).tolist()  # summed over processes
         self.train_stats = {
             "loss": float(stage_loss),
             "samples": int(totals[0]),
             "samples_per_s": totals[0] / elapsed,
+            "failed_reads": int(totals[1]),
         }
+        if self.resumed_at_batch:
+            # Samples, counts and rate cover the resumed part only; the loss is SpeechBrain's running
+            # average, recovered with the step, so it covers the whole epoch.
+            self.train_stats["covers"] = f"resumed part: batches after {self.resumed_at_batch}"
+            self.train_stats["resumed_at_batch"] = self.resumed_at_batch
         logger.info("Epoch %s: %.1f training samples/s (all processes)", epoch, totals[0] / elapsed)
+        if totals[1]:
+            logger.warning(
+                "Epoch %s: %d training rows skipped because their audio could not be read (read_errors: "
+                "skip; the warnings above name the files)",
+                epoch,
+                int(totals[1]),
+            )
         if augmenter is not None:
-            summed = dict(zip(COUNT_KEYS, (int(value) for value in totals[1:])))
+            summed = dict(zip(COUNT_KEYS, (int(value) for value in totals[2:])))
             self.train_stats.update(
                 {key: value for key, value in summed.items() if value or key == "augmented"}
             )
             logger.info("Epoch %s SegReConcat: %s (this process: %s)", epoch, summed, augmenter.report())
             augmenter.reset_counts()
+
+
+def log_alignment_repairs(alignments, source) -> None:
+    """Log what the alignment loader had to repair (counts by kind, first ids), if anything."""
+    repairs = {key: count for key, count in sorted(alignments.stats.items()) if count}
+    if repairs:
+        logger.info(
+            "Alignment cache %s: words repaired while loading %s, in %d utterance(s), first: %s",
+            source,
+            repairs,
+            getattr(alignments, "repaired_count", 0),
+            getattr(alignments, "repaired_ids", [])[:5],
+        )
+    else:
+        logger.info("Alignment cache %s: %d utterances, no word needed a repair", source, len(alignments))
 
 
 def build_augmenter(hparams) -> SegReConcat | None:
@@ -167,6 +204,7 @@ def build_augmenter(hparams) -> SegReConcat | None:
         return None
     strategy = get_strategy(hparams["strategy"])
     alignments = load_alignments(hparams["alignment_cache"])
+    log_alignment_repairs(alignments, hparams["alignment_cache"])
     orders = None
     if strategy.precomputed:
         from segreconcat_aug.orders import load_orders
@@ -278,6 +316,7 @@ def load_hparams(hparams_file, overrides):
 def main(argv=None) -> SpeakerBrain:
     hparams_file, run_opts, overrides = sb.parse_arguments(sys.argv[1:] if argv is None else list(argv))
     sb.utils.distributed.ddp_init_group(run_opts)
+    validate_hparams_file(hparams_file, overrides)  # every option value, before anything is written
     hparams = load_hparams(hparams_file, overrides)
     sb.create_experiment_directory(
         experiment_directory=hparams["output_folder"], hyperparams_to_save=hparams_file, overrides=overrides
@@ -297,6 +336,11 @@ def main(argv=None) -> SpeakerBrain:
                 "seed": hparams["seed"],
                 "sample_rate": hparams["sample_rate"],
                 "check_workers": hparams["check_workers"],
+                "check_audio": hparams.get("check_audio", "full"),
+                "bad_audio": hparams.get("bad_audio", "error"),
+                "min_audio_duration": hparams.get("min_audio_duration", 0.0),
+                "silence_db": hparams.get("silence_db", -60.0),
+                "audio_check_cache": hparams.get("audio_check_cache"),
             },
         )
     # The classifier's size is the number of training speakers: rebuild the model when the
@@ -317,6 +361,7 @@ def main(argv=None) -> SpeakerBrain:
         sentence_len=hparams["sentence_len"],
         sample_rate=hparams["sample_rate"],
         seed=hparams["seed"],
+        read_errors=hparams.get("read_errors", "skip"),
     )
     train_data, valid_data, _ = dataio_prep(hparams, train_audio, speakers)
     loader_opts = hparams["train_dataloader_opts"]
@@ -342,7 +387,8 @@ def main(argv=None) -> SpeakerBrain:
         brain.hparams.epoch_counter,
         train_data,
         valid_data,
-        train_loader_kwargs=hparams["train_dataloader_opts"],
+        # A row whose audio fails to read (the file changed after the check) is dropped and counted.
+        train_loader_kwargs={"collate_fn": SkipFailedReads(), **hparams["train_dataloader_opts"]},
         valid_loader_kwargs=hparams["valid_dataloader_opts"],
     )
     run_on_main(export_best_model, args=[hparams, hparams_file, overrides])

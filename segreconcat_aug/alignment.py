@@ -98,11 +98,18 @@ class UtteranceAlignment:
         return cls(utt_id, duration, words, str(record.get("aligner", "unknown")))
 
 
-FIX_KEYS = ("reordered", "clamped", "overlaps_resolved", "dropped_empty", "dropped_nonfinite")
+FIX_KEYS = (
+    "reordered",
+    "clamped",
+    "overlaps_resolved",
+    "dropped_empty",
+    "dropped_nonfinite",
+    "dropped_no_text",
+)
 
 
 def clean_words(words: Iterable[Word], duration: float, stats: Counter | None = None) -> list[Word]:
-    """Sort, clamp to [0, duration], resolve overlaps and drop empty words.
+    """Sort, clamp to [0, duration], resolve overlaps and drop empty words and words without text.
 
     Overlapping neighbours are cut at the middle of the overlap (neither word
     wins); words with no time left are dropped. Each fix is counted in
@@ -111,16 +118,20 @@ def clean_words(words: Iterable[Word], duration: float, stats: Counter | None = 
     Example
     -------
     >>> stats = Counter()
-    >>> clean_words([Word("b", 0.4, 0.9), Word("a", -0.1, 0.6), Word("c", 1.5, 1.5)], 1.0, stats)
+    >>> words = [Word("b", 0.4, 0.9), Word("a", -0.1, 0.6), Word("c", 1.5, 1.5), Word(" ", 0.9, 1.0)]
+    >>> clean_words(words, 1.0, stats)
     [Word(word='a', start=0.0, end=0.5), Word(word='b', start=0.5, end=0.9)]
     >>> sorted(stats.items())
-    [('clamped', 2), ('dropped_empty', 1), ('overlaps_resolved', 1), ('reordered', 1)]
+    [('clamped', 2), ('dropped_empty', 1), ('dropped_no_text', 1), ('overlaps_resolved', 1), ('reordered', 1)]
     """
     stats = Counter() if stats is None else stats
     finite = []
     for word in words:
         if not (np.isfinite(word.start) and np.isfinite(word.end)):
             stats["dropped_nonfinite"] += 1
+            continue
+        if not word.word.strip():  # a span with no text is not a word (a segment of nothing said)
+            stats["dropped_no_text"] += 1
             continue
         finite.append(word)
     ordered = sorted(finite, key=lambda w: (w.start, w.end))
@@ -213,9 +224,16 @@ def truncate_partial_tail(path) -> bool:
             newline = block.rfind(b"\n")
             if newline >= 0:
                 handle.truncate(position + newline + 1)
-                return True
-        handle.truncate(0)
-        return True
+                break
+        else:
+            handle.truncate(0)
+    kept = path.stat().st_size
+    logger.warning(
+        "%s: removed a half-written last line (%d bytes, from a killed run); its utterance is redone",
+        path,
+        size - kept,
+    )
+    return True
 
 
 def iter_jsonl(path, *, partial_tail: str = "error", error=None):
@@ -380,12 +398,19 @@ def load_alignments(path, *, keep_words: bool = False, partial_tail: str = "erro
     starts, ends, texts = [], [], []
     repeated = RepeatedIds(AlignmentCacheError)
     stats: Counter = Counter()
+    repaired: list[str] = []  # the first utterances whose words needed a fix (logged by training)
+    fixes = repaired_count = 0
     for file in cache_files(path):
         for where, record, line in iter_jsonl(file, partial_tail=partial_tail):
             alignment = UtteranceAlignment.from_record(record, where)
             if repeated.is_repeat(alignment.id, where, line):
                 continue
             words = clean_words(alignment.words, alignment.duration, stats)
+            if stats.total() != fixes:
+                fixes = stats.total()
+                repaired_count += 1
+                if len(repaired) < 10:
+                    repaired.append(alignment.id)
             ids.append(alignment.id)
             durations.append(alignment.duration)
             aligners.append(alignment.aligner)
@@ -395,6 +420,8 @@ def load_alignments(path, *, keep_words: bool = False, partial_tail: str = "erro
                 texts.extend(w.word for w in words)
             offsets.append(len(starts))
     repeated.log(path, "alignments")
-    return AlignmentIndex(
+    index = AlignmentIndex(
         ids, durations, offsets, starts, ends, aligners, texts if keep_words else None, stats
     )
+    index.repaired_ids, index.repaired_count = repaired, repaired_count
+    return index

@@ -31,7 +31,8 @@ def load_recipe_hparams(argv=None, *, configure_logging: bool = True):
     """The start of every recipe: ``hparams.yaml --key=value ...`` -> its loaded hyperparameters.
 
     Returns ``(hparams_file, run_opts, overrides, hparams)`` as SpeechBrain's
-    ``parse_arguments`` and ``load_hyperpyyaml`` give them; ``argv`` defaults to this
+    ``parse_arguments`` and ``load_hyperpyyaml`` give them, every option value checked
+    (:func:`segreconcat_aug.options.validate_hparams_file`, before loading); ``argv`` defaults to this
     process's arguments. Logging goes to the console at INFO unless told otherwise
     (a recipe that creates a SpeechBrain experiment folder lets that configure it).
     """
@@ -40,7 +41,10 @@ def load_recipe_hparams(argv=None, *, configure_logging: bool = True):
     import speechbrain as sb
     from hyperpyyaml import load_hyperpyyaml
 
+    from .options import validate_hparams_file
+
     hparams_file, run_opts, overrides = sb.parse_arguments(sys.argv[1:] if argv is None else list(argv))
+    validate_hparams_file(hparams_file, overrides)  # every option value, before anything is written
     with open(hparams_file, encoding="utf-8") as handle:
         hparams = load_hyperpyyaml(handle, overrides)
     if configure_logging:

@@ -25,11 +25,13 @@ output folder:
     Counts, and the signature of the inputs: a rerun with the same list files
     and parameters skips preparation.
 
-Every audio file is opened (header) before training; missing or unreadable
-files and files at another sample rate are listed together in ONE
-:class:`AudioCheckError` (all of them in ``audio_problems.txt``). Durations come
-from those headers, so a missing ``utt2dur`` costs nothing; a present one is
-only cross-checked (mismatches are logged).
+Every audio file is checked before training (:mod:`segreconcat_aug.audio_check`:
+decoded to the end by default, cached in ``audio_check.jsonl``); missing,
+unreadable, truncated, NaN, silent, too-short files and files at another sample
+rate are listed together in ONE :class:`AudioCheckError` (all of them in
+``audio_problems.txt``), or, under ``bad_audio="skip"``, left out and counted.
+Durations come from the headers, so a missing ``utt2dur`` costs nothing; a
+present one is only cross-checked (mismatches are logged).
 
 Example
 -------
@@ -48,13 +50,10 @@ import hashlib
 import json
 import logging
 import os
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-import soundfile
-from tqdm import tqdm
-
 from .audio import SAMPLE_RATE
+from .audio_check import BAD_AUDIO_POLICIES, check_audio_files, problem_message, write_problem_list
 from .augment import MODES, seeded_rng
 from .kaldi import group_by_speaker, load_kaldi_folder
 from .vpac import TRAIN_SET, system_folders
@@ -67,6 +66,7 @@ DEV_CSV = "dev.csv"
 SUMMARY_FILE = "prep_summary.json"
 SIGNATURE_FILE = "prep_signature.json"
 PROBLEMS_FILE = "audio_problems.txt"
+AUDIO_CHECK_CACHE = "audio_check.jsonl"
 TRAIN_FIELDS = ("ID", "utt_id", "wav", "duration", "spk_id")
 DEV_FIELDS = ("ID", "utt_id", "wav", "start", "stop", "duration", "spk_id")
 _SPLIT_STREAM = 7  # dev draws stay independent of any other use of seeded_rng
@@ -78,7 +78,7 @@ class DataPrepError(ValueError):
 
 
 class AudioCheckError(DataPrepError):
-    """Audio files are missing, unreadable or at another sample rate (all listed)."""
+    """Audio files failed the audio check: missing, unreadable, truncated, NaN, silent, ... (all listed)."""
 
 
 def augmented_factor(mode: str) -> int:
@@ -114,58 +114,50 @@ def input_signature(folder: Path, params: dict) -> dict:
     return {"version": PREP_VERSION, "folder": str(folder.resolve()), "lists": lists, "params": params}
 
 
-def _probe(path: str) -> tuple[int, int]:
-    info = soundfile.info(path)
-    return info.frames, info.samplerate
-
-
-def check_audio(
-    wav: dict[str, str], sample_rate: int = SAMPLE_RATE, *, workers: int = 8, problems_file=None
+def check_training_audio(
+    wav: dict[str, str],
+    sample_rate: int = SAMPLE_RATE,
+    *,
+    workers: int = 8,
+    problems_file=None,
+    mode: str = "header",
+    bad_audio: str = "error",
+    min_duration: float = 0.0,
+    silence_db: float | None = None,
+    cache=None,
 ) -> dict[str, int]:
-    """Open every file's header; return utterance -> number of samples.
+    """Check every file (:func:`segreconcat_aug.audio_check.check_audio_files`); utterance -> samples.
+
+    ``mode`` ``"full"`` decodes each file (NaN samples, truncation, silence),
+    ``"header"`` opens it. Files with a problem are listed in ``problems_file``;
+    under ``bad_audio="skip"`` they are left out of the result (and logged),
+    otherwise:
 
     Raises
     ------
     AudioCheckError
-        Listing every missing or unreadable file and every file at another
-        sample rate (the first 20 in the message, all in ``problems_file``).
+        Naming every file with a problem (the first 20 in the message).
     """
-    utts = list(wav)
-    problems: list[str] = []
-    frames: dict[str, int] = {}
-
-    def probe(utt):
-        path = wav[utt]
-        if not os.path.isfile(path):
-            return utt, None, "missing"
-        try:
-            return utt, _probe(path), None
-        except (RuntimeError, OSError, soundfile.LibsndfileError) as err:
-            return utt, None, f"unreadable ({err})"
-
-    # Threads: header reads wait on the disk (network file systems especially), not the CPU.
-    with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
-        results = pool.map(probe, utts, chunksize=64)
-        for utt, probed, problem in tqdm(results, total=len(utts), desc="checking audio", mininterval=2):
-            if problem is None and probed[1] != sample_rate:
-                problem = f"sample rate {probed[1]} Hz, expected {sample_rate} Hz"
-            if problem is not None:
-                problems.append(f"{utt} {wav[utt]}: {problem}")
-            else:
-                frames[utt] = probed[0]
-    if problems:
-        where = ""
-        if problems_file is not None:
-            Path(problems_file).parent.mkdir(parents=True, exist_ok=True)
-            Path(problems_file).write_text("\n".join(problems) + "\n", encoding="utf-8")
-            where = f" (all listed in {problems_file})"
-        shown = "\n  ".join(problems[:20])
-        more = f"\n  ... and {len(problems) - 20} more" if len(problems) > 20 else ""
-        raise AudioCheckError(
-            f"{len(problems)} of {len(utts)} audio files are missing, unreadable or at another sample "
-            f"rate{where}:\n  {shown}{more}"
-        )
-    return frames
+    if bad_audio not in BAD_AUDIO_POLICIES:
+        raise ValueError(f"bad_audio: unknown policy {bad_audio!r}; choose from {BAD_AUDIO_POLICIES}")
+    report = check_audio_files(
+        wav,
+        mode=mode,
+        sample_rate=sample_rate,
+        min_duration=min_duration,
+        silence_db=silence_db,
+        workers=workers,
+        cache=cache,
+    )
+    if not report.problems:
+        return report.frames
+    listed = write_problem_list(report.problems, problems_file) if problems_file is not None else None
+    message = problem_message(report.problems, len(wav), "audio files", listed)
+    if bad_audio == "error":
+        raise AudioCheckError(f"{message}\n(bad_audio: skip leaves them out of training instead)")
+    logger.warning("%s\nbad_audio: skip -> these utterances are left out of training", message)
+    bad = {problem.utt for problem in report.problems}
+    return {utt: frames for utt, frames in report.frames.items() if utt not in bad}
 
 
 def split_dev(
@@ -223,6 +215,11 @@ def prepare_vpac_training(
     seed: int = 1986,
     sample_rate: int = SAMPLE_RATE,
     check_workers: int = 8,
+    check_audio: str = "full",
+    bad_audio: str = "error",
+    min_audio_duration: float = 0.0,
+    silence_db: float | None = -60.0,
+    audio_check_cache=None,
 ) -> dict:
     """Prepare one system's training data (call it under ``run_on_main``).
 
@@ -247,7 +244,17 @@ def prepare_vpac_training(
         Fixes the dev split.
     sample_rate : int
     check_workers : int
-        Threads opening audio headers.
+        Threads checking the audio.
+    check_audio : {"full", "header"}, bad_audio : {"error", "skip"}
+        How deep the audio check goes, and what a file failing it does: stop here
+        (naming every such file) or be left out of training (counted in the summary).
+    min_audio_duration : float
+        Seconds; shorter files fail the check.
+    silence_db : float or None
+        RMS level (dBFS) under which a file is silent (``full`` only).
+    audio_check_cache : path, optional
+        Measurements by file signature (default ``<output_folder>/audio_check.jsonl``):
+        the check runs on every call, and a rerun only decodes files that changed.
 
     Returns
     -------
@@ -260,6 +267,22 @@ def prepare_vpac_training(
     factor = augmented_factor(mode)
     if sentence_len <= 0:
         raise ValueError(f"sentence_len must be > 0 seconds, got {sentence_len}")
+    # The audio check runs every time, even when the manifests are reused: its cache makes
+    # a rerun a stat per file, and a file changed since the last run is checked again.
+    kaldi = load_kaldi_folder(folder, root=data_folder)
+    output.mkdir(parents=True, exist_ok=True)
+    frames = check_training_audio(
+        kaldi.wav,
+        sample_rate,
+        workers=check_workers,
+        problems_file=output / PROBLEMS_FILE,
+        mode=check_audio,
+        bad_audio=bad_audio,
+        min_duration=min_audio_duration,
+        silence_db=silence_db,
+        cache=audio_check_cache or output / AUDIO_CHECK_CACHE,
+    )
+    bad = sorted(set(kaldi.wav) - set(frames))
     params = {
         "data_folder": str(Path(data_folder).resolve()),
         "system": system,
@@ -268,6 +291,7 @@ def prepare_vpac_training(
         "dev_ratio": float(dev_ratio),
         "seed": int(seed),
         "sample_rate": int(sample_rate),
+        "bad_audio_left_out": hashlib.sha256("\n".join(bad).encode()).hexdigest() if bad else None,
     }
     signature = input_signature(folder, params)
     paths = {"train": output / TRAIN_CSV, "dev": output / DEV_CSV}
@@ -283,9 +307,8 @@ def prepare_vpac_training(
             return {**paths, "summary": summary, "skipped": True}
 
     logger.info("Preparing training data of %s from %s", system, folder)
-    kaldi = load_kaldi_folder(folder, root=data_folder)
-    output.mkdir(parents=True, exist_ok=True)
-    frames = check_audio(kaldi.wav, sample_rate, workers=check_workers, problems_file=output / PROBLEMS_FILE)
+    if bad:
+        kaldi.wav = {utt: path for utt, path in kaldi.wav.items() if utt in frames}
     durations = {utt: count / sample_rate for utt, count in frames.items()}
     if kaldi.utt2dur is not None:
         off = [u for u, d in durations.items() if abs(kaldi.utt2dur.get(u, d) - d) > _DURATION_TOLERANCE]
@@ -352,6 +375,7 @@ def prepare_vpac_training(
         "dev_utterances_dropped_no_train_speaker": len(orphan_dev),
         "dev_rows": len(dev_rows),
         "factor": factor,
+        "bad_audio_left_out": len(bad),
     }
     signature_path.unlink(missing_ok=True)  # invalid until every file below is complete
     _write_csv(paths["train"], TRAIN_FIELDS, train_rows)

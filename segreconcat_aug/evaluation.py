@@ -44,7 +44,8 @@ from speechbrain.utils.distributed import infer_device
 from tqdm import tqdm
 
 from .audio import SAMPLE_RATE, audio_duration, read_audio
-from .kaldi import KaldiFolder, group_by_speaker, load_kaldi_folder, read_trials
+from .audio_check import check_audio_files, file_signature, problem_message, write_problem_list
+from .kaldi import KaldiFolder, PipeCommand, group_by_speaker, load_kaldi_folder, read_trials
 from .metrics import verification_metrics
 from .report import TABLE_COLUMNS, write_system_report
 from .vpac import ENROLL_SETS, TRAIN_SET, TRIAL_SETS, system_folders
@@ -58,6 +59,10 @@ SCORE_NORMS = (None, "s-norm", "as-norm")
 
 class TrialListError(ValueError):
     """A trial list or enrollment folder cannot be scored as it is."""
+
+
+class EmbeddingError(RuntimeError):
+    """An utterance gave no usable (finite) embedding; the message names the utterance and its file."""
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -252,48 +257,80 @@ def model_fingerprint(path, extra: dict | None = None) -> str:
     return digest.hexdigest()[:16]
 
 
+def source_signature(source) -> str:
+    """What identifies an audio source's content for the embedding cache: size and mtime, or the pipe.
+
+    >>> source_signature("/no/such/file")
+    'missing'
+    """
+    if isinstance(source, PipeCommand):
+        return f"pipe:{source}"
+    signature = file_signature(source)
+    return "missing" if signature is None else f"{signature[1]}:{signature[2]}"
+
+
 class EmbeddingCache:
-    """Embeddings of one folder, as ``shard-*.npz`` files (ids + float32 matrix) under ``folder``.
+    """Embeddings of one folder, as ``shard-*.npz`` files (ids, file signatures, float32 matrix).
 
     Shards are written atomically while embedding runs, so an interrupted run
-    resumes where it stopped.
+    resumes where it stopped. Each embedding is stored with its audio file's
+    signature (:func:`source_signature`), so a file changed since is embedded
+    again (a later shard's entry wins); a non-finite embedding is never stored,
+    and one found in an older cache is not used.
 
     Example
     -------
     >>> import tempfile
     >>> cache = EmbeddingCache(tempfile.mkdtemp())
-    >>> cache.add(["u1"], np.ones((1, 3), dtype=np.float32)); cache.flush()
-    >>> sorted(EmbeddingCache(cache.folder).load())
-    ['u1']
+    >>> cache.add(["u1", "u2"], np.array([[1.0, 2.0], [np.nan, 0.0]]), ["10:1", "10:2"]); cache.flush()
+    >>> again = EmbeddingCache(cache.folder); sorted(again.load()), again.signatures
+    (['u1'], {'u1': '10:1'})
     """
 
     def __init__(self, folder):
         self.folder = Path(folder)
+        self.signatures: dict[str, str] = {}
         self._pending_ids: list[str] = []
+        self._pending_signatures: list[str] = []
         self._pending: list[np.ndarray] = []
 
     def load(self) -> dict[str, np.ndarray]:
+        """Cached embeddings by id; ``self.signatures`` gets their files' signatures ("" if unknown)."""
         found: dict[str, np.ndarray] = {}
         for shard in sorted(self.folder.glob("shard-*.npz")):
             with np.load(shard) as data:
-                for utt, vector in zip(data["ids"].tolist(), data["embeddings"]):
-                    found[utt] = vector
+                ids = data["ids"].tolist()
+                signatures = data["signatures"].tolist() if "signatures" in data else [""] * len(ids)
+                for utt, signature, vector in zip(ids, signatures, data["embeddings"]):
+                    if np.isfinite(vector).all():
+                        found[utt], self.signatures[utt] = vector, signature
         return found
 
-    def add(self, ids, embeddings: np.ndarray) -> None:
-        self._pending_ids.extend(ids)
-        self._pending.append(np.asarray(embeddings, dtype=np.float32))
+    def add(self, ids, embeddings: np.ndarray, signatures=None) -> None:
+        """Queue embeddings (rows) of ``ids`` for the next shard; non-finite rows are left out."""
+        embeddings = np.asarray(embeddings, dtype=np.float32)
+        signatures = [""] * len(ids) if signatures is None else list(signatures)
+        keep = np.isfinite(embeddings).all(axis=1)
+        self._pending_ids.extend(utt for utt, ok in zip(ids, keep) if ok)
+        self._pending_signatures.extend(sig for sig, ok in zip(signatures, keep) if ok)
+        self._pending.append(embeddings[keep])
 
     def flush(self) -> None:
         if not self._pending_ids:
+            self._pending = []
             return
         self.folder.mkdir(parents=True, exist_ok=True)
         number = len(list(self.folder.glob("shard-*.npz")))
         target = self.folder / f"shard-{number:05d}.npz"
         partial = self.folder / f".partial-{number:05d}.npz"
-        np.savez(partial, ids=np.array(self._pending_ids), embeddings=np.concatenate(self._pending))
+        np.savez(
+            partial,
+            ids=np.array(self._pending_ids),
+            signatures=np.array(self._pending_signatures),
+            embeddings=np.concatenate(self._pending),
+        )
         os.replace(partial, target)
-        self._pending_ids, self._pending = [], []
+        self._pending_ids, self._pending_signatures, self._pending = [], [], []
 
 
 def duration_batches(durations: dict[str, float], batch_size: int, max_batch_seconds: float | None = None):
@@ -392,10 +429,16 @@ class EmbeddingExtractor:
         durations: dict[str, float] | None = None,
         desc: str = "embed",
     ) -> dict[str, np.ndarray]:
-        """Embeddings of the utterances in ``wav`` (id -> source), read from / added to the cache."""
+        """Embeddings of the utterances in ``wav`` (id -> source), read from / added to the cache.
+
+        A cached embedding is used only if its file has not changed since (same
+        size and modification time). A non-finite embedding is not cached: an
+        :class:`EmbeddingError` names its utterances and files.
+        """
         cache = EmbeddingCache(cache_folder)
         found = cache.load()
-        missing = [utt for utt in wav if utt not in found]
+        signatures = {utt: source_signature(wav[utt]) for utt in wav}
+        missing = [utt for utt in wav if utt not in found or cache.signatures.get(utt) != signatures[utt]]
         if missing:
             durations = durations or {}
             lengths = {
@@ -405,7 +448,15 @@ class EmbeddingExtractor:
             with tqdm(total=len(missing), desc=desc, unit="utt") as progress:
                 for number, batch in enumerate(batches, start=1):
                     vectors = self.embed_batch([wav[utt] for utt in batch])
-                    cache.add(batch, vectors)
+                    cache.add(batch, vectors, [signatures[utt] for utt in batch])
+                    bad = [utt for utt, vector in zip(batch, vectors) if not np.isfinite(vector).all()]
+                    if bad:
+                        cache.flush()  # the finite ones are kept; the bad ones are embedded again next run
+                        named = ", ".join(f"{utt} ({wav[utt]})" for utt in bad[:5])
+                        raise EmbeddingError(
+                            f"{len(bad)} utterance(s) gave a NaN or infinite embedding: {named}; check their "
+                            "audio for NaN or infinite samples (check_audio: full finds them) or the model"
+                        )
                     found.update(zip(batch, vectors))
                     progress.update(len(batch))
                     if number % self.save_every == 0:
@@ -507,6 +558,7 @@ class SystemResults:
     subsets: dict[str, SubsetScores]
     metrics: dict[str, dict] = field(default_factory=dict)
     options: dict = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
 
     def table_row(self) -> dict[str, float]:
         """EERs (%) in the paper's Table 2 columns (averages over the subsets present)."""
@@ -633,6 +685,50 @@ def load_exported_model(hparams: dict, model_folder=None) -> Path:
     return checkpoint
 
 
+class EvaluationAudioError(TrialListError):
+    """Enrollment or trial audio failed the audio check (unreadable, truncated, NaN, ...); all are named."""
+
+
+def check_evaluation_audio(hparams: dict, enrollments: dict, trial_lists: dict, eval_folder) -> list[str]:
+    """The audio check (:mod:`segreconcat_aug.audio_check`) of every enrollment and trial file scored.
+
+    Unusable files (missing, unreadable, truncated, NaN samples, another rate) stop
+    here, all named (and listed in ``<eval_folder>/audio_problems.txt``). Silent or
+    too-short files are scored, and returned as warnings (count and first ids).
+    """
+    wav = {}
+    for enrollment in enrollments.values():
+        wav.update({f"{enrollment.folder.name}/{utt}": path for utt, path in enrollment.wav.items()})
+    for trials in trial_lists.values():
+        folder = trials.path.parent.name
+        wav.update({f"{folder}/{utt}": trials.wav[utt] for utt in dict.fromkeys(trials.test_utterances)})
+    report = check_audio_files(
+        wav,
+        mode=hparams.get("check_audio") or "full",
+        sample_rate=hparams.get("sample_rate", SAMPLE_RATE),
+        min_duration=float(hparams.get("min_audio_duration") or 0.0),
+        silence_db=hparams.get("silence_db", -60.0),
+        workers=int(hparams.get("check_workers") or 8),
+        cache=hparams.get("audio_check_cache") or Path(eval_folder) / "audio_check.jsonl",
+        desc="checking enrollment and trial audio",
+    )
+    if report.fatal:
+        listed = write_problem_list(report.fatal, Path(eval_folder) / "audio_problems.txt")
+        raise EvaluationAudioError(
+            problem_message(report.fatal, len(wav), "enrollment and trial files", listed)
+        )
+    warnings = []
+    for kind, words in (("silent", "silent"), ("too_short", "shorter than min_audio_duration")):
+        utts = [problem.utt for problem in report.weak if problem.kind == kind]
+        if utts:
+            warnings.append(
+                f"{len(utts)} enrollment/trial file(s) {words}, scored all the same; first: {utts[:5]}"
+            )
+    for warning in warnings:
+        logger.warning("%s %s", hparams["system"], warning)
+    return warnings
+
+
 def evaluate_system(hparams: dict, run_opts: dict | None = None, write_report: bool = True) -> SystemResults:
     """Evaluate the exported model of a training run on its system's dev and test trials.
 
@@ -674,6 +770,7 @@ def evaluate_system(hparams: dict, run_opts: dict | None = None, write_report: b
         skip_missing=bool(_option(hparams, "eval_skip_missing_trials")),
         allow_pipes=allow_pipes,
     )
+    audio_warnings = check_evaluation_audio(hparams, enrollments, trial_lists, eval_folder)
     checkpoint = load_exported_model(hparams)
     normalize_wave = bool(_option(hparams, "eval_normalize_wave"))
     fingerprint = model_fingerprint(checkpoint, {"normalize_wave": normalize_wave})
@@ -722,6 +819,7 @@ def evaluate_system(hparams: dict, run_opts: dict | None = None, write_report: b
             "normalize_wave": normalize_wave,
             "score_norm": score_norm,
         },
+        warnings=audio_warnings,
     )
     p_targets = tuple(_option(hparams, "eval_p_targets"))
     for name, trials in trial_lists.items():

@@ -508,8 +508,12 @@ def read_item_audio(item: JobItem, *, resample: bool = False, sample_rate: int =
     """The item's audio as 16 kHz mono float32, or :class:`ItemError` with a ``kind``.
 
     Kinds: ``unreadable`` (missing file, bad format, failing pipe), ``sample_rate``
-    (another rate and ``resample`` off), ``empty_audio`` (no samples).
+    (another rate and ``resample`` off), ``empty_audio`` (no samples), ``nonfinite_audio``
+    (NaN or infinite samples: an aligner or strategy would give meaningless times or orders).
+    Every job that reads audio (each aligner backend, the order computation) reads it here.
     """
+    import numpy as np
+
     from .audio import AudioReadError, read_audio
 
     try:
@@ -519,6 +523,9 @@ def read_item_audio(item: JobItem, *, resample: bool = False, sample_rate: int =
         raise ItemError(f"{item.id}: {err}", kind) from err
     if len(audio) == 0:
         raise ItemError(f"{item.id}: {item.source}: empty audio (0 samples)", "empty_audio")
+    bad = np.count_nonzero(~np.isfinite(audio))
+    if bad:
+        raise ItemError(f"{item.id}: {item.source}: {bad} NaN or infinite samples", "nonfinite_audio")
     return audio
 
 

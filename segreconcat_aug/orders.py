@@ -414,6 +414,11 @@ class OrderComputer:
         audio = np.asarray(audio, dtype=np.float32)
         if len(audio) == 0:
             raise ValueError(f"utterance {utt_id!r}: empty audio")
+        if not np.isfinite(audio).all():
+            from .jobs import ItemError
+
+            bad = int(np.count_nonzero(~np.isfinite(audio)))
+            raise ItemError(f"utterance {utt_id!r}: {bad} NaN or infinite samples", "nonfinite_audio")
         segments = self.segments(utt_id, len(audio))
         extra = {"frames": frames} if frames is not None else {}
         if self.strategy.name == "semantic" and frames is None:
@@ -466,8 +471,7 @@ def run_order_job(
     segreconcat_aug.jobs.Job
         Closed; ``summary()``, ``written``, ``failures``, ``exit_status()``.
     """
-    from .audio import read_audio
-    from .jobs import Job, JobError, Shard
+    from .jobs import ItemError, Job, JobError, Shard, read_item_audio
 
     shard = Shard() if shard is None else shard
     stale = stale_orders(cache_files(output, required=False), **computer.settings)
@@ -483,10 +487,10 @@ def run_order_job(
                 if item.id not in computer.alignments:
                     job.fail(item.id, "no word alignment (run recipes/align.py)", kind="no_alignment")
                     continue
-                try:
-                    audio = read_audio(item.source, sample_rate=computer.sample_rate, resample=resample)
-                except Exception as err:  # unreadable, wrong rate: recorded, the run goes on
-                    job.fail(item.id, err, kind="unreadable")
+                try:  # the shared reader: unreadable, wrong rate, empty, NaN samples are counted failures
+                    audio = read_item_audio(item, sample_rate=computer.sample_rate, resample=resample)
+                except ItemError as err:
+                    job.fail(item.id, err)
                     continue
                 ready.append((item.id, audio))
             for utt_id, result in computer.compute(ready):

@@ -17,12 +17,20 @@ Example
 
 from __future__ import annotations
 
+import logging
+
 import numpy as np
+import soundfile
 import speechbrain as sb
 import torch
+from speechbrain.dataio.batch import PaddedBatch
 
-from .audio import SAMPLE_RATE, AudioFile, read_audio
+from .audio import SAMPLE_RATE, AudioFile, AudioReadError, read_audio
 from .augment import KeyedRandom, SegReConcat, render
+
+logger = logging.getLogger(__name__)
+
+READ_ERROR_POLICIES = ("skip", "error")
 
 _CROP_STREAM = 1  # keeps crop draws independent of the augmenter's permutation draws
 _MERGE_GAP = 8000  # samples: one more seek + read costs about as much as reading 0.5 s
@@ -67,6 +75,11 @@ class TrainAudioPipeline:
         Crop length in seconds (3.0 as in the VoxCeleb recipe and VPC baseline).
     sample_rate : int
     seed : int
+    read_errors : {"skip", "error"}
+        A file that cannot be read, or gives NaN or infinite samples, although it
+        passed the audio check before training (it changed since): ``skip`` returns
+        None for the row, logged with its file, which :class:`SkipFailedReads` drops
+        from the batch and counts; ``error`` raises :class:`AudioReadError` naming it.
     """
 
     def __init__(
@@ -75,7 +88,13 @@ class TrainAudioPipeline:
         sentence_len: float = 3.0,
         sample_rate: int = SAMPLE_RATE,
         seed: int = 1986,
+        read_errors: str = "skip",
     ):
+        if read_errors not in READ_ERROR_POLICIES:
+            raise ValueError(
+                f"read_errors: unknown policy {read_errors!r}; choose from {READ_ERROR_POLICIES}"
+            )
+        self.read_errors = read_errors
         self.augmenter = augmenter
         self.crop_samples = int(round(sentence_len * sample_rate))
         self.sample_rate = sample_rate
@@ -91,7 +110,22 @@ class TrainAudioPipeline:
         # Reading through numpy is ~30x cheaper than indexing the tensor.
         return int(self._epoch.numpy()[0])
 
-    def __call__(self, row_id: str, utt_id: str, wav: str) -> torch.Tensor:
+    def __call__(self, row_id: str, utt_id: str, wav: str) -> torch.Tensor | None:
+        try:
+            crop = self._crop(row_id, utt_id, wav)
+            if not torch.isfinite(crop).all():
+                raise AudioReadError(f"{wav}: NaN or infinite samples")
+        except (AudioReadError, OSError, soundfile.LibsndfileError) as err:
+            message = f"training row {row_id} (utterance {utt_id}, {wav}): {err}"
+            if self.read_errors == "error":
+                raise AudioReadError(
+                    f"{message} (read_errors: skip drops such rows and counts them)"
+                ) from err
+            logger.warning("%s: skipped (read_errors: skip)", message)
+            return None
+        return crop
+
+    def _crop(self, row_id: str, utt_id: str, wav: str) -> torch.Tensor:
         epoch = self.epoch
         rng = self._draw(epoch, row_id, stream=_CROP_STREAM)
         if self.augmenter is not None and not self.augmenter.plans_from_length:
@@ -126,6 +160,33 @@ class TrainAudioPipeline:
     def dynamic_item(self, takes=("id", "utt_id", "wav"), provides="sig"):
         """This pipeline as a SpeechBrain ``@takes/@provides`` dynamic item."""
         return sb.utils.data_pipeline.takes(*takes)(sb.utils.data_pipeline.provides(provides)(self))
+
+
+class SkipFailedReads:
+    """A DataLoader ``collate_fn``: :class:`PaddedBatch` of the examples whose ``sig`` was read.
+
+    Examples whose ``key`` is None (a read that failed, see
+    :class:`TrainAudioPipeline`'s ``read_errors``) are left out; the batch's
+    ``failed_reads`` attribute says how many, so the training loop can count them.
+
+    >>> batch = SkipFailedReads()([{"id": "a", "sig": torch.ones(3)}, {"id": "b", "sig": None}])
+    >>> batch.id, batch.failed_reads
+    (['a'], 1)
+    """
+
+    def __init__(self, key: str = "sig"):
+        self.key = key
+
+    def __call__(self, examples):
+        kept = [example for example in examples if example[self.key] is not None]
+        if not kept:
+            ids = [example.get("id") for example in examples]
+            raise AudioReadError(
+                f"no example of a batch could be read (rows {ids[:5]}); see the warnings above"
+            )
+        batch = PaddedBatch(kept)
+        batch.failed_reads = len(examples) - len(kept)
+        return batch
 
 
 @sb.utils.data_pipeline.takes("wav", "start", "stop")

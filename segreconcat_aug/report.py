@@ -147,6 +147,9 @@ def write_system_report(results, folder, det_plot: bool = True, title: str | Non
         "Options: " + ", ".join(f"{k}={v}" for k, v in results.options.items()),
         "",
     ]
+    warnings = getattr(results, "warnings", None)
+    if warnings:  # e.g. silent or too-short enrollment and trial files (scored all the same)
+        text += ["Warnings:", "", *[f"- {warning}" for warning in warnings], ""]
     (folder / "results.md").write_text("\n".join(text), encoding="utf-8")
     written["markdown"] = folder / "results.md"
 
@@ -155,6 +158,7 @@ def write_system_report(results, folder, det_plot: bool = True, title: str | Non
         "table": row,
         "subsets": results.metrics,
         "options": results.options,
+        "warnings": list(getattr(results, "warnings", None) or []),
         "scores": {name: f"scores/{name}.txt" for name in results.subsets},
     }
     (folder / "results.json").write_text(json.dumps(payload, indent=2, default=float), encoding="utf-8")

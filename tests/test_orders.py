@@ -335,7 +335,11 @@ def test_recipe_shards_failures_and_training_reads_the_parts(train, vpac_root, t
     failures = read_failures(output)
     assert set(failures) == {"broken-utt", "unaligned-utt", "nan-utt"}
     assert "cannot read audio" in failures["broken-utt"] and "no word alignment" in failures["unaligned-utt"]
-    assert "'nan-utt'" in failures["nan-utt"] and "NaN" in failures["nan-utt"]
+    # NaN audio: a counted failure naming the utterance, its file and the reason (the shared reader).
+    assert (
+        failures["nan-utt"].startswith("nan-utt:")
+        and "nan.wav: 1 NaN or infinite samples" in failures["nan-utt"]
+    )
     assert 1 in statuses  # a shard with failures exits non-zero
     # Training reads the parts without a merge, validated against the same alignments.
     orders = load_orders(

@@ -189,6 +189,8 @@ def build_augmenter(hparams) -> SegReConcat | None:
         missing_alignment=hparams["missing_alignment"],
         orders=orders,
         min_leading_silence=hparams["min_leading_silence"],
+        rr_redraw=hparams["rr_redraw"],
+        sr_pad_normalize=hparams["sr_pad_normalize"],
     )
 
 

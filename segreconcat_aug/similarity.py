@@ -237,6 +237,19 @@ def mfcc_features(
     >>> [m.shape for m in mfcc_features(np.ones(1700, dtype=np.float32), segs, 16000, **old)]
     [(13, 11), (13, 3)]
     """
+    from threadpoolctl import threadpool_limits
+
+    # One BLAS thread: the mel projections are small (128 x 1025 by a few frames), and a
+    # multithreaded BLAS only spins on them (ten times slower on a busy machine).
+    with threadpool_limits(limits=1, user_api="blas"):
+        return _mfcc_features(
+            audio, segments, sample_rate, n_mfcc, n_fft, hop_length, n_mels, scale, fixed_frames, pad_short
+        )
+
+
+def _mfcc_features(
+    audio, segments, sample_rate, n_mfcc, n_fft, hop_length, n_mels, scale, fixed_frames, pad_short
+):
     import librosa
 
     mel_basis = _mel_basis(int(sample_rate), int(n_fft), int(n_mels))

@@ -56,7 +56,7 @@ class SpeakerBrain(sb.core.Brain):
     """Speaker classification (AAM softmax) whose embedding model is the attacker.
 
     ``train_audio`` is the training set's :class:`TrainAudioPipeline`; its epoch
-    is set here so SegReConcat draws a new permutation every epoch.
+    is set here so every epoch draws new crops (and, with ``rr_redraw: epoch``, new RR permutations).
     """
 
     def __init__(self, *args, train_audio: TrainAudioPipeline, **kwargs):

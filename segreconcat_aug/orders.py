@@ -399,7 +399,9 @@ class OrderComputer:
 
         self.strategy = get_strategy(strategy)
         if not self.strategy.precomputed:
-            raise ValueError(f"strategy {strategy!r} draws a fresh order each epoch; nothing to precompute")
+            raise ValueError(
+                f"strategy {strategy!r} draws its order in the data pipeline; nothing to precompute"
+            )
         self.span_rule = span_rule(segment_policy, self.strategy.name)  # checks the policy
         self.options = json.loads(_canonical(options))
         accepted = _option_names(self.strategy.fn)

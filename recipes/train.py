@@ -57,7 +57,7 @@ class SpeakerBrain(sb.core.Brain):
     """Speaker classification (AAM softmax) whose embedding model is the attacker.
 
     ``train_audio`` is the training set's :class:`TrainAudioPipeline`; its epoch
-    is set here so SegReConcat draws a new permutation every epoch.
+    is set here so every epoch draws new crops (and, with ``rr_redraw: epoch``, new RR permutations).
     """
 
     def __init__(self, *args, train_audio: TrainAudioPipeline, **kwargs):
@@ -227,6 +227,8 @@ def build_augmenter(hparams) -> SegReConcat | None:
         missing_alignment=hparams["missing_alignment"],
         orders=orders,
         min_leading_silence=hparams["min_leading_silence"],
+        rr_redraw=hparams["rr_redraw"],
+        sr_pad_normalize=hparams["sr_pad_normalize"],
     )
 
 

@@ -3,12 +3,18 @@
 For one anonymized utterance ``u`` with cached word times:
 
 1. *Segmentation* (:mod:`segreconcat_aug.segments`): word times become sample
-   spans ``w_1 .. w_N``.
+   spans ``w_1 .. w_N``, cut per strategy as the authors' scripts cut them
+   (``segment_policy: authors``; ``cover`` and the others are options).
 2. *Rearrangement* (:mod:`segreconcat_aug.strategies`): a strategy gives an
-   order ``g``; RR draws a fresh permutation from ``(seed, epoch, utterance id)``
-   so every epoch sees a new one, AR/SR read their fixed order from the order cache.
+   order ``g``. RR draws one permutation per utterance for the whole training,
+   from ``(seed, utterance id)``, as the paper's fixed rearranged copy
+   (``rr_redraw: once``; ``epoch`` draws a new one every epoch); AR/SR read
+   their fixed order from the order cache.
 3. *Concatenation*: the output is ``u`` itself, untouched, followed by the
-   segments in the new order, joined with short equal-power crossfades.
+   segments in the new order, spliced hard as the authors do (``crossfade: 0``;
+   a positive crossfade joins them with short equal-power crossfades). For SR
+   the rearranged audio is zero-padded to ``len(u)`` and peak-normalized, as the
+   authors' SR script writes it (``sr_pad_normalize``).
 
 Modes (YAML ``mode``): ``concat`` (SegReConcat), ``rearranged`` (the rearranged
 sequence alone, the paper's Table 1 rows "RR", "AR", "SR") and ``none``.
@@ -16,22 +22,22 @@ sequence alone, the paper's Table 1 rows "RR", "AR", "SR") and ``none``.
 Output length, exactly (``c`` = crossfade in samples, ``l_k`` segment lengths
 in the new order): each join between two rearranged segments overlaps
 ``o_k = min(c, l_k // 2, l_{k+1} // 2)`` samples, so the rearranged sequence is
-``sum(l) - sum(o)`` long; ``concat`` adds ``len(u)`` (the first rearranged
-segment fades in over ``min(c, l_1 // 2)`` samples instead of overlapping, so
-the original half stays bit-exact).
+``sum(l) - sum(o)`` long (at least ``len(u)`` for SR with padding); ``concat``
+adds ``len(u)`` (the first rearranged segment fades in over ``min(c, l_1 // 2)``
+samples instead of overlapping, so the original half stays bit-exact).
 
 The augmenter first *plans* the output (:class:`Plan`: which input span goes
-where, with which fades) and then *renders* it (:func:`render`). The training
-pipeline renders only its random 3 s crop of the plan, from a read of just the
-input samples that crop is made of (:meth:`Plan.input_ranges`), so the cost per
-sample does not grow with the length of the augmented utterance.
+where, with which fades and gain) and then *renders* it (:func:`render`). The
+training pipeline renders only its random 3 s crop of the plan, from a read of
+just the input samples that crop is made of (:meth:`Plan.input_ranges`), so the
+cost per sample does not grow with the length of the augmented utterance.
 
 Example
 -------
 >>> import numpy as np
 >>> from segreconcat_aug.alignment import AlignmentIndex
 >>> index = AlignmentIndex(["u1"], [1.0], [0, 3], [0.0, 0.3, 0.6], [0.3, 0.6, 1.0], ["test"])
->>> aug = SegReConcat(index, mode="concat", crossfade=0.0, sample_rate=10)
+>>> aug = SegReConcat(index, mode="concat", sample_rate=10)
 >>> audio = np.arange(10, dtype=np.float32)
 >>> out = aug(audio, "u1", epoch=1)
 >>> out[:10].tolist() == audio.tolist(), sorted(out[10:].tolist()) == audio.tolist()
@@ -50,13 +56,15 @@ import numpy as np
 import torch
 
 from .alignment import AlignmentIndex
-from .segments import Segments, check_segment_policy, word_segments
+from .segments import Segments, span_rule, word_segments
 from .strategies import get_strategy, is_order_of
 
 logger = logging.getLogger(__name__)
 
 MODES = ("concat", "rearranged", "none")
 MISSING_POLICIES = ("error", "passthrough")
+RR_REDRAWS = ("once", "epoch")
+_ONCE = 0  # the epoch number a ``once`` draw is keyed by: the same in every epoch
 COUNT_KEYS = (
     "augmented",  # output built from a rearrangement
     "missing_alignment",  # no alignment (passthrough policy): original returned
@@ -132,9 +140,10 @@ class KeyedRandom:
 class Plan(NamedTuple):
     """Where each piece of the input lands in the output.
 
-    The output is the sum of the pieces, each placed at its ``offset`` with
-    equal-power fades over its first ``fade_in`` and last ``fade_out`` samples;
-    neighbours joined by a crossfade overlap by exactly that many samples.
+    The output is the sum of the pieces, each placed at its ``offset``, scaled
+    by its ``gain``, with equal-power fades over its first ``fade_in`` and last
+    ``fade_out`` samples; neighbours joined by a crossfade overlap by exactly
+    that many samples; zeros follow the last piece up to ``pad_to`` samples.
     Planning first lets the training pipeline render only its 3 s crop.
     """
 
@@ -143,13 +152,31 @@ class Plan(NamedTuple):
     fade_in: np.ndarray  # (P,) int64
     fade_out: np.ndarray  # (P,) int64
     crossfade: int = 0  # the crossfade asked for, in samples (fades are at most this long)
+    gain: np.ndarray | None = None  # (P,) float64 factors; None: all 1 (samples copied bit-exactly)
+    pad_to: int = 0  # output length at least this: zeros after the last piece
+
+    @property
+    def content_length(self) -> int:
+        """Samples up to the end of the last piece (before any zero padding)."""
+        if len(self.offset) == 0:
+            return 0
+        return int(self.offset[-1] + self.source[-1, 1] - self.source[-1, 0])
 
     @property
     def length(self) -> int:
         """Output length in samples."""
-        if len(self.offset) == 0:
-            return 0
-        return int(self.offset[-1] + self.source[-1, 1] - self.source[-1, 0])
+        return max(self.content_length, int(self.pad_to))
+
+    def padded_and_scaled(self, pad_to: int, gain: float, first: int = 0) -> Plan:
+        """This plan with pieces ``first:`` scaled by ``gain`` and zeros up to ``pad_to`` samples.
+
+        >>> plan = chain_plan(np.array([[3, 6], [0, 2]]), 0).padded_and_scaled(7, 0.5)
+        >>> render(np.arange(6, dtype=np.float32), plan).tolist()
+        [1.5, 2.0, 2.5, 0.0, 0.5, 0.0, 0.0]
+        """
+        gains = np.ones(len(self.offset), dtype=np.float64) if self.gain is None else self.gain.copy()
+        gains[first:] *= gain
+        return self._replace(gain=gains, pad_to=int(pad_to))
 
     def input_ranges(self, start: int, stop: int, merge_gap: int = 0) -> np.ndarray:
         """The input samples that output samples ``[start, stop)`` are made of.
@@ -262,17 +289,22 @@ def render(
     stop = plan.length if stop is None else min(stop, plan.length)
     out = np.empty(max(stop - start, 0), dtype=np.float32)
     audio = np.ascontiguousarray(audio, dtype=np.float32)
+    gain = np.ones(len(plan.offset)) if plan.gain is None else np.asarray(plan.gain, dtype=np.float64)
     _render_kernel(
         audio,
         plan.source - audio_start if audio_start else plan.source,
         plan.offset,
         plan.fade_in,
         plan.fade_out,
+        gain,
         _fade_curve(plan.crossfade),
         start,
         stop,
         out,
     )
+    padding = max(plan.content_length, start)
+    if padding < stop:  # the zero padding after the last piece
+        out[padding - start :] = 0.0
     return out
 
 
@@ -280,7 +312,7 @@ def render(
 # Python loop over pieces would cost more than reading the file.
 @numba.njit(cache=True, nogil=True)
 def _render_kernel(
-    audio, source, offset, fade_in, fade_out, curve, start, stop, out
+    audio, source, offset, fade_in, fade_out, gain, curve, start, stop, out
 ):  # pragma: no cover - compiled
     quarter_turn = np.pi / 2
     previous_end = 0
@@ -294,24 +326,34 @@ def _render_kernel(
         if lo >= hi:
             continue
         head, tail = where + fade_in[p], where + length - fade_out[p]
+        scale = gain[p]
         for t in range(lo, min(hi, head)):
             i = t - where
             # The full-length fade is tabulated; shorter ones (tiny segments) are computed.
             full = fade_in[p] == len(curve)
-            gain = curve[i] if full else np.sin((i + 0.5) / fade_in[p] * quarter_turn)
-            sample = np.float32(audio[first + t - where] * gain)
+            fade = curve[i] if full else np.sin((i + 0.5) / fade_in[p] * quarter_turn)
+            sample = np.float32(audio[first + t - where] * fade * scale)
             out[t - start] = out[t - start] + sample if overlapped else sample
         middle_lo, middle_hi = max(lo, head), min(hi, tail)
-        if middle_lo < middle_hi:  # a plain copy: bit-exact and vectorized
+        if middle_lo < middle_hi and scale == 1.0:  # a plain copy: bit-exact and vectorized
             out[middle_lo - start : middle_hi - start] = audio[
                 first + middle_lo - where : first + middle_hi - where
             ]
+        elif middle_lo < middle_hi:
+            for t in range(middle_lo, middle_hi):
+                out[t - start] = np.float32(audio[first + t - where] * scale)
         for t in range(max(lo, tail), hi):
             i = t - tail
             # cos(x) = sin(pi/2 - x): the fade-out is the fade-in curve backwards.
             full = fade_out[p] == len(curve)
-            gain = curve[len(curve) - 1 - i] if full else np.cos((i + 0.5) / fade_out[p] * quarter_turn)
-            out[t - start] = np.float32(audio[first + t - where] * gain)
+            fade = curve[len(curve) - 1 - i] if full else np.cos((i + 0.5) / fade_out[p] * quarter_turn)
+            out[t - start] = np.float32(audio[first + t - where] * fade * scale)
+
+
+def _peak_gain(audio: np.ndarray, spans: np.ndarray) -> float:
+    """``1 / max |sample|`` over ``spans`` (what the authors' SR script divides by); 1 for silence."""
+    peak = max((float(np.max(np.abs(audio[s:e]))) for s, e in spans if e > s), default=0.0)
+    return 1.0 / peak if peak > 0 else 1.0
 
 
 @functools.lru_cache(maxsize=16)
@@ -332,12 +374,14 @@ class SegReConcat:
     mode : {"concat", "rearranged", "none"}
     strategy : str
         A name in :data:`segreconcat_aug.strategies.STRATEGIES` (``random`` = RR).
-    segment_policy : {"cover", "words"}
-        See :mod:`segreconcat_aug.segments`.
+    segment_policy : str
+        ``authors`` (each strategy cuts as the authors' script for it), ``cover``,
+        ``words``, ``words_to_end`` or ``onsets``; see :mod:`segreconcat_aug.segments`.
     crossfade : float
-        Seconds of crossfade at each join; 0 disables.
+        Seconds of crossfade at each join; 0 (the authors' hard splice) disables.
     seed : int
-        With the epoch and utterance id, fixes every random permutation.
+        With the utterance id (and the epoch, for ``rr_redraw="epoch"``), fixes every
+        random permutation.
     sample_rate : int
     missing_alignment : {"error", "passthrough"}
         ``error``: :meth:`check_coverage` raises before training starts.
@@ -347,6 +391,14 @@ class SegReConcat:
         (the order cache of ``recipes/compute_orders.py``).
     min_leading_silence : float
         See :func:`segreconcat_aug.segments.word_segments`.
+    rr_redraw : {"once", "epoch"}
+        For strategies drawn at training time (RR): ``once`` draws one permutation per
+        utterance for the whole training (the paper's fixed rearranged copy);
+        ``epoch`` draws a new one every epoch.
+    sr_pad_normalize : bool
+        SR (``semantic``) only: zero-pad the rearranged audio to the original length
+        and divide it by its peak, as the authors' SR script writes its output. The
+        original half of a concatenation is untouched either way.
     """
 
     def __init__(
@@ -354,17 +406,22 @@ class SegReConcat:
         alignments: AlignmentIndex,
         mode: str = "concat",
         strategy: str = "random",
-        segment_policy: str = "cover",
-        crossfade: float = 0.005,
+        segment_policy: str = "authors",
+        crossfade: float = 0.0,
         seed: int = 1986,
         sample_rate: int = 16000,
         missing_alignment: str = "error",
         orders=None,
-        min_leading_silence: float = 0.05,
+        min_leading_silence: float = 0.0,
+        rr_redraw: str = "once",
+        sr_pad_normalize: bool = True,
     ):
         if mode not in MODES:
             raise ValueError(f"unknown mode {mode!r}; choose from {MODES}")
-        check_segment_policy(segment_policy)
+        if rr_redraw not in RR_REDRAWS:
+            raise ValueError(f"unknown rr_redraw {rr_redraw!r}; choose from {RR_REDRAWS}")
+        if min_leading_silence < 0:
+            raise ValueError(f"min_leading_silence must be >= 0 seconds, got {min_leading_silence}")
         if missing_alignment not in MISSING_POLICIES:
             raise ValueError(
                 f"unknown missing_alignment policy {missing_alignment!r}; choose from {MISSING_POLICIES}"
@@ -380,6 +437,10 @@ class SegReConcat:
         self.alignments = alignments
         self.mode = mode
         self.segment_policy = segment_policy
+        self.span_rule = span_rule(segment_policy, self.strategy.name)  # checks the policy
+        self.rr_redraw = rr_redraw
+        # The authors' SR output: zero-padded to the original length, peak-normalized.
+        self.pad_normalize = bool(sr_pad_normalize) and self.strategy.name == "semantic"
         self.crossfade_samples = int(round(crossfade * sample_rate))
         self.seed = int(seed)
         self._draw = KeyedRandom(seed)
@@ -423,7 +484,7 @@ class SegReConcat:
         """The segments of one utterance under this augmenter's policy."""
         starts, ends = self.alignments.spans(utt_id)
         return word_segments(
-            starts, ends, num_samples, self.sample_rate, self.segment_policy, self.min_leading_silence
+            starts, ends, num_samples, self.sample_rate, self.span_rule, self.min_leading_silence
         )
 
     def order(self, utt_id: str, segments: Segments, audio: np.ndarray, epoch: int) -> np.ndarray | None:
@@ -433,7 +494,7 @@ class SegReConcat:
                 return None
             order = np.asarray(self.orders[utt_id], dtype=np.int64)
         else:
-            rng = self._draw(epoch, utt_id)
+            rng = self._draw(epoch if self.rr_redraw == "epoch" else _ONCE, utt_id)
             order = np.asarray(self.strategy.fn(segments, audio, rng, sample_rate=self.sample_rate))
         # Checked every time: a stale order cache or a buggy plug-in strategy must not
         # silently drop or repeat audio.
@@ -448,10 +509,13 @@ class SegReConcat:
     def plans_from_length(self) -> bool:
         """True when :meth:`plan` needs only the number of samples, not the samples.
 
-        So for RR and the cached AR/SR orders; a plug-in strategy registered
-        with ``uses_audio=True`` (the default) needs the audio.
+        So for RR and the cached AR orders; SR with ``sr_pad_normalize`` needs the
+        samples for the peak, and a plug-in strategy registered with
+        ``uses_audio=True`` (the default) needs the audio.
         """
-        return self.mode == "none" or self.strategy.precomputed or not self.strategy.uses_audio
+        if self.mode == "none":
+            return True
+        return (self.strategy.precomputed or not self.strategy.uses_audio) and not self.pad_normalize
 
     def plan(
         self, audio: np.ndarray | None, utt_id: str, epoch: int, num_samples: int | None = None
@@ -485,9 +549,16 @@ class SegReConcat:
         self._count("augmented")
         rearranged = segments.spans[order]
         if self.mode == "rearranged":
-            return chain_plan(rearranged, self.crossfade_samples)
-        # The original stays untouched; the rearranged half fades in after it.
-        return chain_plan(rearranged, self.crossfade_samples, fade_in_first=True, after_original=num_samples)
+            plan = chain_plan(rearranged, self.crossfade_samples)
+        else:  # the original stays untouched; the rearranged half fades in after it
+            plan = chain_plan(
+                rearranged, self.crossfade_samples, fade_in_first=True, after_original=num_samples
+            )
+        if self.pad_normalize:
+            # Word spans never add up to more than the file, so padding is all the length match needs.
+            halves = 1 if self.mode == "rearranged" else 2
+            plan = plan.padded_and_scaled(halves * num_samples, _peak_gain(audio, rearranged), halves - 1)
+        return plan
 
     def __call__(self, audio, utt_id: str, epoch: int) -> np.ndarray:
         """Augment one waveform (1-D numpy or torch); returns float32 numpy."""

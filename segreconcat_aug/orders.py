@@ -6,16 +6,20 @@ so ``recipes/compute_orders.py`` computes each order once and training reads
 them (``SegReConcat(..., orders=load_orders(...))``)::
 
     {"id": "1272-128104-0000", "strategy": "acoustic", "order": [0, 4, 2, 1, 3],
-     "key": "3f0c9a41d2e8b7a6", "segment_policy": "cover", "min_leading_silence": 0.05,
-     "options": {"n_mfcc": 13, ...}}
+     "key": "3f0c9a41d2e8b7a6", "format": 2, "segment_policy": "authors", "span_rule": "onsets",
+     "min_leading_silence": 0.0, "options": {"n_mfcc": 13, "n_fft": 2048, ...}}
 
 An order indexes the utterance's segments, so it is only valid for the
 segmentation it was computed on. ``key`` hashes everything that fixes that
-segmentation and the order: the strategy, its options, the utterance's cleaned
-word times and duration (from the alignment cache), the segment policy and
-``min_leading_silence``. :func:`load_orders` recomputes the key from the
-current alignments and settings, and a mismatch is an error naming the
-utterance and the line (:class:`StaleOrderError`): a stale order is never used.
+segmentation and the order: the strategy, its options (every option, the
+defaults included, so a changed default changes the key), the utterance's
+cleaned word times and duration (from the alignment cache), the span rule the
+segment policy means for the strategy and ``min_leading_silence``.
+:func:`load_orders` recomputes the key from the current alignments and
+settings, and a mismatch is an error naming the utterance, the line and what
+changed (:class:`StaleOrderError`): a stale order is never used. Caches written
+before the authors' defaults (no ``format`` 2, or options missing) are refused
+the same way.
 
 Example
 -------
@@ -45,8 +49,8 @@ from pathlib import Path
 import numpy as np
 
 from .alignment import AlignmentIndex, RepeatedIds, cache_files, iter_jsonl
-from .segments import check_segment_policy, word_segments
-from .strategies import is_order_of
+from .segments import span_rule, word_segments
+from .strategies import get_strategy, is_order_of
 
 logger = logging.getLogger(__name__)
 
@@ -70,6 +74,9 @@ class StaleOrderError(OrderCacheError):
     """A cached order does not match the current alignment, segmentation or options."""
 
 
+FORMAT = 2  # 2: keys hash the span rule and every option, defaults included
+
+
 def _canonical(options: Mapping | None) -> str:
     try:
         return json.dumps(dict(options or {}), sort_keys=True, separators=(",", ":"))
@@ -84,7 +91,7 @@ def order_key(
     options: Mapping | None,
     alignments: AlignmentIndex,
     segment_policy: str,
-    min_leading_silence: float = 0.05,
+    min_leading_silence: float = 0.0,
 ) -> str:
     """16 hex digits that change with anything the utterance's order depends on.
 
@@ -97,13 +104,16 @@ def order_key(
     >>> key = dict(strategy="acoustic", options={}, segment_policy="cover")
     >>> order_key("u", alignments=a, **key) == order_key("u", alignments=b, **key)
     False
+    >>> same = dict(strategy="acoustic", options={}, alignments=a)  # authors' AR cut = onsets
+    >>> order_key("u", segment_policy="authors", **same) == order_key("u", segment_policy="onsets", **same)
+    True
     """
-    check_segment_policy(segment_policy)
     starts, ends = alignments.spans(utt_id)
     payload = {
+        "format": FORMAT,
         "strategy": strategy,
-        "options": json.loads(_canonical(options)),
-        "segment_policy": segment_policy,
+        "options": resolved_options(strategy, options),
+        "span_rule": span_rule(segment_policy, strategy),
         "min_leading_silence": round(float(min_leading_silence), 6),
         "duration": round(alignments.duration(utt_id), 4),
         "words": [[round(float(s), 4), round(float(e), 4)] for s, e in zip(starts, ends)],
@@ -120,7 +130,7 @@ def order_record(
     options: Mapping | None,
     alignments: AlignmentIndex,
     segment_policy: str,
-    min_leading_silence: float = 0.05,
+    min_leading_silence: float = 0.0,
 ) -> str:
     """One cache line (without the newline) for ``utt_id``."""
     key = order_key(
@@ -136,14 +146,58 @@ def order_record(
         "strategy": strategy,
         "order": [int(k) for k in order],
         "key": key,
+        "format": FORMAT,
         "segment_policy": segment_policy,
+        "span_rule": span_rule(segment_policy, strategy),
         "min_leading_silence": float(min_leading_silence),
-        "options": json.loads(_canonical(options)),
+        "options": resolved_options(strategy, options),
     }
     return json.dumps(record, separators=(", ", ": "))
 
 
 _WHAT = "order cache (made by recipes/compute_orders.py)"
+
+
+def _what_changed(record: Mapping, strategy: str, segment_policy: str, min_leading_silence: float) -> str:
+    """Why a record's key no longer matches: the settings that differ, else the word times."""
+    rule = span_rule(segment_policy, strategy)
+    changes = []
+    if record.get("format") != FORMAT:
+        changes.append("written by an older compute_orders.py (before the authors' segmentation defaults)")
+    cached_rule = record.get("span_rule", record.get("segment_policy"))
+    if cached_rule != rule:
+        changes.append(
+            f"segments cut by {cached_rule!r} (segment_policy={record.get('segment_policy')!r}), now by "
+            f"{rule!r} (segment_policy={segment_policy!r})"
+        )
+    cached_silence = record.get("min_leading_silence")
+    if cached_silence is None or round(float(cached_silence), 6) != round(float(min_leading_silence), 6):
+        changes.append(f"min_leading_silence {cached_silence!r}, now {min_leading_silence!r}")
+    if not changes:
+        changes.append("the word times or duration in the alignment cache changed (or the line was edited)")
+    return "; ".join(changes)
+
+
+def _missing_options(strategy: str, stored: Mapping) -> list[str]:
+    """Options the strategy has now that a cache record does not name (an older version wrote it)."""
+    return sorted(_option_names(get_strategy(strategy).fn) - set(stored))
+
+
+def resolved_options(strategy: str, options: Mapping | None) -> dict:
+    """``options`` with every other option of ``strategy`` at its default: what the key hashes.
+
+    >>> resolved_options("acoustic", {"fixed_frames": 100})["n_fft"], resolved_options("acoustic", {})["scale"]
+    (2048, 32768.0)
+    """
+    import inspect
+
+    parameters = inspect.signature(get_strategy(strategy).fn).parameters.values()
+    defaults = {
+        p.name: p.default
+        for p in parameters
+        if p.kind is p.KEYWORD_ONLY and p.name not in _NOT_OPTIONS and p.default is not p.empty
+    }
+    return json.loads(_canonical({**defaults, **dict(options or {})}))
 
 
 def _records(file: Path):
@@ -166,7 +220,7 @@ def load_orders(
     strategy: str,
     alignments: AlignmentIndex,
     segment_policy: str,
-    min_leading_silence: float = 0.05,
+    min_leading_silence: float = 0.0,
     options: Mapping | None = None,
 ) -> dict[str, np.ndarray]:
     """Read and validate an order cache for training.
@@ -181,10 +235,11 @@ def load_orders(
     alignments : AlignmentIndex
         The alignment cache training uses (the orders must come from the same word times).
     segment_policy, min_leading_silence
-        The augmenter's segmentation settings.
+        The augmenter's segmentation settings (``authors`` resolved for ``strategy``).
     options : mapping, optional
-        The strategy options expected. ``None`` accepts the options stored in
-        the cache, provided every entry has the same ones.
+        The strategy options expected (completed with the defaults). ``None``
+        accepts the options stored in the cache, provided every entry has the
+        same ones and names every option the strategy has now.
 
     Returns
     -------
@@ -205,7 +260,7 @@ def load_orders(
     segmentation = dict(
         alignments=alignments, segment_policy=segment_policy, min_leading_silence=min_leading_silence
     )
-    reference = None if options is None else json.loads(_canonical(options))
+    reference = None if options is None else resolved_options(strategy, options)
     reference_where = "the options given"
     skipped = 0
     for file in cache_files(path, what=_WHAT):
@@ -218,9 +273,18 @@ def load_orders(
                     f"is {strategy!r}; point to that strategy's order cache"
                 )
             stored = record.get("options", {})
+            missing = _missing_options(strategy, stored)
+            if missing:
+                raise StaleOrderError(
+                    f"{where}: the {strategy} order of utterance {utt_id!r} was computed by an older "
+                    f"version, without the option(s) {missing} (whose defaults are now the authors'); "
+                    "rerun recipes/compute_orders.py into a new output"
+                )
+            # Options given: those must match (the cache may name more, e.g. SR's Whisper model).
+            comparable = stored if options is None else {k: stored.get(k) for k in reference}
             if reference is None:
                 reference, reference_where = stored, where
-            elif stored != reference:
+            elif comparable != reference:
                 raise StaleOrderError(
                     f"{where}: the {strategy} order of utterance {utt_id!r} was computed with options "
                     f"{stored}, not {reference} ({reference_where}); rerun recipes/compute_orders.py"
@@ -228,20 +292,18 @@ def load_orders(
             if utt_id not in alignments:
                 skipped += 1
                 continue
-            if key != order_key(utt_id, strategy=strategy, options=reference, **segmentation):
+            if key != order_key(utt_id, strategy=strategy, options=stored, **segmentation):
+                changed = _what_changed(record, strategy, segment_policy, min_leading_silence)
                 raise StaleOrderError(
-                    f"{where}: the {strategy} order of utterance {utt_id!r} is stale (computed with "
-                    f"segment_policy={record.get('segment_policy')!r}, "
-                    f"min_leading_silence={record.get('min_leading_silence')!r} on other word times, "
-                    f"or tampered; now segment_policy={segment_policy!r}, "
-                    f"min_leading_silence={min_leading_silence!r}): rerun recipes/compute_orders.py "
-                    "into a new output after a change of alignments or segmentation"
+                    f"{where}: the {strategy} order of utterance {utt_id!r} is stale ({changed}): rerun "
+                    "recipes/compute_orders.py into a new output after a change of alignments, "
+                    "segmentation or defaults"
                 )
             orders[utt_id] = np.asarray(order, dtype=np.int64)
     repeated.log(path, "orders")
     if skipped:
         logger.warning("%s: %d orders skipped: their utterances have no alignment", path, skipped)
-    logger.info("loaded %d %s orders from %s", len(orders), strategy, path)
+    logger.info("loaded %d %s orders from %s (options %s)", len(orders), strategy, path, reference)
     return orders
 
 
@@ -252,7 +314,7 @@ def stale_orders(
     options: Mapping | None,
     alignments: AlignmentIndex,
     segment_policy: str,
-    min_leading_silence: float = 0.05,
+    min_leading_silence: float = 0.0,
 ) -> list[str]:
     """Ids in existing cache files whose key differs from what a run would now write.
 
@@ -298,10 +360,11 @@ class OrderComputer:
     strategy : str
         A registered precomputed strategy (``acoustic``, ``semantic``).
     alignments : AlignmentIndex
-    segment_policy : {"cover", "words"}
+    segment_policy : str
+        See :mod:`segreconcat_aug.segments` (``authors``: the strategy's authors' cut).
     min_leading_silence : float
     options : mapping
-        Strategy options (JSON values); they are part of the key.
+        Strategy options (JSON values); with the defaults of the others, they are part of the key.
     whisper : WhisperBundle, optional
         Needed by ``semantic``.
     encoder_batch_size : int
@@ -311,12 +374,13 @@ class OrderComputer:
     Example
     -------
     >>> from segreconcat_aug.alignment import AlignmentIndex
-    >>> alignments = AlignmentIndex(["u1"], [1.0], [0, 2], [0.1, 0.5], [0.5, 1.0], ["t"])
+    >>> alignments = AlignmentIndex(["u1"], [1.0], [0, 3], [0.1, 0.4, 0.7], [0.4, 0.7, 1.0], ["t"])
     >>> computer = OrderComputer("acoustic", alignments)
     >>> noise = np.random.default_rng(0).normal(size=16000).astype(np.float32)
-    >>> audio = np.concatenate([np.zeros(1600), noise[:6400], 1e-4 * noise[6400:]])  # silence, loud, quiet
-    >>> [(utt, order.tolist()) for utt, order in computer.compute([("u1", audio)])]  # silence, quiet, loud
-    [('u1', [0, 2, 1])]
+    >>> audio = np.concatenate([np.zeros(1600), noise[:4800], 1e-4 * noise[4800:9600], noise[9600:]])
+    >>> # silence (pinned first), then the chain from the first word: loud, loud, quiet
+    >>> [(utt, order.tolist()) for utt, order in computer.compute([("u1", audio)])]
+    [('u1', [0, 1, 3, 2])]
     """
 
     def __init__(
@@ -324,8 +388,8 @@ class OrderComputer:
         strategy: str,
         alignments: AlignmentIndex,
         *,
-        segment_policy: str = "cover",
-        min_leading_silence: float = 0.05,
+        segment_policy: str = "authors",
+        min_leading_silence: float = 0.0,
         options: Mapping | None = None,
         whisper=None,
         encoder_batch_size: int = 8,
@@ -335,15 +399,17 @@ class OrderComputer:
 
         self.strategy = get_strategy(strategy)
         if not self.strategy.precomputed:
-            raise ValueError(f"strategy {strategy!r} draws a fresh order each epoch; nothing to precompute")
-        check_segment_policy(segment_policy)
+            raise ValueError(
+                f"strategy {strategy!r} draws its order in the data pipeline; nothing to precompute"
+            )
+        self.span_rule = span_rule(segment_policy, self.strategy.name)  # checks the policy
         self.options = json.loads(_canonical(options))
         accepted = _option_names(self.strategy.fn)
         unknown = sorted(set(self.options) - accepted)
         if unknown:
             raise ValueError(f"unknown {strategy} option(s) {unknown}; accepted: {sorted(accepted)}")
-        # What the key hashes: the options, plus the model that makes SR's features.
-        self.key_options = dict(self.options)
+        # What the key hashes: every option (defaults included), plus the model that makes SR's features.
+        self.key_options = resolved_options(self.strategy.name, self.options)
         if self.strategy.name == "semantic":
             if whisper is None:
                 raise ValueError(
@@ -372,7 +438,7 @@ class OrderComputer:
     def segments(self, utt_id: str, num_samples: int):
         starts, ends = self.alignments.spans(utt_id)
         return word_segments(
-            starts, ends, num_samples, self.sample_rate, self.segment_policy, self.min_leading_silence
+            starts, ends, num_samples, self.sample_rate, self.span_rule, self.min_leading_silence
         )
 
     def compute(self, batch: Sequence[tuple[str, np.ndarray]]):

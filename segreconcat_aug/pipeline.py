@@ -60,10 +60,12 @@ class TrainAudioPipeline:
 
     The augmented signal is planned from the file's length (header), the crop
     window drawn, and only the input samples it is made of read and rendered; the
-    result equals cropping the augmentation of the whole file. A plug-in
-    strategy registered with ``uses_audio=True`` gets the whole file instead.
-    The crop window and the RR permutation are drawn from ``(seed, epoch, id)``,
-    so a run is reproducible and each epoch differs. Call :meth:`set_epoch` from
+    result equals cropping the augmentation of the whole file. When the plan
+    needs the samples (SR's peak normalization, ``sr_pad_normalize``; a plug-in
+    strategy registered with ``uses_audio=True``) the whole file is read instead.
+    The crop window is drawn from ``(seed, epoch, id)``, the RR permutation from
+    ``(seed, id)`` (or ``(seed, epoch, id)`` with ``rr_redraw: epoch``), so a run
+    is reproducible and each epoch crops anew. Call :meth:`set_epoch` from
     ``Brain.on_stage_start``; the epoch lives in shared memory so DataLoader
     workers (persistent or not) see it.
 
@@ -147,7 +149,8 @@ class TrainAudioPipeline:
         return torch.from_numpy(crop)
 
     def _crop_after_full_read(self, epoch, rng, utt_id, wav) -> torch.Tensor:
-        # A strategy that looks at the samples plans from the whole file; same draws, same crop.
+        # A plan that looks at the samples (SR's peak, a plug-in strategy) is made from the
+        # whole file; same draws, same crop.
         audio = read_audio(wav, sample_rate=self.sample_rate)
         plan = self.augmenter.plan(audio, utt_id, epoch)
         if plan is None:

@@ -5,9 +5,13 @@ Importing this module registers two precomputed strategies (paper section 3.2):
 ``acoustic`` (AR)
     MFCC (``d = 13``) per segment; DTW distance ``D_ij`` with Euclidean frame
     cost (:mod:`segreconcat_aug.dtw`, equal to ``librosa.sequence.dtw``);
-    similarity ``s_ij = 1 / (1 + D_ij)``; the chain starts at the first
-    segment, which is the initial silence segment when the ``cover`` segment
-    policy made one (``Segments.leading_silence``).
+    similarity ``s_ij = 1 / (1 + D_ij)``. An initial silence segment
+    (``Segments.leading_silence``, made by the ``onsets`` and ``cover`` segment
+    policies) is pinned first and the chain starts at the first word, as in the
+    authors' AR script (``leading_silence="pin"``); ``leading_silence="chain"``
+    reads the paper's "starting from ... an initial silence segment" literally:
+    the chain starts at the silence and the next segment is the one most similar
+    to it.
 ``semantic`` (SR)
     The last encoder layer of Whisper (``openai/whisper-medium`` by default),
     run once per utterance (per 30 s window beyond 30 s); each segment pools
@@ -22,18 +26,23 @@ the lowest index, so the result is deterministic.
 
 Defined results on bad input
 ----------------------------
-- A segment shorter than one MFCC analysis window (``n_fft`` samples) is
-  zero-padded at its end to one window before the MFCC.
+- A short segment gets librosa's centred framing (``n_fft // 2`` zeros on
+  each side), so at least one frame; with ``pad_short=True`` it is first
+  zero-padded at its end to one window (``n_fft`` samples).
 - Silent audio: all MFCCs equal, all distances 0, all similarities 1, and by
   the tie rule the order is the original one. (For SR, silence still gives
   encoder features; a segment whose pooled vector is all zero has NaN cosine
   similarity and is appended at the end.)
 - NaN or infinite samples: :class:`SimilarityInputError` naming the utterance.
 
-The paper leaves the MFCC framing open; the defaults are 25 ms windows, 10 ms
-hop, 40 mel bands (``n_fft=400, hop_length=160, n_mels=40`` at 16 kHz). The
-authors' public scripts zero-pad/truncate every MFCC matrix to 100 frames
-before DTW: the option ``fixed_frames=100`` reproduces that variant.
+The paper fixes ``d = 13`` only; the defaults are the authors' script's
+``librosa.feature.mfcc(y, sr, n_mfcc=13)``: librosa's framing (``n_fft=2048,
+hop_length=512, n_mels=128``) on samples scaled to the int16 range
+(``scale=32768``, as pydub hands them over). The authors then zero-pad or
+truncate every matrix to 100 frames, which the paper's "different frame
+lengths across word segments" excludes: ``fixed_frames=100`` is that option.
+``n_fft=400, hop_length=160, n_mels=40, scale=1.0, pad_short=True`` is this
+project's earlier 25 ms / 10 ms framing.
 
 Example
 -------
@@ -59,6 +68,7 @@ from .strategies import register_strategy
 logger = logging.getLogger(__name__)
 
 __all__ = [
+    "LEADING_SILENCE_RULES",
     "START_RULES",
     "SimilarityInputError",
     "acoustic_order",
@@ -80,7 +90,7 @@ class SimilarityInputError(ValueError):
 
 
 def start_first(similarity: np.ndarray) -> int:
-    """AR's start: the first segment (the initial silence segment when there is one)."""
+    """AR's start: the first segment (the first word once a leading silence is pinned)."""
     return 0
 
 
@@ -190,6 +200,8 @@ def _check_audio(audio: np.ndarray, segments: Segments, utt_id: str | None) -> n
 
 # --------------------------------------------------------------------------- AR
 
+LEADING_SILENCE_RULES = ("pin", "chain")
+
 
 @functools.lru_cache(maxsize=8)
 def _mel_basis(sample_rate: int, n_fft: int, n_mels: int) -> np.ndarray:
@@ -204,29 +216,49 @@ def mfcc_features(
     sample_rate: int,
     *,
     n_mfcc: int = 13,
-    n_fft: int = 400,
-    hop_length: int = 160,
-    n_mels: int = 40,
+    n_fft: int = 2048,
+    hop_length: int = 512,
+    n_mels: int = 128,
+    scale: float = 32768.0,
     fixed_frames: int | None = None,
+    pad_short: bool = False,
 ) -> list[np.ndarray]:
-    """One ``(n_mfcc, T_k)`` MFCC matrix per segment (librosa).
+    """One ``(n_mfcc, T_k)`` MFCC matrix per segment: ``librosa.feature.mfcc`` of ``scale * segment``.
 
-    Segments shorter than ``n_fft`` samples are zero-padded to ``n_fft`` first.
-    ``fixed_frames`` (the authors' script variant: 100) zero-pads or truncates
+    ``pad_short`` zero-pads segments shorter than ``n_fft`` samples to ``n_fft``
+    first. ``fixed_frames`` (the authors' script: 100) zero-pads or truncates
     every matrix to that many frames.
 
     >>> from segreconcat_aug.segments import Segments
     >>> segs = Segments(np.array([[0, 1600], [1600, 1700]]), False)
     >>> [m.shape for m in mfcc_features(np.ones(1700, dtype=np.float32), segs, 16000)]
+    [(13, 4), (13, 1)]
+    >>> old = dict(n_fft=400, hop_length=160, n_mels=40, scale=1.0, pad_short=True)
+    >>> [m.shape for m in mfcc_features(np.ones(1700, dtype=np.float32), segs, 16000, **old)]
     [(13, 11), (13, 3)]
     """
+    from threadpoolctl import threadpool_limits
+
+    # One BLAS thread: the mel projections are small (128 x 1025 by a few frames), and a
+    # multithreaded BLAS only spins on them (ten times slower on a busy machine).
+    with threadpool_limits(limits=1, user_api="blas"):
+        return _mfcc_features(
+            audio, segments, sample_rate, n_mfcc, n_fft, hop_length, n_mels, scale, fixed_frames, pad_short
+        )
+
+
+def _mfcc_features(
+    audio, segments, sample_rate, n_mfcc, n_fft, hop_length, n_mels, scale, fixed_frames, pad_short
+):
     import librosa
 
     mel_basis = _mel_basis(int(sample_rate), int(n_fft), int(n_mels))
     features = []
     for start, end in segments.spans:
         piece = np.asarray(audio[start:end], dtype=np.float32)
-        if len(piece) < n_fft:
+        if scale != 1.0:  # the authors' MFCCs are of int16-range samples
+            piece = piece * np.float32(scale)
+        if pad_short and len(piece) < n_fft:
             piece = np.pad(piece, (0, n_fft - len(piece)))
         # librosa.feature.mfcc(y=piece, ...) step by step (same values), with the mel
         # filterbank built once instead of once per segment.
@@ -259,17 +291,22 @@ def acoustic_order(
     sample_rate: int,
     utt_id: str | None = None,
     n_mfcc: int = 13,
-    n_fft: int = 400,
-    hop_length: int = 160,
-    n_mels: int = 40,
+    n_fft: int = 2048,
+    hop_length: int = 512,
+    n_mels: int = 128,
+    scale: float = 32768.0,
     fixed_frames: int | None = None,
+    pad_short: bool = False,
     start: str | int = "first",
+    leading_silence: str = "pin",
     **_,
 ) -> np.ndarray:
-    """AR: MFCC + DTW similarity, greedy chain from the first segment.
+    """AR: MFCC + DTW similarity, greedy chain from the first word.
 
-    ``rng`` is unused (the order is deterministic). See the module doc for
-    options and the results on bad input.
+    ``rng`` is unused (the order is deterministic). ``leading_silence``:
+    ``pin`` (the authors) keeps an initial silence segment first and chains the
+    words from ``start``; ``chain`` lets the chain start at the silence. See the
+    module doc for the other options and the results on bad input.
 
     >>> from segreconcat_aug.segments import Segments
     >>> rng = np.random.default_rng(0)
@@ -279,19 +316,26 @@ def acoustic_order(
     0
     """
     audio = _check_audio(audio, segments, utt_id)
-    if len(segments) < 2:
+    if leading_silence not in LEADING_SILENCE_RULES:
+        raise ValueError(f"unknown leading_silence {leading_silence!r}; choose from {LEADING_SILENCE_RULES}")
+    pinned = 1 if segments.leading_silence and leading_silence == "pin" else 0
+    if len(segments) - pinned < 2:
         return np.arange(len(segments), dtype=np.int64)
+    words = Segments(segments.spans[pinned:], segments.leading_silence and not pinned)
     features = mfcc_features(
         audio,
-        segments,
+        words,
         sample_rate,
         n_mfcc=n_mfcc,
         n_fft=n_fft,
         hop_length=hop_length,
         n_mels=n_mels,
+        scale=scale,
         fixed_frames=fixed_frames,
+        pad_short=pad_short,
     )
-    return similarity_order(acoustic_similarity(features), start)
+    order = similarity_order(acoustic_similarity(features), start) + pinned
+    return np.concatenate([np.arange(pinned, dtype=np.int64), order])
 
 
 # --------------------------------------------------------------------------- SR

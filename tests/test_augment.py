@@ -24,6 +24,13 @@ def audio(librispeech_dir):
     return read_audio(librispeech_dir / f"{UTT}.flac")
 
 
+@pytest.fixture(scope="module")
+def gapped(audio):
+    """Word times for UTT with a 0.3 s lead-in and a 0.1 s pause after every word."""
+    starts = 0.3 + 0.4 * np.arange(12)
+    return _index({UTT: list(zip(starts, starts + 0.3))}, duration=len(audio) / 16000)
+
+
 def _index(spans_by_utt, duration=1.0):
     ids, durations, offsets, starts, ends = [], [], [0], [], []
     for utt, spans in spans_by_utt.items():
@@ -35,7 +42,7 @@ def _index(spans_by_utt, duration=1.0):
     return AlignmentIndex(ids, durations, offsets, starts, ends, ["test"] * len(ids))
 
 
-@pytest.mark.parametrize("policy", ["cover", "words"])
+@pytest.mark.parametrize("policy", ["authors", "cover", "words", "words_to_end", "onsets"])
 def test_concat_is_the_original_then_the_segments_in_a_new_order(alignments, audio, policy):
     augmenter = SegReConcat(alignments, mode="concat", segment_policy=policy, crossfade=0.0, seed=3)
     out = augmenter(audio, UTT, epoch=1)
@@ -45,14 +52,14 @@ def test_concat_is_the_original_then_the_segments_in_a_new_order(alignments, aud
     assert sorted(order.tolist()) == list(range(len(segments))) and len(segments) > 5
     expected = np.concatenate([audio[s:e] for s, e in segments.spans[order]])
     np.testing.assert_array_equal(out[len(audio) :], expected)
-    if policy == "cover":
+    if policy in ("cover", "onsets"):
         assert len(out) == 2 * len(audio)
     else:
         assert len(out) == len(audio) + segments.lengths.sum() <= 2 * len(audio)
 
 
 def test_rearranged_mode_is_the_segments_alone(alignments, audio):
-    augmenter = SegReConcat(alignments, mode="rearranged", crossfade=0.0, seed=3)
+    augmenter = SegReConcat(alignments, mode="rearranged", segment_policy="cover", seed=3)
     out = augmenter(audio, UTT, epoch=2)
     assert len(out) == len(audio) and not np.array_equal(out, audio)
     np.testing.assert_allclose(np.sort(out), np.sort(audio))  # same samples, new order
@@ -137,14 +144,94 @@ def test_the_input_ranges_are_all_a_window_reads(lengths, crossfade, original, w
         assert ranges.shape == (0, 2)
 
 
-def test_permutations_are_reproducible_and_change_every_epoch(alignments, audio):
-    first = SegReConcat(alignments, seed=11)
-    second = SegReConcat(alignments, seed=11)
+def test_rr_is_drawn_once_per_utterance_for_the_whole_training_by_default(alignments, audio):
+    augmenter = SegReConcat(alignments, seed=11)
+    segments = augmenter.segments(UTT, len(audio))
+    epoch1 = augmenter.order(UTT, segments, audio, epoch=1)
+    assert epoch1.tolist() != list(range(len(segments)))
+    for epoch in (2, 5, 30):
+        np.testing.assert_array_equal(augmenter.order(UTT, segments, audio, epoch=epoch), epoch1)
+    np.testing.assert_array_equal(augmenter(audio, UTT, epoch=5), augmenter(audio, UTT, epoch=1))
+    # Drawn from the seed and the utterance id: another seed or utterance, another order.
+    assert SegReConcat(alignments, seed=12).order(UTT, segments, audio, epoch=1).tolist() != epoch1.tolist()
+    other = "27-123349-0001"
+    assert augmenter.order(other, segments, audio, epoch=1).tolist() != epoch1.tolist()
+    redrawn = SegReConcat(alignments, seed=11, rr_redraw="epoch")
+    assert (
+        redrawn.order(UTT, segments, audio, epoch=5).tolist()
+        != redrawn.order(UTT, segments, audio, 1).tolist()
+    )
+
+
+def test_joins_are_hard_splices_by_default(gapped, audio):
+    augmenter = SegReConcat(gapped, mode="concat", seed=2)
+    plan = augmenter.plan(audio, UTT, epoch=1)
+    assert plan.crossfade == 0 and not plan.fade_in.any() and not plan.fade_out.any()
+    segments = augmenter.segments(UTT, len(audio))
+    order = augmenter.order(UTT, segments, audio, epoch=1)
+    pieces = [audio] + [audio[s:e] for s, e in segments.spans[order]]
+    np.testing.assert_array_equal(augmenter(audio, UTT, epoch=1), np.concatenate(pieces))  # bit-exact
+
+
+def test_rr_rearranged_half_holds_exactly_the_word_spans(gapped, audio):
+    augmenter = SegReConcat(gapped, mode="concat", seed=4)
+    starts, ends = gapped.spans(UTT)
+    words = np.rint(np.stack([starts, ends], axis=1) * 16000).astype(np.int64)
+    segments = augmenter.segments(UTT, len(audio))
+    assert segments.spans.tolist() == words.tolist() and not segments.leading_silence  # pauses dropped
+    order = augmenter.order(UTT, segments, audio, epoch=1)
+    out = augmenter(audio, UTT, epoch=1)
+    np.testing.assert_array_equal(out[: len(audio)], audio)
+    np.testing.assert_array_equal(out[len(audio) :], np.concatenate([audio[s:e] for s, e in words[order]]))
+    assert len(out) - len(audio) == (words[:, 1] - words[:, 0]).sum() < len(audio)
+
+
+def _semantic(index, audio, **options):
+    segments = SegReConcat(index, segment_policy="words_to_end").segments(UTT, len(audio))
+    order = np.roll(np.arange(len(segments)), 3)
+    return SegReConcat(index, strategy="semantic", orders={UTT: order}, **options), segments, order
+
+
+def test_sr_rearranged_audio_is_zero_padded_and_peak_normalized_as_the_authors(gapped, audio):
+    augmenter, segments, order = _semantic(gapped, audio)
+    assert segments.spans[-1, 1] == len(audio)  # SR's last word runs to the end of the file
+    assert segments.spans[0, 0] > 0 and np.all(segments.spans[1:, 0] > segments.spans[:-1, 1])  # no pauses
+    assert augmenter.segments(UTT, len(audio)).spans.tolist() == segments.spans.tolist()
+    assert not augmenter.plans_from_length  # the peak needs the samples
+    rearranged = np.concatenate([audio[s:e] for s, e in segments.spans[order]])
+    out = augmenter(audio, UTT, epoch=1)
+    assert len(out) == 2 * len(audio)
+    np.testing.assert_array_equal(out[: len(audio)], audio)  # the original half untouched
+    half = out[len(audio) :]
+    np.testing.assert_allclose(half[: len(rearranged)], rearranged / np.abs(rearranged).max(), rtol=1e-6)
+    assert np.abs(half).max() == pytest.approx(1.0, abs=1e-6) and not half[len(rearranged) :].any()
+    alone = SegReConcat(gapped, mode="rearranged", strategy="semantic", orders={UTT: order})(audio, UTT, 1)
+    np.testing.assert_array_equal(alone, half)
+    plain, _, _ = _semantic(gapped, audio, sr_pad_normalize=False)
+    assert plain.plans_from_length
+    np.testing.assert_array_equal(plain(audio, UTT, epoch=1), np.concatenate([audio, rearranged]))
+
+
+def test_ar_segments_start_at_word_starts_with_the_leading_silence_first(gapped, audio):
+    augmenter = SegReConcat(gapped, strategy="acoustic", orders={})
+    starts, _ = gapped.spans(UTT)
+    segments = augmenter.segments(UTT, len(audio))
+    assert segments.leading_silence
+    onsets = np.rint(starts * 16000).astype(np.int64)
+    assert segments.spans[:, 0].tolist() == [0, *onsets.tolist()]
+    assert segments.spans[:, 1].tolist() == [*onsets.tolist(), len(audio)]  # pauses stay with the word before
+
+
+def test_permutations_are_reproducible_and_change_every_epoch_with_rr_redraw_epoch(alignments, audio):
+    first = SegReConcat(alignments, seed=11, rr_redraw="epoch")
+    second = SegReConcat(alignments, seed=11, rr_redraw="epoch")
     epoch1 = first(audio, UTT, epoch=1)
     np.testing.assert_array_equal(epoch1, second(audio, UTT, epoch=1))
     others = [first(audio, UTT, epoch=e) for e in range(2, 6)]
     assert all(not np.array_equal(epoch1, other) for other in others)
-    assert not np.array_equal(epoch1, SegReConcat(alignments, seed=12)(audio, UTT, epoch=1))
+    assert not np.array_equal(
+        epoch1, SegReConcat(alignments, seed=12, rr_redraw="epoch")(audio, UTT, epoch=1)
+    )
 
 
 def test_utterances_with_few_segments_pass_through_and_are_counted():
@@ -191,6 +278,10 @@ def test_bad_configuration_is_refused(alignments):
         SegReConcat(alignments, strategy="nope")
     with pytest.raises(ValueError, match="unknown missing_alignment policy"):
         SegReConcat(alignments, missing_alignment="skip")
+    with pytest.raises(ValueError, match="unknown rr_redraw 'always'"):
+        SegReConcat(alignments, rr_redraw="always")
+    with pytest.raises(ValueError, match="unknown segment policy 'gaps'"):
+        SegReConcat(alignments, segment_policy="gaps")
 
 
 def test_a_new_strategy_slots_in_without_touching_the_augmenter(alignments, audio):

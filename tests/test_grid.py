@@ -96,10 +96,22 @@ def test_grid_cells_cover_both_tables_without_repeats(grid_overrides):
 def test_the_shipped_grid_covers_the_paper():
     grid = run_grid.load_grid(REPO / "hparams" / "grid.yaml", {"data_folder": "/nowhere"})
     cells = run_grid.grid_cells(grid)
-    assert len(grid["systems"]) == 7 and len(grid["ablation"]["configurations"]) == 11
-    assert len(cells) == 7 * 3 + 8  # Table 2 cells, plus Table 1's other T8-5 configurations
+    configurations = grid["configurations"]
+    improvements = {name: spec for name, spec in configurations.items() if "improves" in spec}
+    assert len(grid["systems"]) == 7 and len(grid["ablation"]["configurations"]) == 11 + len(improvements)
+    assert set(grid["ablation"]["configurations"]) == set(configurations)
+    assert len(cells) == 7 * 3 + 8 + len(improvements)  # Table 2 cells, plus Table 1's other T8-5 ones
     published = {row["attacker"] for row in load_reference_results() if row["table"] == "paper-table1"}
-    assert {spec["table1"] for spec in grid["configurations"].values()} == published
+    paper = {spec["table1"] for name, spec in configurations.items() if name not in improvements}
+    assert paper == published
+    # One row per improvement, each one switch away from the paper's row it is measured against.
+    switches = {"--rr_redraw=epoch", "--crossfade=0.005", "--segment_policy=cover", "--sr_context=utterance"}
+    assert len(improvements) == len(switches)
+    for spec in improvements.values():
+        base = configurations[spec["improves"]]
+        assert "improves" not in base and spec["table1"] not in published
+        added = set(spec["overrides"].split()) - set(base["overrides"].split())
+        assert len(added) == 1 and added <= switches
 
 
 def test_undefined_configuration_is_refused(grid_overrides):

@@ -52,7 +52,8 @@ def expected_output(audio, segments, order):
 
 
 def check_augmenter(strategy, items, alignments, orders):
-    augmenter = SegReConcat(alignments, strategy=strategy, orders=orders, crossfade=0.0)
+    # SR's peak normalization is tested in test_augment; here: the order is what is applied.
+    augmenter = SegReConcat(alignments, strategy=strategy, orders=orders, sr_pad_normalize=False)
     augmenter.check_coverage([item.id for item in items])
     for item in items:
         audio = read_audio(item.source)
@@ -76,7 +77,7 @@ def test_acoustic_orders_drive_the_augmenter(train, tmp_path):
     output = tmp_path / "orders.jsonl"
     job = run_order_job(computer, items, output, progress=False)
     assert job.written == len(items) and job.failed == 0
-    orders = load_orders(output, strategy="acoustic", alignments=alignments, segment_policy="cover")
+    orders = load_orders(output, strategy="acoustic", alignments=alignments, segment_policy="authors")
     assert sorted(orders) == sorted(SUBSET)
     # The cache holds what the strategy computes (deterministic), not something else.
     for item in items:
@@ -109,7 +110,7 @@ def test_missing_order_follows_the_missing_alignment_policy(train, tmp_path):
     items = subset(items)[:2]
     output = tmp_path / "orders.jsonl"
     run_order_job(OrderComputer("acoustic", alignments), items[:1], output, progress=False)
-    orders = load_orders(output, strategy="acoustic", alignments=alignments, segment_policy="cover")
+    orders = load_orders(output, strategy="acoustic", alignments=alignments, segment_policy="authors")
     audio = read_audio(items[1].source)
     strict = SegReConcat(alignments, strategy="acoustic", orders=orders)
     with pytest.raises(MissingAlignmentError, match="acoustic order"):
@@ -134,7 +135,7 @@ def test_semantic_orders_with_a_tiny_whisper(train, tmp_path):
     output = tmp_path / "semantic.jsonl"
     job = run_order_job(computer, items, output, batch_size=2, progress=False)
     assert job.written == len(items) and job.failed == 0
-    orders = load_orders(output, strategy="semantic", alignments=alignments, segment_policy="cover")
+    orders = load_orders(output, strategy="semantic", alignments=alignments, segment_policy="authors")
     record = json.loads(output.read_text().splitlines()[0])
     assert record["options"]["whisper_model"] == "tiny-random-whisper"
     # Batched encoder passes give the orders of one utterance at a time.
@@ -189,10 +190,15 @@ def test_valid_cache_loads(tmp_path):
         ({"alignments": small_index(duration=2.5)}, r"utterance 'a' is stale"),
         (
             {"segment_policy": "words"},
-            r"utterance 'a' is stale .*segment_policy='cover'.*now segment_policy='words'",
+            r"utterance 'a' is stale \(segments cut by 'cover' \(segment_policy='cover'\), now by 'words'",
         ),
-        ({"min_leading_silence": 0.3}, r"utterance 'a' is stale"),
-        ({"options": {"n_mfcc": 20}}, r"'a' was computed with options \{'n_mfcc': 13\}"),
+        # The default changed from cover to the authors' cut (for AR: onsets): detected, named.
+        ({"segment_policy": "authors"}, r"cut by 'cover' \(segment_policy='cover'\), now by 'onsets'"),
+        ({"min_leading_silence": 0.3}, r"utterance 'a' is stale \(min_leading_silence 0.0, now 0.3\)"),
+        (
+            {"options": {"n_mfcc": 20}},
+            r"'a' was computed with options \{.*'n_mfcc': 13.*\}, not \{.*'n_mfcc': 20",
+        ),
         ({"strategy": "semantic"}, r"utterance 'a' has a 'acoustic' order, but the strategy is 'semantic'"),
     ],
 )
@@ -244,7 +250,7 @@ def test_mixed_options_and_bad_lines_name_the_line(tmp_path):
     mixed = path.read_text() + other.replace('"id": "a"', '"id": "c"', 1) + "\n"
     (tmp_path / "mixed.jsonl").write_text(mixed)
     with pytest.raises(
-        StaleOrderError, match=r"mixed.jsonl:3: .*options \{'n_mfcc': 20\}, not \{'n_mfcc': 13\}"
+        StaleOrderError, match=r"mixed.jsonl:3: .*options \{.*'n_mfcc': 20.*\}, not \{.*'n_mfcc': 13"
     ):
         load_orders(tmp_path / "mixed.jsonl", alignments=index, **LOAD)
     lines = path.read_text().splitlines()
@@ -265,6 +271,33 @@ def test_mixed_options_and_bad_lines_name_the_line(tmp_path):
     # A writer killed mid-line: the unterminated tail is not an order; the rest loads.
     (tmp_path / "tail.jsonl").write_text(lines[0] + "\n" + lines[1][:20])
     assert list(load_orders(tmp_path / "tail.jsonl", alignments=index, **LOAD)) == ["a"]
+
+
+def test_keys_hash_every_option_with_its_default(tmp_path):
+    record = json.loads(order_record("a", [0, 3, 1, 2], alignments=small_index(), **{**LOAD, "options": {}}))
+    # The authors' AR framing is written out, so a later change of a default changes the key.
+    assert record["options"]["n_fft"] == 2048 and record["options"]["scale"] == 32768.0
+    assert record["span_rule"] == "cover" and record["format"] == 2
+    earlier = order_record("a", [0, 3, 1, 2], alignments=small_index(), **LOAD, options={"n_fft": 400})
+    assert json.loads(earlier)["key"] != record["key"]
+
+
+def test_a_cache_from_before_the_authors_defaults_is_refused(tmp_path):
+    # What compute_orders.py wrote before: the 25 ms framing options only, no format, no span rule.
+    old = {
+        "id": "a",
+        "strategy": "acoustic",
+        "order": [0, 3, 1, 2],
+        "key": "0123456789abcdef",
+        "segment_policy": "cover",
+        "min_leading_silence": 0.05,
+        "options": {"n_mfcc": 13, "n_fft": 400, "hop_length": 160, "n_mels": 40, "fixed_frames": None},
+    }
+    (tmp_path / "old.jsonl").write_text(json.dumps(old) + "\n")
+    with pytest.raises(StaleOrderError, match=r"older version, without the option\(s\) \['leading_silence'"):
+        load_orders(
+            tmp_path / "old.jsonl", alignments=small_index(), strategy="acoustic", segment_policy="cover"
+        )
 
 
 def test_orders_of_unaligned_utterances_are_skipped(tmp_path):
@@ -343,7 +376,7 @@ def test_recipe_shards_failures_and_training_reads_the_parts(train, vpac_root, t
     assert 1 in statuses  # a shard with failures exits non-zero
     # Training reads the parts without a merge, validated against the same alignments.
     orders = load_orders(
-        output, strategy="acoustic", alignments=load_alignments(cache), segment_policy="cover"
+        output, strategy="acoustic", alignments=load_alignments(cache), segment_policy="authors"
     )
     assert sorted(orders) == sorted(item.id for item in good)
     # A rerun (unsharded, failures allowed) retries the failures only and exits 0.
@@ -366,9 +399,9 @@ def test_recipe_on_the_vpac_layout_then_training_reads_the_cache(vpac_root, tmp_
     args += [f"--orders_cache={output}", "--progress=False", "--dtw_threads=1"]
     assert load_recipe().main(args) == 0
     alignments = load_alignments(vpac_root / "alignments" / "B3.jsonl")
-    orders = load_orders(output, strategy="acoustic", alignments=alignments, segment_policy="cover")
+    orders = load_orders(output, strategy="acoustic", alignments=alignments, segment_policy="authors")
     folder = vpac_root / "B3" / "data" / "train-clean-360_B3"
     assert sorted(orders) == sorted(item.id for item in read_inputs(folder, root=vpac_root))
     # A training run with another segment policy must not reuse them.
-    with pytest.raises(StaleOrderError, match="stale"):
+    with pytest.raises(StaleOrderError, match="stale .*cut by 'onsets'.*now by 'words'"):
         load_orders(output, strategy="acoustic", alignments=alignments, segment_policy="words")

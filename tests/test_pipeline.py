@@ -39,9 +39,10 @@ def _collect(rows, pipeline, num_workers):
     return out
 
 
-def test_workers_deliver_augmented_crops_that_change_with_the_epoch(vpac_root, train_rows):
+@pytest.mark.parametrize("rr_redraw", ["once", "epoch"])
+def test_workers_deliver_augmented_crops_seeded_per_utterance_or_epoch(vpac_root, train_rows, rr_redraw):
     alignments = load_alignments(vpac_root / "alignments" / "B3.jsonl")
-    augmenter = SegReConcat(alignments, mode="concat", crossfade=0.0, seed=1)
+    augmenter = SegReConcat(alignments, mode="concat", segment_policy="cover", rr_redraw=rr_redraw, seed=1)
     pipeline = TrainAudioPipeline(augmenter, sentence_len=3.0, seed=1)
     # A 100 s crop keeps the whole augmented signal: its length shows the concatenation.
     pipeline.crop_samples = 100 * 16000
@@ -57,7 +58,10 @@ def test_workers_deliver_augmented_crops_that_change_with_the_epoch(vpac_root, t
     pipeline.set_epoch(2)
     epoch2 = _collect(train_rows, pipeline, num_workers=2)
     changed = sum(not np.array_equal(epoch1[r], epoch2[r]) for r in train_rows)
-    assert changed >= len(train_rows) - 2  # RR draws a new permutation each epoch
+    if rr_redraw == "epoch":
+        assert changed >= len(train_rows) - 2  # a new permutation each epoch
+    else:
+        assert changed == 0  # one permutation per utterance for the whole training
     pipeline.set_epoch(1)
     again = _collect(train_rows, pipeline, num_workers=0)
     assert all(np.array_equal(epoch1[r], again[r]) for r in train_rows)  # reproducible
@@ -96,12 +100,35 @@ def _crop_from_the_whole_file(augmenter, seed, epoch, row_id, utt_id, wav, crop=
     return render(audio, plan, start, start + crop)
 
 
-@pytest.mark.parametrize("crossfade", [0.0, 0.005])
-def test_reading_only_the_crops_span_gives_the_crop_of_the_whole_file(vpac_root, train_rows, crossfade):
+def _semantic_augmenter(alignments, train_rows, **options):
+    """SR with cached orders (each utterance's segments, rotated) for the pipeline tests."""
+    probe = SegReConcat(alignments, segment_policy="words_to_end")
+    orders = {}
+    for row in train_rows.values():
+        count = len(probe.segments(row["utt_id"], len(read_audio(row["wav"]))))
+        orders[row["utt_id"]] = np.roll(np.arange(count), 1)
+    return SegReConcat(alignments, mode="concat", strategy="semantic", orders=orders, **options)
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {},  # the defaults: RR on the authors' word spans, hard splices
+        {"crossfade": 0.005, "segment_policy": "cover", "rr_redraw": "epoch"},
+        {"strategy": "semantic"},  # SR: zero-padded, peak-normalized, planned from the whole file
+    ],
+)
+def test_reading_only_the_crops_span_gives_the_crop_of_the_whole_file(vpac_root, train_rows, options):
     # Every fixture over several epochs: crops inside the original, across the join, and
     # inside the rearranged half (where the span read covers scattered words).
     alignments = load_alignments(vpac_root / "alignments" / "B3.jsonl")
-    for augmenter in (None, SegReConcat(alignments, mode="concat", crossfade=crossfade, seed=5)):
+    if options.get("strategy") == "semantic":
+        augmented = _semantic_augmenter(alignments, train_rows)
+        assert not augmented.plans_from_length
+    else:
+        augmented = SegReConcat(alignments, mode="concat", seed=5, **options)
+        assert augmented.plans_from_length
+    for augmenter in (None, augmented):
         pipeline = TrainAudioPipeline(augmenter, seed=5)
         where = set()
         for epoch in range(6):
@@ -112,7 +139,8 @@ def test_reading_only_the_crops_span_gives_the_crop_of_the_whole_file(vpac_root,
                 np.testing.assert_array_equal(crop, expected)
                 if augmenter is not None:
                     length = len(read_audio(row["wav"]))
-                    start = crop_start(2 * length, 48000, KeyedRandom(5)(epoch, row_id, stream=_CROP_STREAM))
+                    total = augmenter.plan(read_audio(row["wav"]), row["utt_id"], epoch).length
+                    start = crop_start(total, 48000, KeyedRandom(5)(epoch, row_id, stream=_CROP_STREAM))
                     where.add(
                         "original" if start + 48000 <= length else "join" if start < length else "rearranged"
                     )

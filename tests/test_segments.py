@@ -1,4 +1,4 @@
-"""Word times -> sample spans under the two segment policies."""
+"""Word times -> sample spans under each segment policy."""
 
 import numpy as np
 import pytest
@@ -6,7 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from segreconcat_aug.alignment import Word, clean_words
-from segreconcat_aug.segments import word_segments
+from segreconcat_aug.segments import AUTHORS_SPANS, span_rule, word_segments
 
 SR = 16000
 
@@ -67,3 +67,44 @@ def test_times_past_the_audio_are_clipped():
 def test_unknown_policy():
     with pytest.raises(ValueError, match="unknown segment policy 'gaps'"):
         word_segments(np.array([0.0]), np.array([1.0]), SR, SR, "gaps")
+    with pytest.raises(ValueError, match="name the strategy"):
+        word_segments(np.array([0.0]), np.array([1.0]), SR, SR, "authors")
+
+
+def test_authors_policy_cuts_per_strategy_as_their_scripts():
+    assert AUTHORS_SPANS == {"random": "words", "semantic": "words_to_end", "acoustic": "onsets"}
+    assert span_rule("authors", "my_plugin") == "words"
+    starts, ends = np.array([0.5, 1.0, 2.0]), np.array([0.8, 1.6, 2.4])
+    for strategy, rule in AUTHORS_SPANS.items():
+        authors = word_segments(starts, ends, 3 * SR, SR, "authors", strategy=strategy)
+        assert authors.spans.tolist() == word_segments(starts, ends, 3 * SR, SR, rule).spans.tolist()
+
+
+def test_words_to_end_drops_pauses_and_runs_the_last_word_to_the_end():
+    starts, ends = np.array([0.5, 1.0, 2.0]), np.array([0.8, 1.6, 2.4])
+    segments = word_segments(starts, ends, 3 * SR, SR, "words_to_end")
+    assert segments.spans.tolist() == [[8000, 12800], [16000, 25600], [32000, 48000]]
+    assert not segments.leading_silence
+
+
+def test_onsets_cut_at_word_starts_with_the_leading_silence_first():
+    starts, ends = np.array([0.5, 1.0, 2.0]), np.array([0.8, 1.6, 2.4])
+    segments = word_segments(starts, ends, 3 * SR, SR, "onsets")
+    # the pause after a word stays with it; any lead-in is a segment at the default of 0 s
+    assert segments.leading_silence
+    assert segments.spans.tolist() == [[0, 8000], [8000, 16000], [16000, 32000], [32000, 48000]]
+    tiny = word_segments(np.array([0.001, 0.5]), np.array([0.4, 0.9]), SR, SR, "onsets")
+    assert tiny.leading_silence and tiny.spans.tolist() == [[0, 16], [16, 8000], [8000, 16000]]
+    # a threshold keeps a short lead-in with the first word
+    merged = word_segments(np.array([0.001, 0.5]), np.array([0.4, 0.9]), SR, SR, "onsets", 0.05)
+    assert not merged.leading_silence and merged.spans.tolist() == [[0, 8000], [8000, 16000]]
+    assert not word_segments(np.array([0.0, 0.5]), np.array([0.4, 0.9]), SR, SR, "onsets").leading_silence
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.floats(0, 5), st.floats(0, 5)), max_size=15), st.integers(1, 5 * SR))
+def test_onsets_partition_the_utterance(pairs, num_samples):
+    words = clean_words([Word("w", s, e) for s, e in pairs], num_samples / SR)
+    spans = word_segments(*_times(words), num_samples, SR, "onsets").spans
+    assert spans[0, 0] == 0 and spans[-1, 1] == num_samples
+    assert np.all(spans[1:, 0] == spans[:-1, 1]) and np.all(spans[:, 1] > spans[:, 0])

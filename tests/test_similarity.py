@@ -119,46 +119,61 @@ def fixture_segments(utt, lead=0.0, max_words=None, policy="cover"):
     return audio, word_segments(starts, starts + span, len(audio), 16000, policy)
 
 
-MFCC = dict(n_mfcc=13, n_fft=400, hop_length=160, n_mels=40)
+MFCC = dict(n_mfcc=13, n_fft=400, hop_length=160, n_mels=40)  # the earlier 25 ms / 10 ms framing
+EARLIER_FRAMING = dict(n_fft=400, hop_length=160, n_mels=40, scale=1.0, pad_short=True)
 
 
-def reference_acoustic_order(audio, segments):
-    """The paper's AR, written directly on librosa (per-pair DTW) for comparison."""
-    features = [
-        librosa.feature.mfcc(
-            y=np.pad(audio[a:b], (0, max(0, 400 - (b - a)))),
-            sr=16000,
-            n_mfcc=13,
-            n_fft=400,
-            hop_length=160,
-            n_mels=40,
-        )
-        for a, b in segments.spans
-    ]
-    count = len(features)
-    sim = np.eye(count)
-    for i in range(count):
-        for j in range(count):
-            if i != j:
-                sim[i, j] = 1 / (
-                    1 + librosa.sequence.dtw(features[i], features[j], metric="euclidean")[0][-1, -1]
-                )
-    order, current = [0], 0
-    while len(order) < count:
-        rest = [k for k in range(count) if k not in order]
-        current = max(rest, key=lambda k: sim[current, k])
-        order.append(current)
-    return order
+def _authors_mfcc(audio, start, end):
+    # split_and_rearrange_timestamp_MFCC.py: librosa.feature.mfcc(n_mfcc=13) with librosa's
+    # defaults on pydub's int16 samples (here: no 100-frame padding, as the paper says).
+    return librosa.feature.mfcc(y=audio[start:end] * np.float32(32768), sr=16000, n_mfcc=13)
 
 
-def test_acoustic_order_matches_a_librosa_reference_on_real_speech():
-    audio, segments = fixture_segments("27-123349-0009", lead=0.2, max_words=9)
+def _earlier_mfcc(audio, start, end):
+    return librosa.feature.mfcc(
+        y=np.pad(audio[start:end], (0, max(0, 400 - (end - start)))), sr=16000, **MFCC
+    )
+
+
+def reference_acoustic_order(audio, segments, mfcc=_authors_mfcc, pin_silence=True):
+    """The paper's AR, written directly on librosa (per-pair DTW) for comparison.
+
+    ``pin_silence``: the authors' tsp_reorder, which keeps the initial silence first
+    and starts the greedy chain at the first word.
+    """
+    pinned = [0] if pin_silence and segments.leading_silence else []
+    keys = list(range(len(pinned), len(segments)))
+    features = {k: mfcc(audio, *segments.spans[k]) for k in keys}
+
+    def sim(i, j):
+        return 1 / (1 + librosa.sequence.dtw(features[i], features[j], metric="euclidean")[0][-1, -1])
+
+    order = [keys[0]]
+    while len(order) < len(keys):
+        rest = [k for k in keys if k not in order]
+        order.append(max(rest, key=lambda k: sim(order[-1], k)))
+    return pinned + order
+
+
+def test_acoustic_order_matches_the_authors_reference_on_real_speech():
+    audio, segments = fixture_segments("27-123349-0009", lead=0.2, max_words=9, policy="onsets")
     assert segments.leading_silence and len(segments) == 10
     order = acoustic_order(segments, audio, None, sample_rate=16000, utt_id="27-123349-0009")
     assert order.tolist() == reference_acoustic_order(audio, segments)
-    assert order[0] == 0  # the leading silence segment starts the chain
+    assert order[:2].tolist() == [0, 1]  # the silence pinned first, the chain from the first word
     assert sorted(order.tolist()) == list(range(len(segments)))
     assert order.tolist() != list(range(len(segments)))  # real speech is not already in similarity order
+
+
+def test_the_earlier_framing_and_the_silence_starting_the_chain_are_options():
+    audio, segments = fixture_segments("27-123349-0009", lead=0.2, max_words=9)
+    order = acoustic_order(
+        segments, audio, None, sample_rate=16000, leading_silence="chain", **EARLIER_FRAMING
+    )
+    assert order.tolist() == reference_acoustic_order(audio, segments, _earlier_mfcc, pin_silence=False)
+    assert order[0] == 0 and order[1] != 1  # the chain goes on from the silence's nearest word
+    with pytest.raises(ValueError, match="unknown leading_silence 'first'"):
+        acoustic_order(segments, audio, None, sample_rate=16000, leading_silence="first")
 
 
 def test_acoustic_is_registered_precomputed_and_deterministic():
@@ -174,6 +189,7 @@ def test_acoustic_is_registered_precomputed_and_deterministic():
 
 def test_fixed_frames_variant_pads_and_truncates_to_100():
     audio, segments = fixture_segments("19-198-0000", policy="words")
+    audio = np.tile(audio, 3)  # a segment over 100 frames (3.2 s at librosa's hop of 512)
     long_segments = Segments(np.array([[0, len(audio)]] + segments.spans.tolist()), False)
     features = mfcc_features(audio, long_segments, 16000, fixed_frames=100)
     assert {f.shape for f in features} == {(13, 100)}
@@ -190,12 +206,14 @@ def test_fixed_frames_variant_pads_and_truncates_to_100():
 # --------------------------------------------------------------------------- bad input
 
 
-def test_segments_shorter_than_one_frame_are_padded():
+def test_segments_shorter_than_one_frame_get_centred_frames_or_padding():
     audio, _ = fixture_segments("26-495-0019")
     segments = Segments(np.array([[0, 100], [100, 8000], [8000, 8001], [8001, 16000]]), False)
     features = mfcc_features(audio, segments, 16000)
-    assert features[0].shape == features[2].shape == (13, 3)  # 400 samples at hop 160, centred
+    assert features[0].shape == features[2].shape == (13, 1)  # librosa centres: one frame
     assert np.all(np.isfinite(features[2]))
+    padded = mfcc_features(audio, segments, 16000, **EARLIER_FRAMING)
+    assert padded[0].shape == padded[2].shape == (13, 3)  # padded to 400 samples at hop 160, centred
     order = acoustic_order(segments, audio, None, sample_rate=16000)
     assert sorted(order.tolist()) == [0, 1, 2, 3]
 
@@ -289,8 +307,13 @@ def test_semantic_needs_frames_or_whisper_and_checks_them():
     assert semantic(three, np.zeros(960), None, sample_rate=16000, frames=frames).tolist() == [1, 2, 0]
 
 
-def test_mfcc_features_equal_librosa_mfcc_per_segment():
+def test_mfcc_features_equal_the_authors_librosa_mfcc_per_segment():
     audio, segments = fixture_segments("19-198-0002")
     for (start, end), ours in zip(segments.spans, mfcc_features(audio, segments, 16000)):
+        assert ours.shape[1] == 1 + (end - start) // 512  # librosa's hop, no padding to 100 frames
+        # Equal up to float32 summation order (our mel projection runs on one BLAS thread).
+        np.testing.assert_allclose(ours, _authors_mfcc(audio, start, end), rtol=1e-5, atol=1e-4)
+    earlier = mfcc_features(audio, segments, 16000, **EARLIER_FRAMING)
+    for (start, end), ours in zip(segments.spans, earlier):
         reference = librosa.feature.mfcc(y=audio[start:end], sr=16000, **MFCC)
-        np.testing.assert_array_equal(ours, reference)
+        np.testing.assert_allclose(ours, reference, rtol=1e-5, atol=1e-4)

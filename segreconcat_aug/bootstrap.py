@@ -30,7 +30,7 @@ Example
 >>> design = trial_design(["a", "a", "b", "b"], ["a", "b", "b", "a"], [True, False, True, False])
 >>> design.speakers, design.problem
 (['a', 'b'], None)
->>> trial_design(["a", "a"], ["a", "b"], [True, False]).problem
+>>> trial_design(["a", "a", "a"], ["a", "a", "b"], [True, True, False]).problem
 'the target trials come from one speaker (a): a bootstrap over speakers needs at least two'
 """
 
@@ -233,7 +233,7 @@ def resampled_metrics(scores, targets, weights, p_targets=(0.01, 0.05)) -> dict[
         valid = (total_t[:, 0] > 0) & (total_n[:, 0] > 0)
         with np.errstate(divide="ignore", invalid="ignore"):
             frr = cum_t[:, pos_t] / total_t
-            far = 1.0 - cum_n[:, pos_n] / total_n
+            far = (total_n - cum_n[:, pos_n]) / total_n  # the loop's arithmetic, so ties resolve alike
             best = np.argmin(np.abs(far - frr), axis=1)
             rows = np.arange(stop - start)
             eer = 50.0 * (far[rows, best] + frr[rows, best])
@@ -283,7 +283,8 @@ def percentile_interval(samples, confidence: float = CONFIDENCE, problem: str | 
     Undefined (never a zero-width interval) when a ``problem`` is given, fewer than
     two resamples are valid, or every resample gives the same value.
 
-    >>> percentile_interval(np.arange(101.0))["low"], percentile_interval(np.arange(101.0))["high"]
+    >>> interval = percentile_interval(np.arange(101.0))
+    >>> round(interval["low"], 6), round(interval["high"], 6)
     (2.5, 97.5)
     >>> percentile_interval(np.ones(50))["reason"]
     'every resample gives 1.00: the bootstrap shows no spread on these trials'
@@ -306,22 +307,27 @@ def percentile_interval(samples, confidence: float = CONFIDENCE, problem: str | 
 
 
 def paired_difference(samples_a, samples_b, point_a: float, point_b: float, problem=None, alpha=0.05) -> dict:
-    """``a - b`` with its percentile interval and a two-sided bootstrap p-value (same resamples for both).
+    """``a - b`` with its interval and a two-sided bootstrap p-value (the same resamples for both).
 
-    p = 2 x the smaller share of resampled differences on either side of 0
-    (``(1 + count) / (1 + resamples)``, capped at 1); ``significant`` means p < ``alpha``.
+    The resampled differences, centred on their mean, stand for the difference's
+    sampling error: the interval is the observed difference plus their 2.5 % and
+    97.5 % points, and ``p`` the share of them at least as far from 0 as the
+    observed difference (``(1 + count) / (1 + resamples)``), as in a bootstrap test
+    of no difference (Efron and Tibshirani 1993, ch. 16). ``significant``: p < ``alpha``.
 
     >>> result = paired_difference(np.linspace(-3, -1, 99), np.zeros(99), -2.0, 0.0)
-    >>> result["difference"], result["p_value"] < 0.05, result["significant"]
-    (-2.0, True, True)
+    >>> result["difference"], round(result["low"], 2), result["significant"]
+    (-2.0, -2.95, True)
     """
     diff = np.asarray(samples_a, dtype=np.float64) - np.asarray(samples_b, dtype=np.float64)
-    interval = percentile_interval(diff, 1 - alpha, problem)
+    observed = float(point_a - point_b)
     valid = diff[np.isfinite(diff)]
-    result = {"difference": float(point_a - point_b), **interval, "p_value": None, "significant": None}
+    centred = valid - valid.mean() if valid.size else valid
+    interval = percentile_interval(observed + centred if valid.size else diff, 1 - alpha, problem)
+    result = {"difference": observed, **interval, "p_value": None, "significant": None}
     if interval["reason"] is None:
-        below, above = int((valid <= 0).sum()), int((valid >= 0).sum())
-        p_value = min(1.0, 2 * (1 + min(below, above)) / (1 + valid.size))
+        extreme = int((np.abs(centred) >= abs(observed)).sum())
+        p_value = (1 + extreme) / (1 + valid.size)
         result["p_value"], result["significant"] = p_value, bool(p_value < alpha)
     return result
 

@@ -2,11 +2,13 @@
 
 Per system and run (:func:`write_system_report`), under the evaluation folder:
 
-- ``scores/<subset>.txt``: ``<enroll-spk> <test-utt> target|nontarget <score>``;
-- ``results.csv``: one row per subset (EER %, normalized minDCF, counts) and the
+- ``scores/<subset>.txt``: ``<enroll-spk> <test-utt> target|nontarget <score> [<test-spk>]``
+  (the test speaker when known; files without it stay readable);
+- ``results.csv``: one row per subset (EER %, normalized minDCF, counts, each metric's
+  95 % interval from a speaker bootstrap, :mod:`segreconcat_aug.bootstrap`) and the
   averages (``dev_avg``, ``test_avg``, ``avg``, EER only);
 - ``results.md``: the paper's Table 2 columns (dev f / m / avg, test f / m / avg,
-  average of the four) followed by the per-subset details;
+  average of the four) with a row of intervals, followed by the per-subset details;
 - ``results.json``: the same numbers for programs (the grid runner reads it);
 - ``det.png``: a DET curve per subset.
 
@@ -27,14 +29,27 @@ from __future__ import annotations
 import csv
 import json
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 
+from .bootstrap import (
+    SpeakerWeights,
+    format_interval,
+    infer_test_speakers,
+    percentile_interval,
+    resampled_metrics,
+    speaker_counts,
+    trial_design,
+)
 from .metrics import det_curve
 
 TABLE_COLUMNS = ("dev_f", "dev_m", "dev_avg", "test_f", "test_m", "test_avg", "avg")
+SUBSET_COLUMNS = ("dev_f", "dev_m", "test_f", "test_m")
 TABLE_HEADERS = ("dev F", "dev M", "dev avg", "test F", "test M", "test avg", "avg")
 REFERENCE_FILE = Path(__file__).with_name("reference_results.csv")
+#: Bootstrap settings when the caller gives none (the YAML keys eval_bootstrap_resamples / _seed).
+BOOTSTRAP_DEFAULTS = {"resamples": 1000, "seed": 1986}
 
 
 def _fmt(value, digits: int = 2) -> str:
@@ -58,28 +73,54 @@ def markdown_table(headers, rows, digits: int = 2) -> str:
 
 
 def write_scores(path, subset) -> Path:
-    """Write ``<enroll> <test> target|nontarget <score>`` lines (scores with float32 round-trip precision)."""
+    """Write ``<enroll> <test> target|nontarget <score> [<test-spk>]`` lines (float32 round-trip precision).
+
+    The fifth column (the test utterance's speaker, for the speaker bootstrap) is
+    written when ``subset.test_speakers`` knows every one.
+    """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
+    speakers = getattr(subset, "test_speakers", None)
+    if speakers is None or any(speaker is None for speaker in speakers):
+        speakers = [None] * len(subset.targets)
     with open(path, "w", encoding="utf-8") as handle:
-        for enroll, test, target, score in zip(subset.enroll, subset.test, subset.targets, subset.scores):
-            handle.write(f"{enroll} {test} {'target' if target else 'nontarget'} {float(score):.9g}\n")
+        for enroll, test, target, score, speaker in zip(
+            subset.enroll, subset.test, subset.targets, subset.scores, speakers
+        ):
+            tail = f" {speaker}" if speaker is not None else ""
+            handle.write(f"{enroll} {test} {'target' if target else 'nontarget'} {float(score):.9g}{tail}\n")
     return path
 
 
-def read_scores(path):
-    """Read a score file back: ``(enroll, test, targets bool array, scores float32 array)``.
+class ScoreFile(NamedTuple):
+    """A score file's columns; ``test_speakers`` is None for files without the fifth column."""
 
-    Raises ValueError naming file and line on a malformed line.
+    enroll: list
+    test: list
+    targets: np.ndarray
+    scores: np.ndarray
+    test_speakers: list | None
+
+
+def read_score_file(path) -> ScoreFile:
+    """Read a score file with or without the test-speaker column.
+
+    Raises ValueError naming file and line on a malformed line (or a file mixing 4 and 5 columns).
     """
-    enroll, test, targets, scores = [], [], [], []
+    enroll, test, targets, scores, speakers = [], [], [], [], []
     with open(path, encoding="utf-8") as handle:
         for number, line in enumerate(handle, start=1):
             fields = line.split()
             if not fields:
                 continue
-            if len(fields) != 4 or fields[2] not in ("target", "nontarget"):
-                raise ValueError(f"{path}:{number}: expected '<enroll> <test> target|nontarget <score>'")
+            if len(fields) not in (4, 5) or fields[2] not in ("target", "nontarget"):
+                raise ValueError(
+                    f"{path}:{number}: expected '<enroll> <test> target|nontarget <score> [<test-spk>]'"
+                )
+            if speakers and (len(fields) == 5) != (speakers[0] is not None):
+                raise ValueError(
+                    f"{path}:{number}: {len(fields)} columns where line 1 has a different number"
+                )
             try:
                 score = float(fields[3])
             except ValueError:
@@ -88,13 +129,139 @@ def read_scores(path):
             test.append(fields[1])
             targets.append(fields[2] == "target")
             scores.append(score)
-    return enroll, test, np.array(targets, dtype=bool), np.array(scores, dtype=np.float32)
+            speakers.append(fields[4] if len(fields) == 5 else None)
+    has_speakers = bool(speakers) and speakers[0] is not None
+    return ScoreFile(
+        enroll,
+        test,
+        np.array(targets, dtype=bool),
+        np.array(scores, dtype=np.float32),
+        speakers if has_speakers else None,
+    )
 
 
-def write_system_report(results, folder, det_plot: bool = True, title: str | None = None) -> dict[str, Path]:
+def read_scores(path):
+    """Read a score file back: ``(enroll, test, targets bool array, scores float32 array)``.
+
+    Raises ValueError naming file and line on a malformed line.
+    """
+    return tuple(read_score_file(path)[:4])
+
+
+# ---------------------------------------------------------------------------------------------------
+# Intervals (speaker bootstrap)
+# ---------------------------------------------------------------------------------------------------
+
+
+def table_averages(values: dict) -> dict:
+    """Table 2 columns from per-subset values (numbers or arrays of resamples): part averages, overall.
+
+    >>> float(table_averages({"dev_f": 30.0, "dev_m": 20.0, "test_f": 10.0, "test_m": 20.0})["avg"])
+    20.0
+    """
+    row = {name: values[name] for name in SUBSET_COLUMNS if name in values}
+    for part in ("dev", "test"):
+        present = [values[f"{part}_{g}"] for g in "fm" if f"{part}_{g}" in values]
+        if present:
+            row[f"{part}_avg"] = np.mean(np.stack(present), axis=0)
+    present = [values[name] for name in SUBSET_COLUMNS if name in values]
+    if present:
+        row["avg"] = np.mean(np.stack(present), axis=0)
+    return {column: row[column] for column in TABLE_COLUMNS if column in row}
+
+
+def subset_design(subset):
+    """The bootstrap's :class:`~segreconcat_aug.bootstrap.TrialDesign` of scored trials, and where the
+    test speakers came from (``"utt2spk"`` or ``"inferred from target trials"``)."""
+    speakers = getattr(subset, "test_speakers", None)
+    source = "utt2spk"
+    if speakers is None or any(speaker is None for speaker in speakers):
+        inferred = infer_test_speakers(subset.enroll, subset.test, subset.targets)
+        speakers = inferred if speakers is None else [s or i for s, i in zip(speakers, inferred)]
+        source = "inferred from target trials"
+    return trial_design(subset.enroll, speakers, subset.targets), source
+
+
+def bootstrap_samples(
+    subsets: dict, score_sets: list[dict], resamples: int, seed: int, p_targets=(0.01, 0.05)
+):
+    """Resampled metrics of several attackers on the same trials, with the same speaker resamples.
+
+    Parameters
+    ----------
+    subsets : dict
+        Subset name -> scored trials (``enroll``, ``test``, ``targets``, optional ``test_speakers``).
+    score_sets : list of dict
+        Per attacker: subset name -> scores in the trials' order.
+
+    Returns
+    -------
+    (designs, samples)
+        ``designs``: subset -> ``(TrialDesign, test-speaker source)``; ``samples``: per attacker,
+        subset and Table 2 column -> metric -> ``(resamples,)`` array (averages: EER only).
+    """
+    designs = {name: subset_design(subset) for name, subset in subsets.items()}
+    counts = speaker_counts([design for design, _ in designs.values()], resamples, seed)
+    weights = {name: SpeakerWeights(design, counts) for name, (design, _) in designs.items()}
+    samples = []
+    for scores in score_sets:
+        per_subset = {
+            name: resampled_metrics(scores[name], subsets[name].targets, weights[name], p_targets)
+            for name in subsets
+        }
+        averages = table_averages({name: values["eer"] for name, values in per_subset.items()})
+        for column, eers in averages.items():
+            per_subset.setdefault(column, {"eer": eers})
+        samples.append(per_subset)
+    return designs, samples
+
+
+def column_problem(designs: dict, column: str) -> str | None:
+    """Why a subset or an average has no interval (the first of its subsets' problems), or None."""
+    names = (
+        [column]
+        if column in designs
+        else [n for n in designs if column == "avg" or n.startswith(column[:-4])]
+    )
+    for name in names:
+        if designs[name][0].problem:
+            return designs[name][0].problem if name == column else f"{name}: {designs[name][0].problem}"
+    return None
+
+
+def system_intervals(results, resamples: int, seed: int, p_targets=(0.01, 0.05)) -> dict:
+    """Intervals of every subset metric and every Table 2 average of one system: column -> metric -> interval."""
+    designs, (samples,) = bootstrap_samples(
+        results.subsets, [{n: s.scores for n, s in results.subsets.items()}], resamples, seed, p_targets
+    )
+    intervals = {}
+    for column, metrics in samples.items():
+        problem = column_problem(designs, column)
+        intervals[column] = {
+            metric: percentile_interval(values, problem=problem) for metric, values in metrics.items()
+        }
+    sources = sorted({source for _, source in designs.values()})
+    return {"intervals": intervals, "test_speakers": ", ".join(sources)}
+
+
+def _interval_cells(interval: dict | None) -> list:
+    if not interval:
+        return ["", "", ""]
+    return [_blank(interval["low"]), _blank(interval["high"]), interval.get("reason") or ""]
+
+
+def _blank(value):
+    return "" if value is None else value
+
+
+def write_system_report(
+    results, folder, det_plot: bool = True, title: str | None = None, bootstrap: dict | None = None
+) -> dict[str, Path]:
     """Write the score files, ``results.csv/.md/.json`` and ``det.png`` of one evaluated system.
 
-    ``results`` is a :class:`segreconcat_aug.evaluation.SystemResults`.
+    ``results`` is a :class:`segreconcat_aug.evaluation.SystemResults`. ``bootstrap``:
+    ``{"resamples": int, "seed": int}`` for the 95 % intervals (default
+    :data:`BOOTSTRAP_DEFAULTS`; ``resamples: 0`` leaves them out).
     Returns the written paths by kind.
     """
     folder = Path(folder)
@@ -103,17 +270,48 @@ def write_system_report(results, folder, det_plot: bool = True, title: str | Non
     for name, subset in results.subsets.items():
         written[f"scores_{name}"] = write_scores(folder / "scores" / f"{name}.txt", subset)
     row = results.table_row()
+    settings = {**BOOTSTRAP_DEFAULTS, **(bootstrap or {})}
+    p_targets = tuple(
+        float(key[len("min_dcf_") :])
+        for key in next(iter(results.metrics.values()), {})
+        if key.startswith("min_dcf_")
+    )
+    intervals, speaker_source = {}, None
+    if settings["resamples"] and results.subsets:
+        found = system_intervals(results, int(settings["resamples"]), int(settings["seed"]), p_targets)
+        intervals, speaker_source = found["intervals"], found["test_speakers"]
+    ci_metrics = ["eer", *(f"min_dcf_{p:g}" for p in p_targets)]
 
     metric_keys = sorted({key for values in results.metrics.values() for key in values})
+    ci_header = [f"{m}_ci_{side}" for m in ci_metrics for side in ("low", "high")] + ["ci_undefined_because"]
+
+    def ci_fields(column, metrics):
+        cells, reasons = [], []
+        for metric in ci_metrics:
+            low, high, reason = _interval_cells(
+                intervals.get(column, {}).get(metric) if metric in metrics else None
+            )
+            cells += [low, high]
+            if reason and reason not in reasons:
+                reasons.append(reason)
+        return cells + ["; ".join(reasons)]
+
     with open(folder / "results.csv", "w", newline="", encoding="utf-8") as handle:
         writer = csv.writer(handle)
-        writer.writerow(["system", "subset", *metric_keys])
+        writer.writerow(["system", "subset", *metric_keys, *(ci_header if intervals else [])])
         for name, values in results.metrics.items():
-            writer.writerow([results.system, name, *(values.get(key, "") for key in metric_keys)])
+            extra = ci_fields(name, ci_metrics) if intervals else []
+            writer.writerow([results.system, name, *(values.get(key, "") for key in metric_keys), *extra])
         for column in ("dev_avg", "test_avg", "avg"):
             if column in row:
+                extra = ci_fields(column, ["eer"]) if intervals else []
                 writer.writerow(
-                    [results.system, column, *(row[column] if k == "eer" else "" for k in metric_keys)]
+                    [
+                        results.system,
+                        column,
+                        *(row[column] if k == "eer" else "" for k in metric_keys),
+                        *extra,
+                    ]
                 )
     written["csv"] = folder / "results.csv"
 
@@ -121,32 +319,45 @@ def write_system_report(results, folder, det_plot: bool = True, title: str | Non
     details = [
         [
             name,
-            values["eer"],
-            values.get("min_dcf_0.01"),
-            values.get("min_dcf_0.05"),
+            format_interval(values["eer"], intervals.get(name, {}).get("eer"), 2),
+            *(format_interval(values.get(m), intervals.get(name, {}).get(m), 4) for m in ci_metrics[1:]),
             values["target_trials"],
             values["nontarget_trials"],
             values.get("skipped_trials", 0),
         ]
         for name, values in results.metrics.items()
     ]
+    columns = [c for c in TABLE_COLUMNS if c in row]
+    table_rows = [[results.system, *row.values()]]
+    if intervals:
+        table_rows.append(
+            ["95 % CI", *(format_interval(0.0, intervals[c]["eer"]).split(" ", 1)[1] for c in columns)]
+        )
     text = [
         f"# {title}",
         "",
         markdown_table(
-            ["system", *[h for c, h in zip(TABLE_COLUMNS, TABLE_HEADERS) if c in row]],
-            [[results.system, *row.values()]],
+            ["system", *[h for c, h in zip(TABLE_COLUMNS, TABLE_HEADERS) if c in row]], table_rows
         ),
         "",
         markdown_table(
-            ["subset", "EER (%)", "minDCF 0.01", "minDCF 0.05", "targets", "non-targets", "skipped"],
+            ["subset", "EER (%)", *(f"minDCF {p:g}" for p in p_targets), "targets", "non-targets", "skipped"],
             details,
             4,
         ),
         "",
-        "Options: " + ", ".join(f"{k}={v}" for k, v in results.options.items()),
-        "",
     ]
+    if intervals:
+        text += [bootstrap_note(settings, speaker_source), ""]
+        undefined = {
+            f"{column} {metric}": interval["reason"]
+            for column, metrics in intervals.items()
+            for metric, interval in metrics.items()
+            if interval["reason"]
+        }
+        text += [f"- no interval for {key}: {reason}" for key, reason in undefined.items()]
+        text += [""] if undefined else []
+    text += ["Options: " + ", ".join(f"{k}={v}" for k, v in results.options.items()), ""]
     (folder / "results.md").write_text("\n".join(text), encoding="utf-8")
     written["markdown"] = folder / "results.md"
 
@@ -154,6 +365,8 @@ def write_system_report(results, folder, det_plot: bool = True, title: str | Non
         "system": results.system,
         "table": row,
         "subsets": results.metrics,
+        "intervals": intervals,
+        "bootstrap": {**settings, "unit": "speaker", "test_speakers": speaker_source} if intervals else None,
         "options": results.options,
         "scores": {name: f"scores/{name}.txt" for name in results.subsets},
     }
@@ -167,6 +380,15 @@ def write_system_report(results, folder, det_plot: bool = True, title: str | Non
         }
         written["det"] = plot_det(curves, folder / "det.png", title=f"{results.system} DET")
     return written
+
+
+def bootstrap_note(settings: dict, speaker_source: str | None = None) -> str:
+    """One line saying how the intervals were computed."""
+    source = f"; test speakers {speaker_source}" if speaker_source else ""
+    return (
+        f"95 % CI: percentile interval of {settings['resamples']} speaker-bootstrap resamples "
+        f"(seed {settings['seed']}{source}); see docs/evaluation.md."
+    )
 
 
 def read_results(folder) -> dict:

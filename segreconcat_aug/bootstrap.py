@@ -348,3 +348,23 @@ def format_interval(point, interval: dict | None, digits: int = 2) -> str:
     if interval.get("low") is None:
         return text + " [CI undefined]"
     return f"{text} [{interval['low']:.{digits}f}, {interval['high']:.{digits}f}]"
+
+
+def combine_seeds(per_seed, seed: int, key: str = "") -> np.ndarray:
+    """Resampled mean over training seeds: seed and trial variation together.
+
+    ``per_seed`` holds one ``(resamples,)`` array per seed, all from the same
+    speaker resamples. For each resample the seeds are drawn with replacement
+    (a generator seeded from ``seed`` and ``key``) and their values averaged, so
+    the spread reflects both the trials and the training runs (a two-level
+    bootstrap: seeds, then speakers). One seed: its own values.
+
+    >>> combine_seeds([np.zeros(4), np.ones(4)], 0).shape
+    (4,)
+    """
+    stacked = np.stack([np.asarray(values, dtype=np.float64) for values in per_seed])
+    if len(stacked) == 1:
+        return stacked[0]
+    rng = np.random.default_rng([int(seed), zlib.crc32(key.encode("utf-8"))])
+    drawn = rng.integers(0, len(stacked), size=(stacked.shape[1], len(stacked)))
+    return stacked[drawn, np.arange(stacked.shape[1])[:, None]].mean(axis=1)

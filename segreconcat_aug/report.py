@@ -35,8 +35,10 @@ import numpy as np
 
 from .bootstrap import (
     SpeakerWeights,
+    combine_seeds,
     format_interval,
     infer_test_speakers,
+    paired_difference,
     percentile_interval,
     resampled_metrics,
     speaker_counts,
@@ -498,8 +500,165 @@ def reference_value(references: list[dict], table: str, system: str, attacker: s
 
 
 # ---------------------------------------------------------------------------------------------------
+# Comparing runs (grid): seeds, intervals, paired differences
+# ---------------------------------------------------------------------------------------------------
+
+
+def _same_trials(a, b) -> bool:
+    return a.enroll == b.enroll and a.test == b.test and np.array_equal(a.targets, b.targets)
+
+
+def compare_runs(runs: dict, baseline: str, resamples: int, seed: int, key: str = "") -> dict:
+    """Intervals per configuration (seeds combined) and each configuration's paired difference to the baseline.
+
+    Parameters
+    ----------
+    runs : dict
+        Configuration -> list of runs, each ``{"seed", "table", "scores": {subset: ScoreFile}}``
+        (:func:`read_score_file`), all on the same trial lists.
+    baseline : str
+        The configuration the others are compared with (``difference`` = configuration - baseline).
+    resamples, seed : int
+        Speaker-bootstrap resamples and seed; the same resamples serve every run.
+    key : str
+        Names the comparison (e.g. the system) in the seeds' generator.
+
+    Returns
+    -------
+    dict
+        Configuration -> ``{"table": mean row, "std": row std across seeds (None for one seed),
+        "intervals": column -> interval, "seeds": [{"seed", "table", "intervals"}],
+        "difference": column -> paired result (absent for the baseline)}``.
+    """
+    reference = next(iter(runs.get(baseline) or next(iter(runs.values()))))["scores"]
+    mismatched = sorted(
+        f"{config} (seed {run['seed']})"
+        for config, config_runs in runs.items()
+        for run in config_runs
+        if set(run["scores"]) != set(reference)
+        or not all(_same_trials(run["scores"][name], reference[name]) for name in reference)
+    )
+    flat = [(config, run) for config, config_runs in runs.items() for run in config_runs]
+    usable = [(config, run) for config, run in flat if f"{config} (seed {run['seed']})" not in mismatched]
+    designs, samples = bootstrap_samples(
+        reference, [{n: run["scores"][n].scores for n in reference} for _, run in usable], resamples, seed
+    )
+    by_run = {id(run): sample for (_, run), sample in zip(usable, samples)}
+    columns = [c for c in TABLE_COLUMNS if any(c in run["table"] for _, run in flat)]
+    combined, summary = {}, {}
+    for config, config_runs in runs.items():
+        tables = [run["table"] for run in config_runs]
+        mean = {c: float(np.mean([t[c] for t in tables])) for c in columns if all(c in t for t in tables)}
+        std = {c: float(np.std([t[c] for t in tables], ddof=1)) for c in mean} if len(tables) > 1 else None
+        problem = None
+        if any(id(run) not in by_run for run in config_runs):
+            problem = "its trial lists differ from the baseline's: no paired bootstrap"
+        seeds = []
+        for run in config_runs:
+            sample = by_run.get(id(run), {})
+            seeds.append(
+                {
+                    "seed": run["seed"],
+                    "table": run["table"],
+                    "intervals": {
+                        c: percentile_interval(
+                            sample[c]["eer"] if c in sample else [],
+                            problem=problem or column_problem(designs, c),
+                        )
+                        for c in mean
+                    },
+                }
+            )
+        combined[config] = {
+            c: combine_seeds([by_run[id(run)][c]["eer"] for run in config_runs], seed, f"{key}/{config}/{c}")
+            if problem is None
+            else np.full(resamples, np.nan)
+            for c in mean
+        }
+        summary[config] = {
+            "table": mean,
+            "std": std,
+            "intervals": {
+                c: percentile_interval(combined[config][c], problem=problem or column_problem(designs, c))
+                for c in mean
+            },
+            "seeds": seeds,
+            "problem": problem,
+        }
+    for config, values in summary.items():
+        if config == baseline or baseline not in summary:
+            continue
+        values["difference"] = {
+            c: paired_difference(
+                combined[config][c],
+                combined[baseline][c],
+                values["table"][c],
+                summary[baseline]["table"][c],
+                problem=values["problem"] or summary[baseline]["problem"] or column_problem(designs, c),
+            )
+            for c in values["table"]
+            if c in summary[baseline]["table"]
+        }
+    return summary
+
+
+def plot_forest(rows: list, path, title: str = "EER (%) with 95 % CI") -> Path:
+    """A forest plot: one line per ``(label, point, low, high)`` (low/high None: the point alone, marked)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig, ax = plt.subplots(figsize=(8, 0.8 + 0.32 * len(rows)))
+    try:
+        for y, (_label, point, low, high) in enumerate(reversed(rows)):
+            if low is None:
+                ax.plot([point], [y], marker="x", color="tab:red")
+            else:
+                ax.plot([low, high], [y, y], color="tab:blue", linewidth=1.5)
+                ax.plot([point], [y], marker="o", color="tab:blue", markersize=4)
+        ax.set_yticks(range(len(rows)), [label for label, *_ in reversed(rows)], fontsize="small")
+        ax.set_xlabel("EER (%): dot = estimate, bar = 95 % CI, x = no interval")
+        ax.set_title(title)
+        ax.grid(True, axis="x", alpha=0.3)
+        fig.tight_layout()
+        fig.savefig(path, dpi=100)
+    finally:
+        plt.close(fig)
+    return path
+
+
+# ---------------------------------------------------------------------------------------------------
 # Grid tables
 # ---------------------------------------------------------------------------------------------------
+
+
+def _summary(cell) -> dict:
+    """A grid cell as :func:`compare_runs` describes it (a plain table row: no intervals, one run)."""
+    if not cell:
+        return {"table": {}, "intervals": {}, "seeds": [], "std": None}
+    return cell if "table" in cell else {"table": cell, "intervals": {}, "seeds": [], "std": None}
+
+
+def _cell_text(value, interval, std=None) -> str:
+    if value is None:
+        return "-"
+    text = format_interval(value, interval)
+    if std is not None:
+        head, _, tail = text.partition(" ")
+        text = f"{head} ± {std:.2f}" + (f" {tail}" if tail else "")
+    return text
+
+
+def _diff_cells(difference) -> list:
+    if not difference:
+        return ["-", "-", "-"]
+    text = format_interval(difference["difference"], difference if "low" in difference else None)
+    if difference.get("p_value") is None:
+        return [text, "-", "-"]
+    return [text, f"{difference['p_value']:.3f}", "yes" if difference["significant"] else "no"]
 
 
 def comparison_table(
@@ -515,8 +674,10 @@ def comparison_table(
     Parameters
     ----------
     cells : dict
-        ``(system, configuration) -> table row`` (:func:`read_results`' ``table``);
-        missing cells print as ``-``.
+        ``(system, configuration) -> cell``: a :func:`compare_runs` entry (EERs with their
+        intervals, each seed's row and the mean ± std across seeds, the paired difference to the
+        baseline with its interval, p-value and significance at 5 %) or a plain table row
+        (:func:`read_results`' ``table``); missing cells print as ``-``.
     systems : list of str
     baseline : str
         The configuration every other is compared with (``diff avg`` = config - baseline).
@@ -531,52 +692,102 @@ def comparison_table(
     >>> row = dict(zip(TABLE_COLUMNS, [30.0, 20.0, 25.0, 30.0, 20.0, 25.0, 25.0]))
     >>> better = {k: v - 5 for k, v in row.items()}
     >>> print(comparison_table({("B3", "base"): row, ("B3", "src"): better}, ["B3"], "base", ["src"]))
-    | system | attacker | dev F | dev M | dev avg | test F | test M | test avg | avg | diff avg |
-    |---|---|---|---|---|---|---|---|---|---|
-    | B3 | base | 30.00 | 20.00 | 25.00 | 30.00 | 20.00 | 25.00 | 25.00 | - |
-    | B3 | src | 25.00 | 15.00 | 20.00 | 25.00 | 15.00 | 20.00 | 20.00 | -5.00 |
+    | system | attacker | dev F | dev M | dev avg | test F | test M | test avg | avg | diff avg [95 % CI] | p | significant (5 %) |
+    |---|---|---|---|---|---|---|---|---|---|---|---|
+    | B3 | base | 30.00 | 20.00 | 25.00 | 30.00 | 20.00 | 25.00 | 25.00 | - | - | - |
+    | B3 | src | 25.00 | 15.00 | 20.00 | 25.00 | 15.00 | 20.00 | 20.00 | -5.00 | - | - |
     """
     labels = labels or {}
-    headers = ["system", "attacker", *TABLE_HEADERS, "diff avg"]
+    headers = ["system", "attacker", *TABLE_HEADERS, "diff avg [95 % CI]", "p", "significant (5 %)"]
     if references is not None:
         headers += ["paper avg (published)", "challenge baseline avg (published)"]
     rows = []
     for system in systems:
-        base = cells.get((system, baseline)) or {}
+        base = _summary(cells.get((system, baseline)))
         for config in [baseline, *compared]:
-            row = cells.get((system, config)) or {}
-            values = [row.get(column) for column in TABLE_COLUMNS]
-            diff = None
-            if config != baseline and row.get("avg") is not None and base.get("avg") is not None:
-                diff = row["avg"] - base["avg"]
-            line = [system, labels.get(config, config), *values, diff]
+            cell = _summary(cells.get((system, config)))
+            label = labels.get(config, config)
+            published = []
             if references is not None:
                 # The paper's row with the same attacker name (it reports one SegReConcat variant per system).
-                paper = reference_value(references, "paper-table2", system, labels.get(config, config))
+                paper = reference_value(references, "paper-table2", system, label)
                 challenge = reference_value(references, "vpac-baseline", system, "VPAC baseline")
-                line += [paper, challenge if config == baseline else None]
-            rows.append(line)
+                published = [paper, challenge if config == baseline else None]
+            if len(cell["seeds"]) > 1:
+                for run in cell["seeds"]:
+                    values = [_cell_text(run["table"].get(c), run["intervals"].get(c)) for c in TABLE_COLUMNS]
+                    rows.append(
+                        [
+                            system,
+                            f"{label}, seed {run['seed']}",
+                            *values,
+                            "",
+                            "",
+                            "",
+                            *(["", ""] if published else []),
+                        ]
+                    )
+                label = f"{label}, mean ± std of {len(cell['seeds'])} seeds"
+            std = cell.get("std") or {}
+            values = [
+                _cell_text(cell["table"].get(c), cell["intervals"].get(c), std.get(c)) for c in TABLE_COLUMNS
+            ]
+            difference = (cell.get("difference") or {}).get("avg")
+            if (
+                difference is None
+                and config != baseline
+                and "avg" in cell["table"]
+                and "avg" in base["table"]
+            ):
+                difference = {"difference": cell["table"]["avg"] - base["table"]["avg"]}
+            rows.append(
+                [system, label, *values, *_diff_cells(difference if config != baseline else None), *published]
+            )
     return markdown_table(headers, rows)
 
 
+def interval_notes(cells: dict) -> list[str]:
+    """One line per undefined interval of the grid's cells: where, and why."""
+    notes = {}
+    for (system, config), cell in cells.items():
+        cell = _summary(cell)
+        sources = [
+            ("", cell["intervals"]),
+            *((f"seed {run['seed']} ", run["intervals"]) for run in cell["seeds"]),
+        ]
+        sources += [("difference ", cell.get("difference") or {})]
+        for prefix, intervals in sources:
+            for column, interval in intervals.items():
+                if interval.get("reason"):
+                    notes[f"{system} {config} {prefix}{column}"] = interval["reason"]
+    return [f"- no interval for {where}: {why}" for where, why in notes.items()]
+
+
 def ablation_table(cells: dict, system: str, configs, labels: dict | None = None, references=None) -> str:
-    """Table 1 style: average EER (%) of each configuration on one system (+ the paper's, when given).
+    """Table 1 style: average EER (%) of each configuration on one system, with its interval (+ the paper's).
 
     >>> cells = {("T8-5", "none"): {"avg": 37.0}}
     >>> print(ablation_table(cells, "T8-5", ["none", "rr"], {"none": "No Augmentation"}))
-    | method | avg EER (%) |
+    | method | avg EER (%) [95 % CI] |
     |---|---|
     | No Augmentation | 37.00 |
     | rr | - |
     """
     labels = labels or {}
-    headers = ["method", "avg EER (%)"] + (
+    headers = ["method", "avg EER (%) [95 % CI]"] + (
         ["paper avg EER (%) (published)"] if references is not None else []
     )
     rows = []
     for config in configs:
         label = labels.get(config, config)
-        line = [label, (cells.get((system, config)) or {}).get("avg")]
+        cell = _summary(cells.get((system, config)))
+        seeds = f" ({len(cell['seeds'])} seeds, mean ± std)" if len(cell["seeds"]) > 1 else ""
+        line = [
+            label + seeds,
+            _cell_text(
+                cell["table"].get("avg"), cell["intervals"].get("avg"), (cell.get("std") or {}).get("avg")
+            ),
+        ]
         if references is not None:
             line.append(reference_value(references, "paper-table1", system, label))
         rows.append(line)

@@ -332,8 +332,19 @@ def paired_difference(samples_a, samples_b, point_a: float, point_b: float, prob
     return result
 
 
+def interval_text(interval: dict, digits: int = 2) -> str:
+    """``"[18.30, 34.00]"``, or ``"[CI undefined]"``.
+
+    >>> interval_text({"low": 18.3, "high": 34.0}), interval_text({"low": None, "reason": "one speaker"})
+    ('[18.30, 34.00]', '[CI undefined]')
+    """
+    if interval.get("low") is None:
+        return "[CI undefined]"
+    return f"[{interval['low']:.{digits}f}, {interval['high']:.{digits}f}]"
+
+
 def format_interval(point, interval: dict | None, digits: int = 2) -> str:
-    """``"26.46 [18.30, 34.00]"``, or ``"26.46 [CI undefined]"``.
+    """``"26.46 [18.30, 34.00]"``, or ``"26.46 [CI undefined]"``; the point alone without an interval.
 
     >>> format_interval(26.456, {"low": 18.3, "high": 34.0})
     '26.46 [18.30, 34.00]'
@@ -343,11 +354,7 @@ def format_interval(point, interval: dict | None, digits: int = 2) -> str:
     if point is None:
         return "-"
     text = f"{point:.{digits}f}"
-    if interval is None:
-        return text
-    if interval.get("low") is None:
-        return text + " [CI undefined]"
-    return f"{text} [{interval['low']:.{digits}f}, {interval['high']:.{digits}f}]"
+    return text if interval is None else f"{text} {interval_text(interval, digits)}"
 
 
 def combine_seeds(per_seed, seed: int, key: str = "") -> np.ndarray:

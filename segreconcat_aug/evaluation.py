@@ -664,6 +664,11 @@ def evaluate_system(hparams: dict, run_opts: dict | None = None, write_report: b
     if score_norm not in SCORE_NORMS:
         raise ValueError(f"eval_score_norm: unknown {score_norm!r}; choose from {list(SCORE_NORMS)}")
     allow_pipes = bool(_option(hparams, "eval_allow_pipes"))
+    resamples = _option(hparams, "eval_bootstrap_resamples")
+    if isinstance(resamples, bool) or not isinstance(resamples, int) or resamples < 0:
+        raise ValueError(
+            f"eval_bootstrap_resamples: expected an integer >= 0 (0: no intervals), got {resamples!r}"
+        )
 
     enrollments, trial_lists = load_system_trials(
         data_folder,
@@ -742,10 +747,7 @@ def evaluate_system(hparams: dict, run_opts: dict | None = None, write_report: b
         results.metrics[name] = metrics
         logger.info("%s %s: EER %.2f %% (%d trials)", system, name, metrics["eer"], len(trials))
     if write_report:
-        bootstrap = {
-            "resamples": int(_option(hparams, "eval_bootstrap_resamples")),
-            "seed": int(_option(hparams, "eval_bootstrap_seed")),
-        }
+        bootstrap = {"resamples": resamples, "seed": int(_option(hparams, "eval_bootstrap_seed"))}
         write_system_report(
             results, eval_folder, det_plot=bool(_option(hparams, "eval_det_plot")), bootstrap=bootstrap
         )

@@ -38,6 +38,7 @@ from .bootstrap import (
     combine_seeds,
     format_interval,
     infer_test_speakers,
+    interval_text,
     paired_difference,
     percentile_interval,
     resampled_metrics,
@@ -219,15 +220,19 @@ def bootstrap_samples(
 
 
 def column_problem(designs: dict, column: str) -> str | None:
-    """Why a subset or an average has no interval (the first of its subsets' problems), or None."""
-    names = (
-        [column]
-        if column in designs
-        else [n for n in designs if column == "avg" or n.startswith(column[:-4])]
-    )
-    for name in names:
-        if designs[name][0].problem:
-            return designs[name][0].problem if name == column else f"{name}: {designs[name][0].problem}"
+    """Why a subset or an average has no interval (the first of its subsets' problems), or None.
+
+    >>> from segreconcat_aug.bootstrap import trial_design
+    >>> bad = trial_design(["a", "a"], ["a", "b"], [True, False])
+    >>> column_problem({"dev_f": (bad, ""), "test_f": (bad, "")}, "dev_avg")
+    'dev_f: 1 target trial(s): a bootstrap needs at least two'
+    """
+    if column in designs:
+        return designs[column][0].problem
+    part = column[: -len("_avg")] + "_" if column != "avg" else ""
+    for name, (design, _) in designs.items():
+        if name.startswith(part) and design.problem:
+            return f"{name}: {design.problem}"
     return None
 
 
@@ -332,9 +337,7 @@ def write_system_report(
     columns = [c for c in TABLE_COLUMNS if c in row]
     table_rows = [[results.system, *row.values()]]
     if intervals:
-        table_rows.append(
-            ["95 % CI", *(format_interval(0.0, intervals[c]["eer"]).split(" ", 1)[1] for c in columns)]
-        )
+        table_rows.append(["95 % CI", *(interval_text(intervals[c]["eer"]) for c in columns)])
     text = [
         f"# {title}",
         "",

@@ -287,7 +287,7 @@ def percentile_interval(samples, confidence: float = CONFIDENCE, problem: str | 
     >>> round(interval["low"], 6), round(interval["high"], 6)
     (2.5, 97.5)
     >>> percentile_interval(np.ones(50))["reason"]
-    'every resample gives 1.00: the bootstrap shows no spread on these trials'
+    'every valid resample (50 of 50) gives 1.00: too few speakers or trials for the bootstrap to show a spread'
     """
     samples = np.asarray(samples, dtype=np.float64)
     valid = samples[np.isfinite(samples)]
@@ -297,7 +297,8 @@ def percentile_interval(samples, confidence: float = CONFIDENCE, problem: str | 
             result["reason"] = f"{valid.size} valid resample(s) of {samples.size}"
         elif valid.min() == valid.max():
             result["reason"] = (
-                f"every resample gives {valid[0]:.2f}: the bootstrap shows no spread on these trials"
+                f"every valid resample ({valid.size} of {samples.size}) gives {valid[0]:.2f}: "
+                "too few speakers or trials for the bootstrap to show a spread"
             )
         else:
             tail = 100 * (1 - confidence) / 2

@@ -263,7 +263,8 @@ def test_one_real_tiny_cell(vpac_root, tmp_path, monkeypatch):
     line = next(
         r for r in (tmp_path / "grid" / "table2_comparison.md").read_text().splitlines() if "| T8-5 |" in r
     )
-    assert f"| {results['table']['avg']:.2f} |" in line and "37.39" in line
+    assert f"| {results['table']['avg']:.2f} [" in line and "37.39" in line  # our EER [interval], published
+    assert results["bootstrap"]["test_speakers"] == "utt2spk"  # evaluate.py wrote the test speakers
     log = (cell / "grid_train.log").read_text()
     assert run_grid.main(_argv(overrides)) == 0  # finished: nothing runs again
     assert (cell / "grid_train.log").read_text() == log

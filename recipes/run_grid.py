@@ -38,6 +38,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import speechbrain as sb
 from hyperpyyaml import load_hyperpyyaml
 from tqdm import tqdm
@@ -254,8 +255,20 @@ def analyse(grid, results: dict) -> dict[tuple[str, str], dict]:
         if resamples:
             for config, summary in compare_runs(runs, baseline, resamples, seed, key=system).items():
                 cells[(system, config)] = summary
-        else:
-            cells.update({(system, config): config_runs[0]["table"] for config, config_runs in runs.items()})
+        else:  # no intervals: each seed's row and the mean ± std across seeds
+            for config, config_runs in runs.items():
+                tables = [run["table"] for run in config_runs]
+                columns = [c for c in TABLE_COLUMNS if all(c in t for t in tables)]
+                cells[(system, config)] = {
+                    "table": {c: float(np.mean([t[c] for t in tables])) for c in columns},
+                    "std": {c: float(np.std([t[c] for t in tables], ddof=1)) for c in columns}
+                    if len(tables) > 1
+                    else None,
+                    "intervals": {},
+                    "seeds": [
+                        {"seed": run["seed"], "table": run["table"], "intervals": {}} for run in config_runs
+                    ],
+                }
     return cells
 
 
@@ -280,10 +293,15 @@ def assemble(grid) -> dict[str, Path]:
     )
     notes = interval_notes(cells)
     note = (
-        "\n\nOurs: EER (%) of this grid's runs with 95 % intervals [low, high]; diff avg = configuration - "
-        "baseline, with the interval and two-sided p-value of the paired speaker bootstrap (the same resamples "
-        "for both; with several seeds, seeds are resampled too and rows show mean ± std across seeds). "
-        + (bootstrap_note(settings) if settings["resamples"] else "No intervals (bootstrap_resamples: 0).")
+        (
+            "\n\nOurs: EER (%) of this grid's runs with 95 % intervals [low, high]; diff avg = configuration - "
+            "baseline, with the interval and two-sided p-value of the paired speaker bootstrap (the same "
+            "resamples for both; with several seeds, seeds are resampled too). " + bootstrap_note(settings)
+            if settings["resamples"]
+            else "\n\nOurs: EER (%) of this grid's runs; diff avg = configuration - baseline. "
+            "No intervals (bootstrap_resamples: 0)."
+        )
+        + " With several seeds: a row per seed, then mean ± std across seeds."
         + "\n"
         + ("\n".join(notes) + "\n" if notes else "")
     )
@@ -329,7 +347,7 @@ def assemble(grid) -> dict[str, Path]:
             if curves:
                 panels[subset.replace("_", " ")] = curves
         for (cell_system, config), cell in cells.items():
-            if cell_system == system and "intervals" in cell:
+            if cell_system == system and cell["intervals"]:
                 for column in [c for c in TABLE_COLUMNS if c in cell["table"]]:
                     interval = cell["intervals"][column]
                     forest.append(
@@ -359,7 +377,6 @@ def write_grid_results(out: Path, cells: dict) -> dict[str, Path]:
         writer = csv.writer(handle)
         writer.writerow(header)
         for (system, config), cell in cells.items():
-            cell = cell if "table" in cell else {"table": cell, "intervals": {}, "seeds": []}
             rows = [(run["seed"], run["table"], run["intervals"], None, {}) for run in cell["seeds"]]
             if len(rows) != 1:
                 rows.append(

@@ -208,6 +208,14 @@ def test_seeds_run_each_cell_per_seed_and_report_mean_and_std(grid_overrides, tm
     )
     assert combined > 0.5 * single
 
+    # Without intervals (bootstrap_resamples: 0): still each seed's row and the mean ± std.
+    grid_overrides.update(bootstrap_resamples=0, tables_only=True)
+    assert run_grid.main(_argv(grid_overrides)) == 0
+    plain = (out / "table2_comparison.md").read_text()
+    mean_row = next(row for row in plain.splitlines() if "SegReConcat, mean ± std of 3 seeds" in row)
+    assert f"| {np.mean(per_seed):.2f} ± {np.std(per_seed, ddof=1):.2f} |" in mean_row and "[" not in mean_row
+    assert "No intervals (bootstrap_resamples: 0)" in plain
+
 
 def test_bad_seeds_are_refused(grid_overrides):
     for seeds in ([1, 1], "1", [1.5]):

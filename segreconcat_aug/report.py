@@ -464,12 +464,6 @@ def plot_det_panels(panels: dict, path, title: str | None = None) -> Path:
     return path
 
 
-def det_from_score_file(path, max_points: int = 2000):
-    """``(far, frr)`` of a score file (for figures combining runs)."""
-    _, _, targets, scores = read_scores(path)
-    return det_curve(scores[targets], scores[~targets], max_points=max_points)
-
-
 # ---------------------------------------------------------------------------------------------------
 # Published numbers
 # ---------------------------------------------------------------------------------------------------

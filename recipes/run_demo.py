@@ -11,8 +11,10 @@ It runs ``recipes/run_grid.py hparams/demo.yaml``: for each of the two runs,
 ``recipes/train.py`` then ``recipes/evaluate.py`` with ``hparams/ecapa_segreconcat.yaml``
 (the paper's recipe) and the demo's overrides, on ``demo/data/`` (McAdams-anonymized
 LibriSpeech, see ``demo/README.md``) with its cached word alignments. It prints the
-Table-2-style comparison and writes ``<output_folder>/det_MCADAMS.png`` (default
-``results/demo``; ``results/demo-quick`` with ``--quick``). Reruns resume: finished runs are
+Table-2-style comparison (EERs with 95 % intervals from a speaker bootstrap) and a plain
+verdict per compared run, e.g. ``SegReConcat vs Baseline: -6.7 EER points, 95 % CI [-15.2, 1.9]
+(p = 0.14): not significant on this small corpus``, and writes ``<output_folder>/det_MCADAMS.png``
+and ``forest_MCADAMS.png`` (default ``results/demo``; ``results/demo-quick`` with ``--quick``). Reruns resume: finished runs are
 skipped, so after changing an option use another ``--output_folder`` or delete the old one.
 
 ``--seed=N`` (or any key of ``extra_overrides``) is passed to both runs; other ``--key=value``
@@ -48,6 +50,9 @@ GRID_KEYS = {
     "tables_only",
     "show_published",
     "systems",
+    "bootstrap_resamples",
+    "bootstrap_seed",
+    "seeds",
 }
 
 
@@ -88,6 +93,45 @@ def check_corpus(data_folder: Path) -> None:
         )
 
 
+def verdicts(grid) -> list[str]:
+    """One line per compared configuration: its difference to the baseline, the interval and what it means.
+
+    Read from the grid's ``grid_results.json`` (written by ``run_grid.assemble``).
+    """
+    out = Path(grid["output_folder"])
+    saved = json.loads((out / "grid_results.json").read_text(encoding="utf-8"))
+    labels = {name: spec.get("label", name) for name, spec in grid["configurations"].items()}
+    baseline = grid["comparison"]["baseline"]
+    lines = []
+    for system in grid["systems"]:
+        for config in grid["comparison"].get("compared", []):
+            cell = saved.get(f"{system}/{config}")
+            if cell is None or f"{system}/{baseline}" not in saved:
+                lines.append(f"{labels[config]} vs {labels[baseline]} ({system}): not evaluated")
+                continue
+            lines.append(verdict(cell["difference"]["avg"], labels[config], labels[baseline]))
+    return lines
+
+
+def verdict(difference: dict, label: str, baseline_label: str) -> str:
+    """A plain sentence for a paired difference of average EERs (:func:`segreconcat_aug.report.compare_runs`).
+
+    >>> verdict({"difference": -6.67, "low": -15.2, "high": 1.9, "p_value": 0.14, "significant": False},
+    ...         "SegReConcat", "Baseline")
+    'SegReConcat vs Baseline: -6.7 EER points, 95 % CI [-15.2, 1.9] (p = 0.14): not significant on this small corpus'
+    """
+    head = f"{label} vs {baseline_label}: {difference['difference']:+.1f} EER points"
+    if difference.get("low") is None:
+        return f"{head}; no interval ({difference.get('reason')})"
+    interval = (
+        f"95 % CI [{difference['low']:.1f}, {difference['high']:.1f}] (p = {difference['p_value']:.2g})"
+    )
+    if difference["significant"]:
+        direction = "lower" if difference["difference"] < 0 else "higher"
+        return f"{head}, {interval}: significant at 5 % ({label}'s EER is {direction})"
+    return f"{head}, {interval}: not significant on this small corpus"
+
+
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     quick, grid_overrides, training = split_arguments(argv)
@@ -109,6 +153,8 @@ def main(argv=None) -> int:
     extra.update(training)
     start = time.perf_counter()
     code = run_grid.main([DEMO_HPARAMS, *grid_overrides, f"--extra_overrides={json.dumps(extra)}"])
+    if (Path(grid["output_folder"]) / "grid_results.json").is_file() and grid.get("bootstrap_resamples", 1):
+        print("\n".join(verdicts(grid)))
     print(f"demo: {time.perf_counter() - start:.0f} s; outputs in {Path(grid['output_folder']).resolve()}")
     return code
 

@@ -14,10 +14,18 @@ recorded in the cell's ``grid_status.json``: a rerun skips evaluated cells and
 does not retrain trained ones (resumable). Subprocess output goes to
 ``grid_train.log`` / ``grid_eval.log`` in the cell folder.
 
+``seeds: [a, b, ...]`` (in the grid, or per configuration) trains each cell once
+per seed, in ``<system>/<configuration>/seed<N>`` with ``--seed=N``; ``seeds: null``
+is one run per cell with the training YAML's seed, in ``<system>/<configuration>``.
+
 Then: ``table2_comparison.md`` (baseline vs. each compared configuration per
-system, with the difference), ``table1_ablation.md`` (one system),
-``det_<system>.png`` (a DET panel per subset, a line per configuration) and
-``grid_results.csv``; published numbers appear in separate, labelled columns.
+system: EERs with 95 % intervals from a speaker bootstrap, each seed's row and the
+mean ± std across seeds, and the paired difference to the baseline with its interval,
+p-value and significance at 5 %), ``table1_ablation.md`` (one system),
+``det_<system>.png`` (a DET panel per subset, a line per configuration),
+``forest_<system>.png`` (EER and interval per configuration and subset),
+``grid_results.csv`` and ``grid_results.json``; published numbers appear in separate,
+labelled columns. The method: docs/evaluation.md.
 """
 
 from __future__ import annotations
@@ -30,19 +38,26 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import speechbrain as sb
 from hyperpyyaml import load_hyperpyyaml
 from tqdm import tqdm
 
 from segreconcat_aug.evaluation import EVAL_SUBFOLDER, SUBSETS
+from segreconcat_aug.metrics import det_curve
 from segreconcat_aug.report import (
+    BOOTSTRAP_DEFAULTS,
     TABLE_COLUMNS,
     ablation_table,
+    bootstrap_note,
+    compare_runs,
     comparison_table,
-    det_from_score_file,
+    interval_notes,
     load_reference_results,
     plot_det_panels,
+    plot_forest,
     read_results,
+    read_score_file,
 )
 
 logger = logging.getLogger("run_grid")
@@ -59,7 +74,31 @@ def load_grid(path, overrides=None) -> dict:
     unknown = sorted({name for name in named if name not in configs})
     if unknown:
         raise ValueError(f"{path}: configuration(s) {unknown} are used but not defined under configurations")
+    for where, seeds in [("seeds", grid.get("seeds"))] + [
+        (f"configurations.{name}.seeds", spec.get("seeds")) for name, spec in configs.items()
+    ]:
+        if seeds is not None and (
+            not isinstance(seeds, list)
+            or not seeds
+            or not all(isinstance(s, int) for s in seeds)
+            or len(set(seeds)) != len(seeds)
+        ):
+            raise ValueError(f"{path}: {where} must be null or a list of distinct integers, got {seeds!r}")
+    if any(run_seeds(grid, name) for name in configs) and "seed" in (grid.get("extra_overrides") or {}):
+        raise ValueError(f"{path}: extra_overrides sets seed while seeds lists them; keep one of the two")
+    resamples = grid.get("bootstrap_resamples", BOOTSTRAP_DEFAULTS["resamples"])
+    if not isinstance(resamples, int) or resamples < 0:
+        raise ValueError(
+            f"{path}: bootstrap_resamples must be an integer >= 0 (0: no intervals), got {resamples!r}"
+        )
     return grid
+
+
+def run_seeds(grid, config: str) -> list:
+    """The training seeds of a configuration: its own ``seeds``, else the grid's; ``[None]``: one default run."""
+    seeds = (grid["configurations"][config] or {}).get("seeds")
+    seeds = grid.get("seeds") if seeds is None else seeds
+    return list(seeds) if seeds else []
 
 
 def grid_cells(grid) -> list[tuple[str, str]]:
@@ -72,8 +111,18 @@ def grid_cells(grid) -> list[tuple[str, str]]:
     return list(dict.fromkeys(cells))
 
 
-def cell_folder(grid, system: str, config: str) -> Path:
-    return Path(grid["output_folder"]) / system / config
+def grid_runs(grid) -> list[tuple[str, str, int | None]]:
+    """Every (system, configuration, seed) to run; seed None: the training YAML's own seed."""
+    return [
+        (system, config, seed)
+        for system, config in grid_cells(grid)
+        for seed in run_seeds(grid, config) or [None]
+    ]
+
+
+def cell_folder(grid, system: str, config: str, seed: int | None = None) -> Path:
+    folder = Path(grid["output_folder"]) / system / config
+    return folder if seed is None else folder / f"seed{seed}"
 
 
 def _status(folder: Path) -> dict:
@@ -122,9 +171,9 @@ def overrides_string(value) -> str:
     return " ".join(parts)
 
 
-def run_cell(grid, system: str, config: str) -> str:
-    """Train and evaluate one cell unless done; returns ``"skipped"``, ``"done"`` or ``"failed"``."""
-    folder = cell_folder(grid, system, config)
+def run_cell(grid, system: str, config: str, seed: int | None = None) -> str:
+    """Train and evaluate one cell (one seed) unless done; returns ``"skipped"``, ``"done"`` or ``"failed"``."""
+    folder = cell_folder(grid, system, config, seed)
     folder.mkdir(parents=True, exist_ok=True)
     status = _status(folder)
     if status.get("eval") == "done" and (folder / EVAL_SUBFOLDER / "results.json").is_file():
@@ -136,7 +185,14 @@ def run_cell(grid, system: str, config: str) -> str:
         "system": system,
         "configuration": config,
         "output_folder": folder,
-        "overrides": overrides_string(grid["configurations"][config].get("overrides")),
+        "overrides": " ".join(
+            part
+            for part in (
+                overrides_string(grid["configurations"][config].get("overrides")),
+                f"--seed={seed}" if seed is not None else "",
+            )
+            if part
+        ),
         "extra": overrides_string(grid.get("extra_overrides")),
     }
     for step, template in (("train", grid["train_command"]), ("eval", grid["eval_command"])):
@@ -162,39 +218,99 @@ def run_cell(grid, system: str, config: str) -> str:
     return "done"
 
 
-def collect(grid) -> dict[tuple[str, str], dict]:
-    """``(system, configuration) -> results.json`` of every evaluated cell."""
-    found = {}
-    for system, config in grid_cells(grid):
-        folder = cell_folder(grid, system, config) / EVAL_SUBFOLDER
+def collect(grid) -> dict[tuple[str, str], list[dict]]:
+    """``(system, configuration) -> runs``: per evaluated seed ``{"seed", "folder", "table", "results"}``."""
+    found: dict[tuple[str, str], list[dict]] = {}
+    for system, config, seed in grid_runs(grid):
+        folder = cell_folder(grid, system, config, seed) / EVAL_SUBFOLDER
         if (folder / "results.json").is_file():
-            found[(system, config)] = read_results(folder)
+            results = read_results(folder)
+            run = {"seed": seed, "folder": folder, "table": results["table"], "results": results}
+            found.setdefault((system, config), []).append(run)
     return found
 
 
+def analyse(grid, results: dict) -> dict[tuple[str, str], dict]:
+    """:func:`segreconcat_aug.report.compare_runs` per system: intervals, seeds, paired differences."""
+    resamples = int(grid.get("bootstrap_resamples", BOOTSTRAP_DEFAULTS["resamples"]))
+    seed = int(grid.get("bootstrap_seed", BOOTSTRAP_DEFAULTS["seed"]))
+    baseline = grid["comparison"]["baseline"]
+    cells = {}
+    for system in dict.fromkeys(system for system, _ in results):
+        runs = {}
+        for (cell_system, config), config_runs in results.items():
+            if cell_system != system:
+                continue
+            runs[config] = [
+                {
+                    "seed": run["seed"],
+                    "table": run["table"],
+                    "scores": {
+                        name: read_score_file(run["folder"] / path)
+                        for name, path in run["results"].get("scores", {}).items()
+                    },
+                }
+                for run in config_runs
+            ]
+        if resamples:
+            for config, summary in compare_runs(runs, baseline, resamples, seed, key=system).items():
+                cells[(system, config)] = summary
+        else:  # no intervals: each seed's row and the mean ± std across seeds
+            for config, config_runs in runs.items():
+                tables = [run["table"] for run in config_runs]
+                columns = [c for c in TABLE_COLUMNS if all(c in t for t in tables)]
+                cells[(system, config)] = {
+                    "table": {c: float(np.mean([t[c] for t in tables])) for c in columns},
+                    "std": {c: float(np.std([t[c] for t in tables], ddof=1)) for c in columns}
+                    if len(tables) > 1
+                    else None,
+                    "intervals": {},
+                    "seeds": [
+                        {"seed": run["seed"], "table": run["table"], "intervals": {}} for run in config_runs
+                    ],
+                }
+    return cells
+
+
 def assemble(grid) -> dict[str, Path]:
-    """Write the tables, the per-system DET figures and ``grid_results.csv`` from the finished cells."""
+    """Write the tables, the per-system DET and forest figures and ``grid_results.csv/.json``."""
     out = Path(grid["output_folder"])
     out.mkdir(parents=True, exist_ok=True)
     results = collect(grid)
-    rows = {key: value["table"] for key, value in results.items()}
+    cells = analyse(grid, results)
     configs = grid["configurations"]
     references = load_reference_results() if grid.get("show_published", True) else None
+    settings = {
+        "resamples": int(grid.get("bootstrap_resamples", BOOTSTRAP_DEFAULTS["resamples"])),
+        "seed": int(grid.get("bootstrap_seed", BOOTSTRAP_DEFAULTS["seed"])),
+    }
     written = {}
 
     comparison = grid["comparison"]
     labels = {name: spec.get("label", name) for name, spec in configs.items()}
     table2 = comparison_table(
-        rows, grid["systems"], comparison["baseline"], comparison.get("compared", []), labels, references
+        cells, grid["systems"], comparison["baseline"], comparison.get("compared", []), labels, references
     )
+    notes = interval_notes(cells)
     note = (
-        "\n\nOurs: EER (%) of this grid's runs; diff avg = configuration - baseline. Published columns: "
-        "the paper's Table 2 (the row with the same attacker name; the paper reports one SegReConcat variant per "
-        "system) and the VPAC 2024 baseline attacker "
-        "(segreconcat_aug/reference_results.csv names the sources).\n"
-        if references is not None
-        else "\n"
+        (
+            "\n\nOurs: EER (%) of this grid's runs with 95 % intervals [low, high]; diff avg = configuration - "
+            "baseline, with the interval and two-sided p-value of the paired speaker bootstrap (the same "
+            "resamples for both; with several seeds, seeds are resampled too). " + bootstrap_note(settings)
+            if settings["resamples"]
+            else "\n\nOurs: EER (%) of this grid's runs; diff avg = configuration - baseline. "
+            "No intervals (bootstrap_resamples: 0)."
+        )
+        + " With several seeds: a row per seed, then mean ± std across seeds."
+        + "\n"
+        + ("\n".join(notes) + "\n" if notes else "")
     )
+    if references is not None:
+        note += (
+            "\nPublished columns: the paper's Table 2 (the row with the same attacker name; the paper reports one "
+            "SegReConcat variant per system) and the VPAC 2024 baseline attacker "
+            "(segreconcat_aug/reference_results.csv names the sources).\n"
+        )
     written["table2"] = out / "table2_comparison.md"
     written["table2"].write_text(
         "# Baseline vs. SegReConcat (Table 2 layout)\n\n" + table2 + note, encoding="utf-8"
@@ -204,36 +320,85 @@ def assemble(grid) -> dict[str, Path]:
     if ablation:
         table1_labels = {name: spec.get("table1", spec.get("label", name)) for name, spec in configs.items()}
         table1 = ablation_table(
-            rows, ablation["system"], ablation["configurations"], table1_labels, references
+            cells, ablation["system"], ablation["configurations"], table1_labels, references
         )
         written["table1"] = out / "table1_ablation.md"
         written["table1"].write_text(
             f"# Ablation on {ablation['system']} (Table 1 layout)\n\n{table1}\n", encoding="utf-8"
         )
 
-    with open(out / "grid_results.csv", "w", newline="", encoding="utf-8") as handle:
-        writer = csv.writer(handle)
-        writer.writerow(["system", "configuration", *TABLE_COLUMNS])
-        for (system, config), row in rows.items():
-            writer.writerow([system, config, *(row.get(column, "") for column in TABLE_COLUMNS)])
-    written["csv"] = out / "grid_results.csv"
+    written.update(write_grid_results(out, cells))
 
     for system in dict.fromkeys(system for system, _ in results):
-        panels = {}
+        panels, forest = {}, []
         for subset in SUBSETS:
             curves = {}
-            for (cell_system, config), result in results.items():
-                score_file = result.get("scores", {}).get(subset)
-                if cell_system == system and score_file:
-                    path = cell_folder(grid, system, config) / EVAL_SUBFOLDER / score_file
-                    curves[labels.get(config, config)] = det_from_score_file(path)
+            for (cell_system, config), runs in results.items():
+                if cell_system != system:
+                    continue
+                for run in runs:
+                    score_file = run["results"].get("scores", {}).get(subset)
+                    if score_file:
+                        scores = read_score_file(run["folder"] / score_file)
+                        name = labels.get(config, config) + (f" seed {run['seed']}" if len(runs) > 1 else "")
+                        curves[name] = det_curve(
+                            scores.scores[scores.targets], scores.scores[~scores.targets]
+                        )
             if curves:
                 panels[subset.replace("_", " ")] = curves
+        for (cell_system, config), cell in cells.items():
+            if cell_system == system and cell["intervals"]:
+                for column in [c for c in TABLE_COLUMNS if c in cell["table"]]:
+                    interval = cell["intervals"][column]
+                    forest.append(
+                        (
+                            f"{labels.get(config, config)}: {column}",
+                            cell["table"][column],
+                            interval["low"],
+                            interval["high"],
+                        )
+                    )
         if panels:
             written[f"det_{system}"] = plot_det_panels(
                 panels, out / f"det_{system}.png", title=f"{system}: DET"
             )
+        if forest:
+            written[f"forest_{system}"] = plot_forest(
+                forest, out / f"forest_{system}.png", title=f"{system}: EER (%) with 95 % CI"
+            )
     return written
+
+
+def write_grid_results(out: Path, cells: dict) -> dict[str, Path]:
+    """``grid_results.csv`` (a row per seed and per configuration mean) and ``grid_results.json`` (everything)."""
+    header = ["system", "configuration", "seed", *TABLE_COLUMNS, "avg_ci_low", "avg_ci_high", "avg_std"]
+    header += ["diff_avg", "diff_avg_ci_low", "diff_avg_ci_high", "diff_avg_p", "diff_avg_significant"]
+    with open(out / "grid_results.csv", "w", newline="", encoding="utf-8") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(header)
+        for (system, config), cell in cells.items():
+            rows = [(run["seed"], run["table"], run["intervals"], None, {}) for run in cell["seeds"]]
+            if len(rows) != 1:
+                rows.append(
+                    ("mean", cell["table"], cell["intervals"], cell.get("std"), cell.get("difference") or {})
+                )
+            else:
+                rows = [(rows[0][0], cell["table"], cell["intervals"], None, cell.get("difference") or {})]
+            for seed, table, intervals, std, difference in rows:
+                avg = intervals.get("avg") or {}
+                diff = difference.get("avg") or {}
+                writer.writerow(
+                    [system, config, "" if seed is None else seed, *(table.get(c, "") for c in TABLE_COLUMNS)]
+                    + [_blank(avg.get("low")), _blank(avg.get("high")), _blank((std or {}).get("avg"))]
+                    + [_blank(diff.get(k)) for k in ("difference", "low", "high", "p_value", "significant")]
+                )
+    payload = {f"{system}/{config}": cell for (system, config), cell in cells.items()}
+    (out / "grid_results.json").write_text(json.dumps(payload, indent=2, default=float), encoding="utf-8")
+    return {"csv": out / "grid_results.csv", "json": out / "grid_results.json"}
+
+
+def _blank(value):
+    return "" if value is None else value
 
 
 def main(argv=None) -> int:
@@ -242,12 +407,13 @@ def main(argv=None) -> int:
     grid = load_grid(grid_file, overrides)
     failed = []
     if not grid.get("tables_only"):
-        cells = grid_cells(grid)
-        for system, config in tqdm(cells, desc="grid", unit="cell"):
-            outcome = run_cell(grid, system, config)
-            logger.info("%s/%s: %s", system, config, outcome)
+        runs = grid_runs(grid)
+        for system, config, seed in tqdm(runs, desc="grid", unit="run"):
+            outcome = run_cell(grid, system, config, seed)
+            where = f"{system}/{config}" + (f"/seed{seed}" if seed is not None else "")
+            logger.info("%s: %s", where, outcome)
             if outcome == "failed":
-                failed.append(f"{system}/{config}")
+                failed.append(where)
                 if grid.get("stop_on_error"):
                     break
     written = assemble(grid)

@@ -47,7 +47,7 @@ from .audio import SAMPLE_RATE, audio_duration, read_audio
 from .audio_check import check_audio_files, file_signature, problem_message, write_problem_list
 from .kaldi import KaldiFolder, PipeCommand, group_by_speaker, load_kaldi_folder, read_trials
 from .metrics import verification_metrics
-from .report import TABLE_COLUMNS, write_system_report
+from .report import table_averages, write_system_report
 from .vpac import ENROLL_SETS, TRAIN_SET, TRIAL_SETS, system_folders
 
 logger = logging.getLogger(__name__)
@@ -92,6 +92,8 @@ class TrialList:
     wav: dict[str, str]
     utt2dur: dict[str, float] | None = None
     skipped: int = 0
+    # The utt2spk speaker of each test utterance (None where unknown), for the bootstrap.
+    test_speakers: list | None = None
 
     def __len__(self) -> int:
         return len(self.targets)
@@ -179,6 +181,7 @@ def load_trial_list(
         wav=folder.wav,
         utt2dur=folder.utt2dur,
         skipped=skipped,
+        test_speakers=[folder.utt2spk.get(t.test_utterance) for t in keep],
     )
 
 
@@ -540,6 +543,7 @@ class SubsetScores:
     targets: np.ndarray
     scores: np.ndarray
     skipped: int = 0
+    test_speakers: list | None = None
 
     @property
     def target_scores(self) -> np.ndarray:
@@ -571,15 +575,7 @@ def table_row(eers: dict[str, float]) -> dict[str, float]:
     >>> table_row({"dev_f": 30.0, "dev_m": 20.0, "test_f": 10.0, "test_m": 20.0})["avg"]
     20.0
     """
-    row = {name: float(eers[name]) for name in SUBSETS if name in eers}
-    for part in ("dev", "test"):
-        values = [eers[f"{part}_{g}"] for g in "fm" if f"{part}_{g}" in eers]
-        if values:
-            row[f"{part}_avg"] = float(np.mean(values))
-    present = [eers[name] for name in SUBSETS if name in eers]
-    if present:
-        row["avg"] = float(np.mean(present))
-    return {column: row[column] for column in TABLE_COLUMNS if column in row}
+    return {column: float(value) for column, value in table_averages(eers).items()}
 
 
 def score_trials(
@@ -606,6 +602,7 @@ def score_trials(
         trials.targets,
         scores,
         trials.skipped,
+        trials.test_speakers,
     )
 
 
@@ -640,6 +637,8 @@ EVAL_DEFAULTS = {
     "eval_p_targets": [0.01, 0.05],
     "eval_save_every": 50,
     "eval_det_plot": True,
+    "eval_bootstrap_resamples": 1000,
+    "eval_bootstrap_seed": 1986,
 }
 
 
@@ -761,6 +760,11 @@ def evaluate_system(hparams: dict, run_opts: dict | None = None, write_report: b
     if score_norm not in SCORE_NORMS:
         raise ValueError(f"eval_score_norm: unknown {score_norm!r}; choose from {list(SCORE_NORMS)}")
     allow_pipes = bool(_option(hparams, "eval_allow_pipes"))
+    resamples = _option(hparams, "eval_bootstrap_resamples")
+    if isinstance(resamples, bool) or not isinstance(resamples, int) or resamples < 0:
+        raise ValueError(
+            f"eval_bootstrap_resamples: expected an integer >= 0 (0: no intervals), got {resamples!r}"
+        )
 
     enrollments, trial_lists = load_system_trials(
         data_folder,
@@ -841,5 +845,8 @@ def evaluate_system(hparams: dict, run_opts: dict | None = None, write_report: b
         results.metrics[name] = metrics
         logger.info("%s %s: EER %.2f %% (%d trials)", system, name, metrics["eer"], len(trials))
     if write_report:
-        write_system_report(results, eval_folder, det_plot=bool(_option(hparams, "eval_det_plot")))
+        bootstrap = {"resamples": resamples, "seed": int(_option(hparams, "eval_bootstrap_seed"))}
+        write_system_report(
+            results, eval_folder, det_plot=bool(_option(hparams, "eval_det_plot")), bootstrap=bootstrap
+        )
     return results

@@ -2,11 +2,13 @@
 
 Per system and run (:func:`write_system_report`), under the evaluation folder:
 
-- ``scores/<subset>.txt``: ``<enroll-spk> <test-utt> target|nontarget <score>``;
-- ``results.csv``: one row per subset (EER %, normalized minDCF, counts) and the
+- ``scores/<subset>.txt``: ``<enroll-spk> <test-utt> target|nontarget <score> [<test-spk>]``
+  (the test speaker when known; files without it stay readable);
+- ``results.csv``: one row per subset (EER %, normalized minDCF, counts, each metric's
+  95 % interval from a speaker bootstrap, :mod:`segreconcat_aug.bootstrap`) and the
   averages (``dev_avg``, ``test_avg``, ``avg``, EER only);
 - ``results.md``: the paper's Table 2 columns (dev f / m / avg, test f / m / avg,
-  average of the four) followed by the per-subset details;
+  average of the four) with a row of intervals, followed by the per-subset details;
 - ``results.json``: the same numbers for programs (the grid runner reads it);
 - ``det.png``: a DET curve per subset.
 
@@ -27,14 +29,30 @@ from __future__ import annotations
 import csv
 import json
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 
+from .bootstrap import (
+    SpeakerWeights,
+    combine_seeds,
+    format_interval,
+    infer_test_speakers,
+    interval_text,
+    paired_difference,
+    percentile_interval,
+    resampled_metrics,
+    speaker_counts,
+    trial_design,
+)
 from .metrics import det_curve
 
 TABLE_COLUMNS = ("dev_f", "dev_m", "dev_avg", "test_f", "test_m", "test_avg", "avg")
+SUBSET_COLUMNS = ("dev_f", "dev_m", "test_f", "test_m")
 TABLE_HEADERS = ("dev F", "dev M", "dev avg", "test F", "test M", "test avg", "avg")
 REFERENCE_FILE = Path(__file__).with_name("reference_results.csv")
+#: Bootstrap settings when the caller gives none (the YAML keys eval_bootstrap_resamples / _seed).
+BOOTSTRAP_DEFAULTS = {"resamples": 1000, "seed": 1986}
 
 
 def _fmt(value, digits: int = 2) -> str:
@@ -58,28 +76,54 @@ def markdown_table(headers, rows, digits: int = 2) -> str:
 
 
 def write_scores(path, subset) -> Path:
-    """Write ``<enroll> <test> target|nontarget <score>`` lines (scores with float32 round-trip precision)."""
+    """Write ``<enroll> <test> target|nontarget <score> [<test-spk>]`` lines (float32 round-trip precision).
+
+    The fifth column (the test utterance's speaker, for the speaker bootstrap) is
+    written when ``subset.test_speakers`` knows every one.
+    """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
+    speakers = getattr(subset, "test_speakers", None)
+    if speakers is None or any(speaker is None for speaker in speakers):
+        speakers = [None] * len(subset.targets)
     with open(path, "w", encoding="utf-8") as handle:
-        for enroll, test, target, score in zip(subset.enroll, subset.test, subset.targets, subset.scores):
-            handle.write(f"{enroll} {test} {'target' if target else 'nontarget'} {float(score):.9g}\n")
+        for enroll, test, target, score, speaker in zip(
+            subset.enroll, subset.test, subset.targets, subset.scores, speakers
+        ):
+            tail = f" {speaker}" if speaker is not None else ""
+            handle.write(f"{enroll} {test} {'target' if target else 'nontarget'} {float(score):.9g}{tail}\n")
     return path
 
 
-def read_scores(path):
-    """Read a score file back: ``(enroll, test, targets bool array, scores float32 array)``.
+class ScoreFile(NamedTuple):
+    """A score file's columns; ``test_speakers`` is None for files without the fifth column."""
 
-    Raises ValueError naming file and line on a malformed line.
+    enroll: list
+    test: list
+    targets: np.ndarray
+    scores: np.ndarray
+    test_speakers: list | None
+
+
+def read_score_file(path) -> ScoreFile:
+    """Read a score file with or without the test-speaker column.
+
+    Raises ValueError naming file and line on a malformed line (or a file mixing 4 and 5 columns).
     """
-    enroll, test, targets, scores = [], [], [], []
+    enroll, test, targets, scores, speakers = [], [], [], [], []
     with open(path, encoding="utf-8") as handle:
         for number, line in enumerate(handle, start=1):
             fields = line.split()
             if not fields:
                 continue
-            if len(fields) != 4 or fields[2] not in ("target", "nontarget"):
-                raise ValueError(f"{path}:{number}: expected '<enroll> <test> target|nontarget <score>'")
+            if len(fields) not in (4, 5) or fields[2] not in ("target", "nontarget"):
+                raise ValueError(
+                    f"{path}:{number}: expected '<enroll> <test> target|nontarget <score> [<test-spk>]'"
+                )
+            if speakers and (len(fields) == 5) != (speakers[0] is not None):
+                raise ValueError(
+                    f"{path}:{number}: {len(fields)} columns where line 1 has a different number"
+                )
             try:
                 score = float(fields[3])
             except ValueError:
@@ -88,13 +132,143 @@ def read_scores(path):
             test.append(fields[1])
             targets.append(fields[2] == "target")
             scores.append(score)
-    return enroll, test, np.array(targets, dtype=bool), np.array(scores, dtype=np.float32)
+            speakers.append(fields[4] if len(fields) == 5 else None)
+    has_speakers = bool(speakers) and speakers[0] is not None
+    return ScoreFile(
+        enroll,
+        test,
+        np.array(targets, dtype=bool),
+        np.array(scores, dtype=np.float32),
+        speakers if has_speakers else None,
+    )
 
 
-def write_system_report(results, folder, det_plot: bool = True, title: str | None = None) -> dict[str, Path]:
+def read_scores(path):
+    """Read a score file back: ``(enroll, test, targets bool array, scores float32 array)``.
+
+    Raises ValueError naming file and line on a malformed line.
+    """
+    return tuple(read_score_file(path)[:4])
+
+
+# ---------------------------------------------------------------------------------------------------
+# Intervals (speaker bootstrap)
+# ---------------------------------------------------------------------------------------------------
+
+
+def table_averages(values: dict) -> dict:
+    """Table 2 columns from per-subset values (numbers or arrays of resamples): part averages, overall.
+
+    >>> float(table_averages({"dev_f": 30.0, "dev_m": 20.0, "test_f": 10.0, "test_m": 20.0})["avg"])
+    20.0
+    """
+    row = {name: values[name] for name in SUBSET_COLUMNS if name in values}
+    for part in ("dev", "test"):
+        present = [values[f"{part}_{g}"] for g in "fm" if f"{part}_{g}" in values]
+        if present:
+            row[f"{part}_avg"] = np.mean(np.stack(present), axis=0)
+    present = [values[name] for name in SUBSET_COLUMNS if name in values]
+    if present:
+        row["avg"] = np.mean(np.stack(present), axis=0)
+    return {column: row[column] for column in TABLE_COLUMNS if column in row}
+
+
+def subset_design(subset):
+    """The bootstrap's :class:`~segreconcat_aug.bootstrap.TrialDesign` of scored trials, and where the
+    test speakers came from (``"utt2spk"`` or ``"inferred from target trials"``)."""
+    speakers = getattr(subset, "test_speakers", None)
+    source = "utt2spk"
+    if speakers is None or any(speaker is None for speaker in speakers):
+        inferred = infer_test_speakers(subset.enroll, subset.test, subset.targets)
+        speakers = inferred if speakers is None else [s or i for s, i in zip(speakers, inferred)]
+        source = "inferred from target trials"
+    return trial_design(subset.enroll, speakers, subset.targets), source
+
+
+def bootstrap_samples(
+    subsets: dict, score_sets: list[dict], resamples: int, seed: int, p_targets=(0.01, 0.05)
+):
+    """Resampled metrics of several attackers on the same trials, with the same speaker resamples.
+
+    Parameters
+    ----------
+    subsets : dict
+        Subset name -> scored trials (``enroll``, ``test``, ``targets``, optional ``test_speakers``).
+    score_sets : list of dict
+        Per attacker: subset name -> scores in the trials' order.
+
+    Returns
+    -------
+    (designs, samples)
+        ``designs``: subset -> ``(TrialDesign, test-speaker source)``; ``samples``: per attacker,
+        subset and Table 2 column -> metric -> ``(resamples,)`` array (averages: EER only).
+    """
+    designs = {name: subset_design(subset) for name, subset in subsets.items()}
+    counts = speaker_counts([design for design, _ in designs.values()], resamples, seed)
+    weights = {name: SpeakerWeights(design, counts) for name, (design, _) in designs.items()}
+    samples = []
+    for scores in score_sets:
+        per_subset = {
+            name: resampled_metrics(scores[name], subsets[name].targets, weights[name], p_targets)
+            for name in subsets
+        }
+        averages = table_averages({name: values["eer"] for name, values in per_subset.items()})
+        for column, eers in averages.items():
+            per_subset.setdefault(column, {"eer": eers})
+        samples.append(per_subset)
+    return designs, samples
+
+
+def column_problem(designs: dict, column: str) -> str | None:
+    """Why a subset or an average has no interval (the first of its subsets' problems), or None.
+
+    >>> from segreconcat_aug.bootstrap import trial_design
+    >>> bad = trial_design(["a", "a"], ["a", "b"], [True, False])
+    >>> column_problem({"dev_f": (bad, ""), "test_f": (bad, "")}, "dev_avg")
+    'dev_f: 1 target trial(s): a bootstrap needs at least two'
+    """
+    if column in designs:
+        return designs[column][0].problem
+    part = column[: -len("_avg")] + "_" if column != "avg" else ""
+    for name, (design, _) in designs.items():
+        if name.startswith(part) and design.problem:
+            return f"{name}: {design.problem}"
+    return None
+
+
+def system_intervals(results, resamples: int, seed: int, p_targets=(0.01, 0.05)) -> dict:
+    """Intervals of every subset metric and every Table 2 average of one system: column -> metric -> interval."""
+    designs, (samples,) = bootstrap_samples(
+        results.subsets, [{n: s.scores for n, s in results.subsets.items()}], resamples, seed, p_targets
+    )
+    intervals = {}
+    for column, metrics in samples.items():
+        problem = column_problem(designs, column)
+        intervals[column] = {
+            metric: percentile_interval(values, problem=problem) for metric, values in metrics.items()
+        }
+    sources = sorted({source for _, source in designs.values()})
+    return {"intervals": intervals, "test_speakers": ", ".join(sources)}
+
+
+def _interval_cells(interval: dict | None) -> list:
+    if not interval:
+        return ["", "", ""]
+    return [_blank(interval["low"]), _blank(interval["high"]), interval.get("reason") or ""]
+
+
+def _blank(value):
+    return "" if value is None else value
+
+
+def write_system_report(
+    results, folder, det_plot: bool = True, title: str | None = None, bootstrap: dict | None = None
+) -> dict[str, Path]:
     """Write the score files, ``results.csv/.md/.json`` and ``det.png`` of one evaluated system.
 
-    ``results`` is a :class:`segreconcat_aug.evaluation.SystemResults`.
+    ``results`` is a :class:`segreconcat_aug.evaluation.SystemResults`. ``bootstrap``:
+    ``{"resamples": int, "seed": int}`` for the 95 % intervals (default
+    :data:`BOOTSTRAP_DEFAULTS`; ``resamples: 0`` leaves them out).
     Returns the written paths by kind.
     """
     folder = Path(folder)
@@ -103,17 +277,48 @@ def write_system_report(results, folder, det_plot: bool = True, title: str | Non
     for name, subset in results.subsets.items():
         written[f"scores_{name}"] = write_scores(folder / "scores" / f"{name}.txt", subset)
     row = results.table_row()
+    settings = {**BOOTSTRAP_DEFAULTS, **(bootstrap or {})}
+    p_targets = tuple(
+        float(key[len("min_dcf_") :])
+        for key in next(iter(results.metrics.values()), {})
+        if key.startswith("min_dcf_")
+    )
+    intervals, speaker_source = {}, None
+    if settings["resamples"] and results.subsets:
+        found = system_intervals(results, int(settings["resamples"]), int(settings["seed"]), p_targets)
+        intervals, speaker_source = found["intervals"], found["test_speakers"]
+    ci_metrics = ["eer", *(f"min_dcf_{p:g}" for p in p_targets)]
 
     metric_keys = sorted({key for values in results.metrics.values() for key in values})
+    ci_header = [f"{m}_ci_{side}" for m in ci_metrics for side in ("low", "high")] + ["ci_undefined_because"]
+
+    def ci_fields(column, metrics):
+        cells, reasons = [], []
+        for metric in ci_metrics:
+            low, high, reason = _interval_cells(
+                intervals.get(column, {}).get(metric) if metric in metrics else None
+            )
+            cells += [low, high]
+            if reason and reason not in reasons:
+                reasons.append(reason)
+        return cells + ["; ".join(reasons)]
+
     with open(folder / "results.csv", "w", newline="", encoding="utf-8") as handle:
         writer = csv.writer(handle)
-        writer.writerow(["system", "subset", *metric_keys])
+        writer.writerow(["system", "subset", *metric_keys, *(ci_header if intervals else [])])
         for name, values in results.metrics.items():
-            writer.writerow([results.system, name, *(values.get(key, "") for key in metric_keys)])
+            extra = ci_fields(name, ci_metrics) if intervals else []
+            writer.writerow([results.system, name, *(values.get(key, "") for key in metric_keys), *extra])
         for column in ("dev_avg", "test_avg", "avg"):
             if column in row:
+                extra = ci_fields(column, ["eer"]) if intervals else []
                 writer.writerow(
-                    [results.system, column, *(row[column] if k == "eer" else "" for k in metric_keys)]
+                    [
+                        results.system,
+                        column,
+                        *(row[column] if k == "eer" else "" for k in metric_keys),
+                        *extra,
+                    ]
                 )
     written["csv"] = folder / "results.csv"
 
@@ -121,32 +326,43 @@ def write_system_report(results, folder, det_plot: bool = True, title: str | Non
     details = [
         [
             name,
-            values["eer"],
-            values.get("min_dcf_0.01"),
-            values.get("min_dcf_0.05"),
+            format_interval(values["eer"], intervals.get(name, {}).get("eer"), 2),
+            *(format_interval(values.get(m), intervals.get(name, {}).get(m), 4) for m in ci_metrics[1:]),
             values["target_trials"],
             values["nontarget_trials"],
             values.get("skipped_trials", 0),
         ]
         for name, values in results.metrics.items()
     ]
+    columns = [c for c in TABLE_COLUMNS if c in row]
+    table_rows = [[results.system, *row.values()]]
+    if intervals:
+        table_rows.append(["95 % CI", *(interval_text(intervals[c]["eer"]) for c in columns)])
     text = [
         f"# {title}",
         "",
         markdown_table(
-            ["system", *[h for c, h in zip(TABLE_COLUMNS, TABLE_HEADERS) if c in row]],
-            [[results.system, *row.values()]],
+            ["system", *[h for c, h in zip(TABLE_COLUMNS, TABLE_HEADERS) if c in row]], table_rows
         ),
         "",
         markdown_table(
-            ["subset", "EER (%)", "minDCF 0.01", "minDCF 0.05", "targets", "non-targets", "skipped"],
+            ["subset", "EER (%)", *(f"minDCF {p:g}" for p in p_targets), "targets", "non-targets", "skipped"],
             details,
             4,
         ),
         "",
-        "Options: " + ", ".join(f"{k}={v}" for k, v in results.options.items()),
-        "",
     ]
+    if intervals:
+        text += [bootstrap_note(settings, speaker_source), ""]
+        undefined = {
+            f"{column} {metric}": interval["reason"]
+            for column, metrics in intervals.items()
+            for metric, interval in metrics.items()
+            if interval["reason"]
+        }
+        text += [f"- no interval for {key}: {reason}" for key, reason in undefined.items()]
+        text += [""] if undefined else []
+    text += ["Options: " + ", ".join(f"{k}={v}" for k, v in results.options.items()), ""]
     warnings = getattr(results, "warnings", None)
     if warnings:  # e.g. silent or too-short enrollment and trial files (scored all the same)
         text += ["Warnings:", "", *[f"- {warning}" for warning in warnings], ""]
@@ -157,6 +373,8 @@ def write_system_report(results, folder, det_plot: bool = True, title: str | Non
         "system": results.system,
         "table": row,
         "subsets": results.metrics,
+        "intervals": intervals,
+        "bootstrap": {**settings, "unit": "speaker", "test_speakers": speaker_source} if intervals else None,
         "options": results.options,
         "warnings": list(getattr(results, "warnings", None) or []),
         "scores": {name: f"scores/{name}.txt" for name in results.subsets},
@@ -171,6 +389,15 @@ def write_system_report(results, folder, det_plot: bool = True, title: str | Non
         }
         written["det"] = plot_det(curves, folder / "det.png", title=f"{results.system} DET")
     return written
+
+
+def bootstrap_note(settings: dict, speaker_source: str | None = None) -> str:
+    """One line saying how the intervals were computed."""
+    source = f"; test speakers {speaker_source}" if speaker_source else ""
+    return (
+        f"95 % CI: percentile interval of {settings['resamples']} speaker-bootstrap resamples "
+        f"(seed {settings['seed']}{source}); see docs/evaluation.md."
+    )
 
 
 def read_results(folder) -> dict:
@@ -241,12 +468,6 @@ def plot_det_panels(panels: dict, path, title: str | None = None) -> Path:
     return path
 
 
-def det_from_score_file(path, max_points: int = 2000):
-    """``(far, frr)`` of a score file (for figures combining runs)."""
-    _, _, targets, scores = read_scores(path)
-    return det_curve(scores[targets], scores[~targets], max_points=max_points)
-
-
 # ---------------------------------------------------------------------------------------------------
 # Published numbers
 # ---------------------------------------------------------------------------------------------------
@@ -280,8 +501,165 @@ def reference_value(references: list[dict], table: str, system: str, attacker: s
 
 
 # ---------------------------------------------------------------------------------------------------
+# Comparing runs (grid): seeds, intervals, paired differences
+# ---------------------------------------------------------------------------------------------------
+
+
+def _same_trials(a, b) -> bool:
+    return a.enroll == b.enroll and a.test == b.test and np.array_equal(a.targets, b.targets)
+
+
+def compare_runs(runs: dict, baseline: str, resamples: int, seed: int, key: str = "") -> dict:
+    """Intervals per configuration (seeds combined) and each configuration's paired difference to the baseline.
+
+    Parameters
+    ----------
+    runs : dict
+        Configuration -> list of runs, each ``{"seed", "table", "scores": {subset: ScoreFile}}``
+        (:func:`read_score_file`), all on the same trial lists.
+    baseline : str
+        The configuration the others are compared with (``difference`` = configuration - baseline).
+    resamples, seed : int
+        Speaker-bootstrap resamples and seed; the same resamples serve every run.
+    key : str
+        Names the comparison (e.g. the system) in the seeds' generator.
+
+    Returns
+    -------
+    dict
+        Configuration -> ``{"table": mean row, "std": row std across seeds (None for one seed),
+        "intervals": column -> interval, "seeds": [{"seed", "table", "intervals"}],
+        "difference": column -> paired result (absent for the baseline)}``.
+    """
+    reference = next(iter(runs.get(baseline) or next(iter(runs.values()))))["scores"]
+    mismatched = sorted(
+        f"{config} (seed {run['seed']})"
+        for config, config_runs in runs.items()
+        for run in config_runs
+        if set(run["scores"]) != set(reference)
+        or not all(_same_trials(run["scores"][name], reference[name]) for name in reference)
+    )
+    flat = [(config, run) for config, config_runs in runs.items() for run in config_runs]
+    usable = [(config, run) for config, run in flat if f"{config} (seed {run['seed']})" not in mismatched]
+    designs, samples = bootstrap_samples(
+        reference, [{n: run["scores"][n].scores for n in reference} for _, run in usable], resamples, seed
+    )
+    by_run = {id(run): sample for (_, run), sample in zip(usable, samples)}
+    columns = [c for c in TABLE_COLUMNS if any(c in run["table"] for _, run in flat)]
+    combined, summary = {}, {}
+    for config, config_runs in runs.items():
+        tables = [run["table"] for run in config_runs]
+        mean = {c: float(np.mean([t[c] for t in tables])) for c in columns if all(c in t for t in tables)}
+        std = {c: float(np.std([t[c] for t in tables], ddof=1)) for c in mean} if len(tables) > 1 else None
+        problem = None
+        if any(id(run) not in by_run for run in config_runs):
+            problem = "its trial lists differ from the baseline's: no paired bootstrap"
+        seeds = []
+        for run in config_runs:
+            sample = by_run.get(id(run), {})
+            seeds.append(
+                {
+                    "seed": run["seed"],
+                    "table": run["table"],
+                    "intervals": {
+                        c: percentile_interval(
+                            sample[c]["eer"] if c in sample else [],
+                            problem=problem or column_problem(designs, c),
+                        )
+                        for c in mean
+                    },
+                }
+            )
+        combined[config] = {
+            c: combine_seeds([by_run[id(run)][c]["eer"] for run in config_runs], seed, f"{key}/{config}/{c}")
+            if problem is None
+            else np.full(resamples, np.nan)
+            for c in mean
+        }
+        summary[config] = {
+            "table": mean,
+            "std": std,
+            "intervals": {
+                c: percentile_interval(combined[config][c], problem=problem or column_problem(designs, c))
+                for c in mean
+            },
+            "seeds": seeds,
+            "problem": problem,
+        }
+    for config, values in summary.items():
+        if config == baseline or baseline not in summary:
+            continue
+        values["difference"] = {
+            c: paired_difference(
+                combined[config][c],
+                combined[baseline][c],
+                values["table"][c],
+                summary[baseline]["table"][c],
+                problem=values["problem"] or summary[baseline]["problem"] or column_problem(designs, c),
+            )
+            for c in values["table"]
+            if c in summary[baseline]["table"]
+        }
+    return summary
+
+
+def plot_forest(rows: list, path, title: str = "EER (%) with 95 % CI") -> Path:
+    """A forest plot: one line per ``(label, point, low, high)`` (low/high None: the point alone, marked)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig, ax = plt.subplots(figsize=(8, 0.8 + 0.32 * len(rows)))
+    try:
+        for y, (_label, point, low, high) in enumerate(reversed(rows)):
+            if low is None:
+                ax.plot([point], [y], marker="x", color="tab:red")
+            else:
+                ax.plot([low, high], [y, y], color="tab:blue", linewidth=1.5)
+                ax.plot([point], [y], marker="o", color="tab:blue", markersize=4)
+        ax.set_yticks(range(len(rows)), [label for label, *_ in reversed(rows)], fontsize="small")
+        ax.set_xlabel("EER (%): dot = estimate, bar = 95 % CI, x = no interval")
+        ax.set_title(title)
+        ax.grid(True, axis="x", alpha=0.3)
+        fig.tight_layout()
+        fig.savefig(path, dpi=100)
+    finally:
+        plt.close(fig)
+    return path
+
+
+# ---------------------------------------------------------------------------------------------------
 # Grid tables
 # ---------------------------------------------------------------------------------------------------
+
+
+def _summary(cell) -> dict:
+    """A grid cell as :func:`compare_runs` describes it (a plain table row: no intervals, one run)."""
+    if not cell:
+        return {"table": {}, "intervals": {}, "seeds": [], "std": None}
+    return cell if "table" in cell else {"table": cell, "intervals": {}, "seeds": [], "std": None}
+
+
+def _cell_text(value, interval, std=None) -> str:
+    if value is None:
+        return "-"
+    text = format_interval(value, interval)
+    if std is not None:
+        head, _, tail = text.partition(" ")
+        text = f"{head} ± {std:.2f}" + (f" {tail}" if tail else "")
+    return text
+
+
+def _diff_cells(difference) -> list:
+    if not difference:
+        return ["-", "-", "-"]
+    text = format_interval(difference["difference"], difference if "low" in difference else None)
+    if difference.get("p_value") is None:
+        return [text, "-", "-"]
+    return [text, f"{difference['p_value']:.3f}", "yes" if difference["significant"] else "no"]
 
 
 def comparison_table(
@@ -297,8 +675,10 @@ def comparison_table(
     Parameters
     ----------
     cells : dict
-        ``(system, configuration) -> table row`` (:func:`read_results`' ``table``);
-        missing cells print as ``-``.
+        ``(system, configuration) -> cell``: a :func:`compare_runs` entry (EERs with their
+        intervals, each seed's row and the mean ± std across seeds, the paired difference to the
+        baseline with its interval, p-value and significance at 5 %) or a plain table row
+        (:func:`read_results`' ``table``); missing cells print as ``-``.
     systems : list of str
     baseline : str
         The configuration every other is compared with (``diff avg`` = config - baseline).
@@ -313,52 +693,102 @@ def comparison_table(
     >>> row = dict(zip(TABLE_COLUMNS, [30.0, 20.0, 25.0, 30.0, 20.0, 25.0, 25.0]))
     >>> better = {k: v - 5 for k, v in row.items()}
     >>> print(comparison_table({("B3", "base"): row, ("B3", "src"): better}, ["B3"], "base", ["src"]))
-    | system | attacker | dev F | dev M | dev avg | test F | test M | test avg | avg | diff avg |
-    |---|---|---|---|---|---|---|---|---|---|
-    | B3 | base | 30.00 | 20.00 | 25.00 | 30.00 | 20.00 | 25.00 | 25.00 | - |
-    | B3 | src | 25.00 | 15.00 | 20.00 | 25.00 | 15.00 | 20.00 | 20.00 | -5.00 |
+    | system | attacker | dev F | dev M | dev avg | test F | test M | test avg | avg | diff avg [95 % CI] | p | significant (5 %) |
+    |---|---|---|---|---|---|---|---|---|---|---|---|
+    | B3 | base | 30.00 | 20.00 | 25.00 | 30.00 | 20.00 | 25.00 | 25.00 | - | - | - |
+    | B3 | src | 25.00 | 15.00 | 20.00 | 25.00 | 15.00 | 20.00 | 20.00 | -5.00 | - | - |
     """
     labels = labels or {}
-    headers = ["system", "attacker", *TABLE_HEADERS, "diff avg"]
+    headers = ["system", "attacker", *TABLE_HEADERS, "diff avg [95 % CI]", "p", "significant (5 %)"]
     if references is not None:
         headers += ["paper avg (published)", "challenge baseline avg (published)"]
     rows = []
     for system in systems:
-        base = cells.get((system, baseline)) or {}
+        base = _summary(cells.get((system, baseline)))
         for config in [baseline, *compared]:
-            row = cells.get((system, config)) or {}
-            values = [row.get(column) for column in TABLE_COLUMNS]
-            diff = None
-            if config != baseline and row.get("avg") is not None and base.get("avg") is not None:
-                diff = row["avg"] - base["avg"]
-            line = [system, labels.get(config, config), *values, diff]
+            cell = _summary(cells.get((system, config)))
+            label = labels.get(config, config)
+            published = []
             if references is not None:
                 # The paper's row with the same attacker name (it reports one SegReConcat variant per system).
-                paper = reference_value(references, "paper-table2", system, labels.get(config, config))
+                paper = reference_value(references, "paper-table2", system, label)
                 challenge = reference_value(references, "vpac-baseline", system, "VPAC baseline")
-                line += [paper, challenge if config == baseline else None]
-            rows.append(line)
+                published = [paper, challenge if config == baseline else None]
+            if len(cell["seeds"]) > 1:
+                for run in cell["seeds"]:
+                    values = [_cell_text(run["table"].get(c), run["intervals"].get(c)) for c in TABLE_COLUMNS]
+                    rows.append(
+                        [
+                            system,
+                            f"{label}, seed {run['seed']}",
+                            *values,
+                            "",
+                            "",
+                            "",
+                            *(["", ""] if published else []),
+                        ]
+                    )
+                label = f"{label}, mean ± std of {len(cell['seeds'])} seeds"
+            std = cell.get("std") or {}
+            values = [
+                _cell_text(cell["table"].get(c), cell["intervals"].get(c), std.get(c)) for c in TABLE_COLUMNS
+            ]
+            difference = (cell.get("difference") or {}).get("avg")
+            if (
+                difference is None
+                and config != baseline
+                and "avg" in cell["table"]
+                and "avg" in base["table"]
+            ):
+                difference = {"difference": cell["table"]["avg"] - base["table"]["avg"]}
+            rows.append(
+                [system, label, *values, *_diff_cells(difference if config != baseline else None), *published]
+            )
     return markdown_table(headers, rows)
 
 
+def interval_notes(cells: dict) -> list[str]:
+    """One line per undefined interval of the grid's cells: where, and why."""
+    notes = {}
+    for (system, config), cell in cells.items():
+        cell = _summary(cell)
+        sources = [
+            ("", cell["intervals"]),
+            *((f"seed {run['seed']} ", run["intervals"]) for run in cell["seeds"]),
+        ]
+        sources += [("difference ", cell.get("difference") or {})]
+        for prefix, intervals in sources:
+            for column, interval in intervals.items():
+                if interval.get("reason"):
+                    notes[f"{system} {config} {prefix}{column}"] = interval["reason"]
+    return [f"- no interval for {where}: {why}" for where, why in notes.items()]
+
+
 def ablation_table(cells: dict, system: str, configs, labels: dict | None = None, references=None) -> str:
-    """Table 1 style: average EER (%) of each configuration on one system (+ the paper's, when given).
+    """Table 1 style: average EER (%) of each configuration on one system, with its interval (+ the paper's).
 
     >>> cells = {("T8-5", "none"): {"avg": 37.0}}
     >>> print(ablation_table(cells, "T8-5", ["none", "rr"], {"none": "No Augmentation"}))
-    | method | avg EER (%) |
+    | method | avg EER (%) [95 % CI] |
     |---|---|
     | No Augmentation | 37.00 |
     | rr | - |
     """
     labels = labels or {}
-    headers = ["method", "avg EER (%)"] + (
+    headers = ["method", "avg EER (%) [95 % CI]"] + (
         ["paper avg EER (%) (published)"] if references is not None else []
     )
     rows = []
     for config in configs:
         label = labels.get(config, config)
-        line = [label, (cells.get((system, config)) or {}).get("avg")]
+        cell = _summary(cells.get((system, config)))
+        seeds = f" ({len(cell['seeds'])} seeds, mean ± std)" if len(cell["seeds"]) > 1 else ""
+        line = [
+            label + seeds,
+            _cell_text(
+                cell["table"].get("avg"), cell["intervals"].get("avg"), (cell.get("std") or {}).get("avg")
+            ),
+        ]
         if references is not None:
             line.append(reference_value(references, "paper-table1", system, label))
         rows.append(line)

@@ -33,23 +33,40 @@ if step == "train":
     (out / "export").mkdir(parents=True, exist_ok=True)
     (out / "export" / "embedding_model.ckpt").write_bytes(b"model")
 else:
-    shutil.copytree(Path(templates) / config, out / "eval", dirs_exist_ok=True)
+    # With --seed=N (a grid with seeds), the template prepared for that seed.
+    seed = next((a.split("=", 1)[1] for a in sys.argv[7:] if a.startswith("--seed=")), None)
+    source = Path(templates) / (config if seed is None else f"{config}-seed{seed}")
+    shutil.copytree(source, out / "eval", dirs_exist_ok=True)
 """
 SEPARATION = {"baseline": 0.6, "specaug": 0.5, "rr_concat": 1.2, "rr_concat_specaug": 1.5}
 
 
-def _prepare_eval_templates(folder: Path):
-    """A real evaluation folder (write_system_report) per configuration, better attackers separating more."""
+def _prepare_eval_templates(folder: Path, seeds=(None,)):
+    """A real evaluation folder (write_system_report) per configuration and seed, better attackers separating more.
+
+    The challenge's design: 10 speakers per list, each enrolled and tested with 4 utterances, every model
+    against every utterance (40 target, 360 non-target trials); the same trials for every configuration.
+    """
     rng = np.random.default_rng(7)
-    for config, separation in SEPARATION.items():
-        subsets, metrics = {}, {}
-        for name in SUBSETS:
-            targets = np.r_[np.ones(40, bool), np.zeros(400, bool)]
-            scores = (rng.normal(size=440) + separation * targets).astype(np.float32)
-            ids = [f"u{k}" for k in range(440)]
-            subsets[name] = SubsetScores(name, Path("trials"), ["spk"] * 440, ids, targets, scores)
-            metrics[name] = verification_metrics(scores[targets], scores[~targets])
-        write_system_report(SystemResults("any", subsets, metrics), folder / config, det_plot=False)
+    speakers = np.repeat(np.arange(10), 40)
+    utterances = np.tile(np.arange(40), 10)
+    targets = speakers == utterances // 4
+    for seed in seeds:
+        for config, separation in SEPARATION.items():
+            subsets, metrics = {}, {}
+            for name in SUBSETS:
+                enroll = [f"{name}{k}" for k in speakers]
+                test_speakers = [f"{name}{u // 4}" for u in utterances]
+                ids = [f"{name}{u // 4}-{u % 4}" for u in utterances]
+                scores = (rng.normal(size=400) + separation * targets).astype(np.float32)
+                subsets[name] = SubsetScores(
+                    name, Path("trials"), enroll, ids, targets, scores, test_speakers=test_speakers
+                )
+                metrics[name] = verification_metrics(scores[targets], scores[~targets])
+            target = folder / (config if seed is None else f"{config}-seed{seed}")
+            write_system_report(
+                SystemResults("any", subsets, metrics), target, det_plot=False, bootstrap={"resamples": 0}
+            )
 
 
 @pytest.fixture
@@ -57,7 +74,7 @@ def grid_overrides(tmp_path):
     _prepare_eval_templates(tmp_path / "templates")
     (tmp_path / "stub.py").write_text(STUB)
     base = f"{{python}} {tmp_path / 'stub.py'} {{step}} {{system}} {{configuration}} {{output_folder}}"
-    tail = f"{tmp_path / 'calls.txt'} {tmp_path / 'templates'}"
+    tail = f"{tmp_path / 'calls.txt'} {tmp_path / 'templates'} {{overrides}}"
     return {
         "data_folder": str(tmp_path / "vpac"),
         "output_folder": str(tmp_path / "grid"),
@@ -146,9 +163,15 @@ def test_grid_runs_resumes_and_assembles_tables(grid_overrides, tmp_path):
     table2 = (out / "table2_comparison.md").read_text()
     line = next(row for row in table2.splitlines() if row.startswith("| B3 | SegReConcat+SpecAug |"))
     cells = [cell.strip() for cell in line.strip("|").split("|")]
-    assert float(cells[8]) == pytest.approx(ours["avg"], abs=0.005)
-    assert float(cells[9]) == pytest.approx(ours["avg"] - base["avg"], abs=0.01)
-    assert cells[10] == "25.91"  # the paper's published B3 SegReConcat+SpecAug average, its own column
+    avg, low, high = (float(x) for x in cells[8].replace("[", "").replace("]", "").replace(",", "").split())
+    assert avg == pytest.approx(ours["avg"], abs=0.005) and low < avg < high
+    diff, diff_low, diff_high = (
+        float(x) for x in cells[9].replace("[", "").replace("]", "").replace(",", "").split()
+    )
+    assert diff == pytest.approx(ours["avg"] - base["avg"], abs=0.01)
+    # Separation 1.5 vs 0.6 on 40 speakers: a real difference, found by the paired test.
+    assert diff_low < diff < diff_high < 0 and float(cells[10]) < 0.05 and cells[11] == "yes"
+    assert cells[12] == "25.91"  # the paper's published B3 SegReConcat+SpecAug average, its own column
     plain = next(row for row in table2.splitlines() if row.startswith("| B3 | SegReConcat |"))
     assert plain.rstrip(" |").endswith("| - | -")  # the paper reports no plain SegReConcat row for B3
     baseline_line = next(row for row in table2.splitlines() if row.startswith("| B3 | Baseline |"))
@@ -157,11 +180,60 @@ def test_grid_runs_resumes_and_assembles_tables(grid_overrides, tmp_path):
 
     table1 = (out / "table1_ablation.md").read_text()
     assert "| No Augmentation |" in table1 and "37.39" in table1 and "| SpecAug |" in table1
+    assert "CI undefined" not in table1 and "CI undefined" not in table2
 
     with open(out / "grid_results.csv") as handle:
         rows = list(csv.DictReader(handle))
     assert len(rows) == 6
-    assert (out / "det_T8-5.png").read_bytes()[:4] == b"\x89PNG" and (out / "det_B3.png").is_file()
+    row = next(r for r in rows if (r["system"], r["configuration"]) == ("B3", "rr_concat_specaug"))
+    assert float(row["avg_ci_low"]) < float(row["avg"]) < float(row["avg_ci_high"])
+    assert row["diff_avg_significant"] == "True"
+    for name in ("det_T8-5", "det_B3", "forest_T8-5", "forest_B3"):
+        assert (out / f"{name}.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_seeds_run_each_cell_per_seed_and_report_mean_and_std(grid_overrides, tmp_path):
+    _prepare_eval_templates(tmp_path / "templates", seeds=(1, 2, 3))
+    grid_overrides.update(seeds=[1, 2, 3], ablation=None, bootstrap_resamples=300)
+    grid_overrides["comparison"] = {"baseline": "baseline", "compared": ["rr_concat"]}
+    assert run_grid.main(_argv(grid_overrides)) == 0
+    calls = _calls(tmp_path)
+    assert calls.count("eval B3 baseline") == 3 and calls.count("train B3 rr_concat") == 3
+    out = tmp_path / "grid"
+    logged = (out / "B3" / "rr_concat" / "seed2" / "grid_train.log").read_text()
+    assert "--mode=concat" in logged and "--seed=2" in logged
+    per_seed = [
+        read_results(out / "B3" / "rr_concat" / f"seed{s}" / "eval")["table"]["avg"] for s in (1, 2, 3)
+    ]
+
+    table2 = (out / "table2_comparison.md").read_text()
+    assert sum(row.startswith("| B3 | SegReConcat, seed ") for row in table2.splitlines()) == 3
+    mean_row = next(row for row in table2.splitlines() if "SegReConcat, mean ± std of 3 seeds" in row)
+    avg_cell = mean_row.split("|")[9].strip()
+    assert avg_cell.startswith(f"{np.mean(per_seed):.2f} ± {np.std(per_seed, ddof=1):.2f} [")
+    saved = json.loads((out / "grid_results.json").read_text())["B3/rr_concat"]
+    assert saved["difference"]["avg"]["p_value"] < 0.05 and len(saved["seeds"]) == 3
+    # Seed and trial variation combined: at least as wide as the typical single seed's interval.
+    combined = saved["intervals"]["avg"]["high"] - saved["intervals"]["avg"]["low"]
+    single = np.median(
+        [run["intervals"]["avg"]["high"] - run["intervals"]["avg"]["low"] for run in saved["seeds"]]
+    )
+    assert combined > 0.5 * single
+
+    # Without intervals (bootstrap_resamples: 0): still each seed's row and the mean ± std.
+    grid_overrides.update(bootstrap_resamples=0, tables_only=True)
+    assert run_grid.main(_argv(grid_overrides)) == 0
+    plain = (out / "table2_comparison.md").read_text()
+    mean_row = next(row for row in plain.splitlines() if "SegReConcat, mean ± std of 3 seeds" in row)
+    assert f"| {np.mean(per_seed):.2f} ± {np.std(per_seed, ddof=1):.2f} |" in mean_row and "[" not in mean_row
+    assert "No intervals (bootstrap_resamples: 0)" in plain
+
+
+def test_bad_seeds_are_refused(grid_overrides):
+    for seeds in ([1, 1], "1", [1.5]):
+        grid_overrides["seeds"] = seeds
+        with pytest.raises(ValueError, match="seeds must be null or a list of distinct integers"):
+            run_grid.load_grid(REPO / "hparams" / "grid.yaml", grid_overrides)
 
 
 def test_tables_only_runs_nothing(grid_overrides, tmp_path):
@@ -211,7 +283,8 @@ def test_one_real_tiny_cell(vpac_root, tmp_path, monkeypatch):
     line = next(
         r for r in (tmp_path / "grid" / "table2_comparison.md").read_text().splitlines() if "| T8-5 |" in r
     )
-    assert f"| {results['table']['avg']:.2f} |" in line and "37.39" in line
+    assert f"| {results['table']['avg']:.2f} [" in line and "37.39" in line  # our EER [interval], published
+    assert results["bootstrap"]["test_speakers"] == "utt2spk"  # evaluate.py wrote the test speakers
     log = (cell / "grid_train.log").read_text()
     assert run_grid.main(_argv(overrides)) == 0  # finished: nothing runs again
     assert (cell / "grid_train.log").read_text() == log

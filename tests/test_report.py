@@ -13,7 +13,10 @@ from segreconcat_aug.metrics import eer, verification_metrics
 from segreconcat_aug.report import (
     comparison_table,
     load_reference_results,
+    read_score_file,
     read_scores,
+    subset_design,
+    write_scores,
     write_system_report,
 )
 from segreconcat_aug.vpac import VPAC_SYSTEMS
@@ -115,3 +118,93 @@ def test_comparison_table_marks_missing_cells():
     lines = table.splitlines()
     assert lines[2].startswith("| B5 | Baseline | - |") and "30.90" in lines[2] and "34.35" in lines[2]
     assert lines[3].startswith("| B5 | src | - |")
+
+
+def _crossed(name, speakers=6, utterances=3, separation=1.5, seed=0, with_speakers=True):
+    """Every model x every test utterance of ``speakers`` speakers (the challenge's list design)."""
+    rng = np.random.default_rng(seed)
+    enroll_index = np.repeat(np.arange(speakers), speakers * utterances)
+    utterance_index = np.tile(np.arange(speakers * utterances), speakers)
+    targets = enroll_index == utterance_index // utterances
+    scores = (rng.normal(size=len(targets)) + separation * targets).astype(np.float32)
+    enroll = [f"s{k}" for k in enroll_index]
+    test_speakers = [f"s{u // utterances}" for u in utterance_index]
+    test = [f"{s}-{u % utterances}" for s, u in zip(test_speakers, utterance_index)]
+    subset = SubsetScores(
+        name,
+        Path("trials"),
+        enroll,
+        test,
+        targets,
+        scores,
+        test_speakers=test_speakers if with_speakers else None,
+    )
+    return subset, verification_metrics(scores[targets], scores[~targets]) if (~targets).any() else None
+
+
+def test_intervals_in_every_output(tmp_path):
+    subsets, metrics = {}, {}
+    for k, name in enumerate(SUBSETS):
+        subsets[name], metrics[name] = _crossed(name, seed=k)
+    results = SystemResults("B3", subsets, metrics)
+    written = write_system_report(results, tmp_path, det_plot=False, bootstrap={"resamples": 200, "seed": 3})
+
+    with open(written["csv"]) as handle:
+        rows = {row["subset"]: row for row in csv.DictReader(handle)}
+    for name in [*SUBSETS, "dev_avg", "test_avg", "avg"]:
+        low, high = float(rows[name]["eer_ci_low"]), float(rows[name]["eer_ci_high"])
+        assert (
+            low < high and low <= float(rows[name]["eer"]) + 10 and rows[name]["ci_undefined_because"] == ""
+        )
+    assert float(rows["dev_f"]["min_dcf_0.01_ci_low"]) <= float(rows["dev_f"]["min_dcf_0.01_ci_high"])
+
+    saved = json.loads(written["json"].read_text())
+    assert saved["bootstrap"] == {"resamples": 200, "seed": 3, "unit": "speaker", "test_speakers": "utt2spk"}
+    assert saved["intervals"]["avg"]["eer"]["low"] == pytest.approx(float(rows["avg"]["eer_ci_low"]))
+    markdown = written["markdown"].read_text().splitlines()
+    assert markdown[5].startswith("| 95 % CI | [")
+    # The score file carries the test speaker; the same seed gives the same intervals again.
+    assert open(written["scores_dev_f"]).readline().split()[4] == "s0"
+    again = write_system_report(
+        results, tmp_path / "again", det_plot=False, bootstrap={"resamples": 200, "seed": 3}
+    )
+    assert json.loads(again["json"].read_text())["intervals"] == saved["intervals"]
+
+
+def test_one_speaker_list_reports_the_point_eer_and_why_there_is_no_interval(tmp_path):
+    subsets, metrics = {}, {}
+    for k, name in enumerate(SUBSETS):
+        subsets[name], metrics[name] = _crossed(name, speakers=1 if name == "dev_m" else 5, seed=k)
+    # One speaker: targets only, so add non-targets from unenrolled test speakers.
+    dev_m = subsets["dev_m"]
+    dev_m.enroll += ["s0"] * 4
+    dev_m.test += ["x-1", "x-2", "y-1", "y-2"]
+    dev_m.test_speakers += ["x", "x", "y", "y"]
+    dev_m.targets = np.r_[dev_m.targets, np.zeros(4, bool)]
+    dev_m.scores = np.r_[dev_m.scores, np.zeros(4, np.float32)]
+    metrics["dev_m"] = verification_metrics(dev_m.target_scores, dev_m.nontarget_scores)
+    written = write_system_report(SystemResults("B3", subsets, metrics), tmp_path, det_plot=False)
+    with open(written["csv"]) as handle:
+        rows = {row["subset"]: row for row in csv.DictReader(handle)}
+    assert rows["dev_m"]["eer"] != "" and rows["dev_m"]["eer_ci_low"] == ""
+    assert "one speaker (s0)" in rows["dev_m"]["ci_undefined_because"]
+    assert rows["dev_avg"]["eer_ci_low"] == "" and rows["dev_avg"]["ci_undefined_because"].startswith(
+        "dev_m: "
+    )
+    assert rows["test_avg"]["eer_ci_low"] != ""  # the other part is unaffected
+    text = written["markdown"].read_text()
+    assert "[CI undefined]" in text and "no interval for dev_m eer: " in text
+
+
+def test_four_column_score_files_stay_readable_and_speakers_are_inferred(tmp_path):
+    subset, _ = _crossed("dev_f", with_speakers=False)
+    path = write_scores(tmp_path / "old.txt", subset)
+    assert len(path.read_text().splitlines()[0].split()) == 4
+    scores = read_score_file(path)
+    assert scores.test_speakers is None and read_scores(path)[1] == subset.test
+    design, source = subset_design(scores)
+    assert source == "inferred from target trials" and design.problem is None
+    assert design.speakers == sorted(f"s{k}" for k in range(6))
+    path.write_text(path.read_text() + "s0 s1-0 nontarget 0.5 s1\n")
+    with pytest.raises(ValueError, match=r"old.txt:109: 5 columns"):
+        read_score_file(path)

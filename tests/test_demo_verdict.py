@@ -1,0 +1,94 @@
+"""The demo's comparison and verdict, on synthetic score files in the demo's layout (no training)."""
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from segreconcat_aug.evaluation import SUBSETS, SubsetScores, SystemResults
+from segreconcat_aug.metrics import verification_metrics
+from segreconcat_aug.report import write_system_report
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "recipes"))  # run_demo imports run_grid from there, as when run as a script
+
+
+def _load(name):
+    spec = importlib.util.spec_from_file_location(name, REPO / "recipes" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+run_demo, run_grid = _load("run_demo"), _load("run_grid")
+
+
+def _write_runs(
+    out: Path, speakers: int, utterances: int, separations: dict, own_noise=0.0, enrolled=None, seed: int = 0
+):
+    """Evaluation folders of the demo's two runs: every model x every test utterance, per subset.
+
+    Scores: shared per-trial noise + ``separation`` on targets + each run's own noise (``own_noise`` sd).
+    ``enrolled``: only the first so many speakers have a model (all are tested).
+    """
+    rng = np.random.default_rng(seed)
+    enroll_index = np.repeat(np.arange(speakers), speakers * utterances)
+    utterance_index = np.tile(np.arange(speakers * utterances), speakers)
+    keep = enroll_index < (enrolled or speakers)
+    enroll_index, utterance_index = enroll_index[keep], utterance_index[keep]
+    targets = enroll_index == utterance_index // utterances
+    noise = {name: rng.normal(size=len(targets)) for name in SUBSETS}  # the same trials' base scores
+    for config, separation in separations.items():
+        subsets, metrics = {}, {}
+        for name in SUBSETS:
+            enroll = [f"{name[-1]}{k}" for k in enroll_index]
+            test_speakers = [f"{name[-1]}{u // utterances}" for u in utterance_index]
+            test = [f"{s}-{name[:-2]}{u % utterances}" for s, u in zip(test_speakers, utterance_index)]
+            own = own_noise * rng.normal(size=len(targets))
+            scores = (noise[name] + separation * targets + own).astype(np.float32)
+            subsets[name] = SubsetScores(
+                name, Path("trials"), enroll, test, targets, scores, test_speakers=test_speakers
+            )
+            metrics[name] = verification_metrics(scores[targets], scores[~targets])
+        folder = out / "MCADAMS" / config
+        write_system_report(SystemResults("MCADAMS", subsets, metrics), folder / "eval", det_plot=False)
+        (folder / "grid_status.json").write_text('{"train": "done", "eval": "done"}')
+
+
+def _demo_grid(out: Path):
+    overrides = {"output_folder": str(out), "tables_only": True}
+    return run_grid.load_grid(REPO / "hparams" / "demo.yaml", overrides)
+
+
+def test_small_corpus_difference_is_reported_with_interval_and_not_significant(tmp_path):
+    # The demo's size: 5 speakers per list, 3 test utterances each (15 target, 60 non-target trials);
+    # two runs of the same attacker (same separation, each with its own noise).
+    _write_runs(tmp_path, 5, 3, separations={"baseline": 1.0, "rr_concat": 1.0}, own_noise=0.7)
+    grid = _demo_grid(tmp_path)
+    run_grid.assemble(grid)
+    (line,) = run_demo.verdicts(grid)
+    assert line.startswith("SegReConcat vs Baseline: ") and " EER points, 95 % CI [" in line
+    assert line.endswith("not significant on this small corpus")
+    low, high = (float(x) for x in line.split("[")[1].split("]")[0].split(","))
+    difference = float(line.split(": ")[1].split(" EER")[0])
+    assert low < difference < high and low < 0 < high
+
+
+def test_a_large_real_difference_is_significant(tmp_path):
+    _write_runs(tmp_path, speakers=30, utterances=3, separations={"baseline": 0.5, "rr_concat": 2.5})
+    grid = _demo_grid(tmp_path)
+    run_grid.assemble(grid)
+    (line,) = run_demo.verdicts(grid)
+    assert "significant at 5 % (SegReConcat's EER is lower)" in line
+
+
+def test_one_speaker_lists_give_no_interval_but_the_difference(tmp_path):
+    # One enrolled speaker tested against three speakers' utterances: its targets come from one speaker.
+    _write_runs(tmp_path, 3, 3, separations={"baseline": 0.5, "rr_concat": 2.0}, enrolled=1)
+    grid = _demo_grid(tmp_path)
+    run_grid.assemble(grid)
+    (line,) = run_demo.verdicts(grid)
+    assert line.startswith("SegReConcat vs Baseline: ") and "no interval (" in line and "one speaker" in line
+    table = (tmp_path / "table2_comparison.md").read_text()
+    assert "[CI undefined]" in table and "no interval for MCADAMS baseline avg: " in table

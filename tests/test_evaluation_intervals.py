@@ -1,0 +1,32 @@
+"""What evaluation passes to the report's speaker bootstrap: test speakers from utt2spk; the option checked."""
+
+from pathlib import Path
+
+import pytest
+from test_evaluation import load_tiny_hparams, tiny_overrides
+
+from segreconcat_aug.evaluation import evaluate_system, load_system_trials
+from segreconcat_aug.kaldi import read_kaldi_map
+
+
+def test_trial_lists_carry_the_test_speakers_of_utt2spk(vpac_root):
+    _, trials = load_system_trials(vpac_root, "T8-5", subsets=["dev_f", "test_m"])
+    for name, part, gender in (("dev_f", "dev", "f"), ("test_m", "test", "m")):
+        utt2spk = read_kaldi_map(
+            vpac_root / "T8-5" / "data" / f"libri_{part}_trials_{gender}_T8-5" / "utt2spk"
+        )
+        listed = trials[name]
+        assert listed.test_speakers == [utt2spk[utt] for utt in listed.test_utterances]
+        # A target trial's test speaker is its enrollment speaker.
+        assert all(
+            s == e for s, e, t in zip(listed.test_speakers, listed.enroll_speakers, listed.targets) if t
+        )
+
+
+@pytest.mark.parametrize("value", [-1, 2.5, "many", True])
+def test_bad_resamples_option_is_refused_before_anything_is_written(vpac_root, tmp_path, value):
+    hparams = load_tiny_hparams(tiny_overrides(vpac_root, tmp_path / "run"))
+    hparams["eval_bootstrap_resamples"] = value
+    with pytest.raises(ValueError, match=r"eval_bootstrap_resamples: expected an integer >= 0"):
+        evaluate_system(hparams)
+    assert not (Path(hparams["output_folder"]) / "eval").exists()

@@ -317,7 +317,7 @@ def test_4_repairs_are_counted_logged_at_training_start_and_empty_words_dropped(
     hparams = {
         "mode": "concat", "strategy": "random", "alignment_cache": str(cache), "segment_policy": "cover",
         "crossfade": 0.005, "seed": 1, "sample_rate": 16000, "missing_alignment": "error",
-        "min_leading_silence": 0.05,
+        "min_leading_silence": 0.05, "rr_redraw": "once", "sr_pad_normalize": True,
     }  # fmt: skip
     with caplog.at_level(logging.INFO):
         train_recipe.build_augmenter(hparams)

@@ -294,6 +294,7 @@ def main(argv=None) -> SpeakerBrain:
                 "mode": hparams["mode"],
                 "sentence_len": hparams["sentence_len"],
                 "dev_ratio": hparams["dev_ratio"],
+                "min_chunk_amplitude": hparams["min_chunk_amplitude"],
                 "seed": hparams["seed"],
                 "sample_rate": hparams["sample_rate"],
                 "check_workers": hparams["check_workers"],

@@ -177,6 +177,8 @@ def build_augmenter(hparams) -> SegReConcat | None:
             alignments=alignments,
             segment_policy=hparams["segment_policy"],
             min_leading_silence=hparams["min_leading_silence"],
+            # SR orders must come from the feature context asked for (sr_context).
+            required_options={"context": hparams["sr_context"]} if strategy.name == "semantic" else None,
         )
     return SegReConcat(
         alignments,

@@ -287,13 +287,8 @@ def stale_orders(
     return stale
 
 
-_NOT_OPTIONS = {
-    "sample_rate",
-    "utt_id",
-    "frames",
-    "vectors",
-    "whisper",
-}  # supplied by the computer, not the user
+# Supplied by the computer, not the user.
+_NOT_OPTIONS = {"sample_rate", "utt_id", "frames", "vectors", "whisper"}
 
 
 def _option_names(fn) -> set[str]:
@@ -309,7 +304,8 @@ class OrderComputer:
     The object the order job holds: it owns the settings that go into the key
     and, for SR, the Whisper model (``whisper``, a
     :class:`segreconcat_aug.whisper.WhisperBundle`), run once per batch over all
-    its utterances before each order is computed from its frames.
+    its utterances' segments (:func:`segreconcat_aug.similarity.sr_vectors`, as the
+    ``context`` option says) before each order is computed from its vectors.
 
     Parameters
     ----------
@@ -323,7 +319,7 @@ class OrderComputer:
     whisper : WhisperBundle, optional
         Needed by ``semantic``.
     encoder_batch_size : int
-        30 s windows per encoder pass.
+        30 s windows per encoder pass (SR's ``segment`` context: one window per segment).
     sample_rate : int
 
     Example
@@ -430,10 +426,15 @@ class OrderComputer:
         for k, (utt_id, audio) in enumerate(batch):
             audio = np.asarray(audio, dtype=np.float32)
             if utt_id in self.alignments and len(audio) and np.all(np.isfinite(audio)):
-                segments = self.segments(utt_id, len(audio))
+                try:
+                    segments = self.segments(utt_id, len(audio))
+                except Exception:  # order() raises it again, naming the utterance
+                    continue
                 if len(segments) >= 2:  # fewer segments: nothing to order, no encoder run
                     usable[k] = (audio, segments)
         vectors: list = [None] * len(batch)
+        if not usable:
+            return vectors
         try:
             encoded = sr_vectors(
                 self.whisper, list(usable.values()), context=context, batch_size=self.encoder_batch_size

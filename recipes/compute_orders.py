@@ -42,9 +42,17 @@ def input_source(hparams) -> Path:
 def build_computer(hparams, alignments, device=None) -> OrderComputer:
     """The :class:`OrderComputer` of the YAML (loads Whisper for ``semantic``)."""
     strategy = hparams["strategy"]
-    options = hparams.get(f"{strategy}_options") or {}
+    options = dict(hparams.get(f"{strategy}_options") or {})
     whisper = None
     if strategy == "semantic":
+        # sr_context (the YAML key training reads too) decides SR's features; an explicit
+        # semantic_options.context must agree with it.
+        context = hparams.get("sr_context", options.get("context", "segment"))
+        if options.setdefault("context", context) != context:
+            raise ValueError(
+                f"semantic_options.context={options['context']!r} contradicts sr_context={context!r}; "
+                "set sr_context only"
+            )
         from segreconcat_aug.whisper import load_whisper
 
         whisper = load_whisper(

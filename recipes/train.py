@@ -215,6 +215,8 @@ def build_augmenter(hparams) -> SegReConcat | None:
             alignments=alignments,
             segment_policy=hparams["segment_policy"],
             min_leading_silence=hparams["min_leading_silence"],
+            # SR orders must come from the feature context asked for (sr_context).
+            required_options={"context": hparams["sr_context"]} if strategy.name == "semantic" else None,
         )
     return SegReConcat(
         alignments,
@@ -335,6 +337,7 @@ def main(argv=None) -> SpeakerBrain:
                 "mode": hparams["mode"],
                 "sentence_len": hparams["sentence_len"],
                 "dev_ratio": hparams["dev_ratio"],
+                "min_chunk_amplitude": hparams["min_chunk_amplitude"],
                 "seed": hparams["seed"],
                 "sample_rate": hparams["sample_rate"],
                 "check_workers": hparams["check_workers"],

@@ -13,12 +13,19 @@ output folder:
     **Utterances shorter than one crop** (``f * d < sentence_len``) give no
     row: they are dropped from training, counted in ``prep_summary.json`` and
     logged, as in the VPC 2024 baseline recipe (``int(dur / 3)`` rows).
+    **Silent chunks** (VPC 2024's ``amp_th``): the utterance is cut into fixed
+    consecutive ``sentence_len`` chunks and each chunk whose mean absolute
+    amplitude is below ``min_chunk_amplitude`` (5e-4) removes ``f`` rows, so an
+    utterance gives ``int(f * (d - silent * sentence_len) / sentence_len)``
+    rows: VPC's count of kept chunks when ``f`` = 1 (VPC too trains each kept
+    chunk's row on a random crop of the whole utterance, ``random_chunk``).
 ``dev.csv``
     Held-out utterances of the *training* speakers (a ``dev_ratio`` share per
-    speaker, at least one where the speaker has two or more utterances and one
-    of them is at least a crop long), cut into FIXED consecutive chunks of
-    ``sentence_len`` (``start``/``stop`` in samples; the tail shorter than a
-    chunk is left out), so the dev loss compares across epochs and runs.
+    speaker, 10 % as VPC 2024 holds out, at least one where the speaker has two
+    or more utterances and one of them is at least a crop long), cut into FIXED
+    consecutive chunks of ``sentence_len`` (``start``/``stop`` in samples; the
+    tail shorter than a chunk is left out, and so are silent chunks, as in
+    training), so the dev loss compares across epochs and runs.
     Dev audio is never augmented. Dev rows of a speaker left with no training
     row are dropped (its class would never be trained).
 ``prep_summary.json``, ``prep_signature.json``
@@ -41,6 +48,8 @@ Example
 (2, 1)
 >>> dev_chunks(50000, chunk=16000)
 [(0, 16000), (16000, 32000), (32000, 48000)]
+>>> chunk_amplitudes(np.r_[np.zeros(16000), np.full(16000, 0.5)].astype(np.float32), chunk=16000).tolist()
+[0.0, 0.5]
 """
 
 from __future__ import annotations
@@ -50,7 +59,12 @@ import hashlib
 import json
 import logging
 import os
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+
+import numpy as np
+import soundfile
+from tqdm import tqdm
 
 from .audio import SAMPLE_RATE
 from .audio_check import BAD_AUDIO_POLICIES, check_audio_files, problem_message, write_problem_list
@@ -69,6 +83,10 @@ PROBLEMS_FILE = "audio_problems.txt"
 AUDIO_CHECK_CACHE = "audio_check.jsonl"
 TRAIN_FIELDS = ("ID", "utt_id", "wav", "duration", "spk_id")
 DEV_FIELDS = ("ID", "utt_id", "wav", "start", "stop", "duration", "spk_id")
+#: VPC 2024's training data preparation (its libri_prepare.py): 10 % of the utterances held out for
+#: dev (``split_ratio [90, 10]``) and 3 s chunks with mean |amplitude| under 5e-4 dropped (``amp_th``).
+DEV_RATIO = 0.10
+MIN_CHUNK_AMPLITUDE = 5e-4
 _SPLIT_STREAM = 7  # dev draws stay independent of any other use of seeded_rng
 _DURATION_TOLERANCE = 0.05  # seconds; utt2dur is rounded to ms, headers are exact
 
@@ -96,6 +114,32 @@ def crop_rows(duration: float, sentence_len: float, factor: int = 1) -> int:
 def dev_chunks(num_samples: int, chunk: int) -> list[tuple[int, int]]:
     """Consecutive ``[start, stop)`` chunks of ``chunk`` samples (the tail is left out)."""
     return [(k * chunk, (k + 1) * chunk) for k in range(num_samples // chunk)]
+
+
+def chunk_amplitudes(audio: np.ndarray, chunk: int) -> np.ndarray:
+    """Mean absolute amplitude of each of :func:`dev_chunks`' chunks (VPC 2024's chunk filter measure)."""
+    spans = dev_chunks(len(audio), chunk)
+    return np.array([np.abs(audio[a:b]).mean(dtype=np.float64) for a, b in spans], dtype=np.float64)
+
+
+def silent_chunk_flags(
+    wav: dict[str, str], chunk: int, threshold: float, *, workers: int = 8
+) -> dict[str, np.ndarray]:
+    """Utterance -> one bool per fixed chunk: True where the chunk's mean ``|x|`` is below ``threshold``.
+
+    Reads every file whole (threads: the work is mostly disk reads and decoding).
+    """
+
+    def measure(utt):
+        try:
+            audio, _ = soundfile.read(wav[utt], dtype="float32", always_2d=True)
+        except (RuntimeError, OSError, soundfile.LibsndfileError) as err:
+            raise AudioCheckError(f"{utt} {wav[utt]}: cannot read the samples ({err})") from None
+        return utt, chunk_amplitudes(audio.mean(axis=1), chunk) < threshold
+
+    with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
+        results = pool.map(measure, list(wav), chunksize=16)
+        return dict(tqdm(results, total=len(wav), desc="measuring chunk amplitudes", mininterval=2))
 
 
 def _file_digest(path: Path) -> str | None:
@@ -161,7 +205,12 @@ def check_training_audio(
 
 
 def split_dev(
-    utt2spk: dict[str, str], durations: dict[str, float], *, dev_ratio: float, min_duration: float, seed: int
+    utt2spk: dict[str, str],
+    durations: dict[str, float],
+    *,
+    dev_ratio: float = DEV_RATIO,
+    min_duration: float,
+    seed: int,
 ) -> set[str]:
     """Hold out ``max(1, round(dev_ratio * n))`` utterances per speaker (seeded).
 
@@ -211,7 +260,8 @@ def prepare_vpac_training(
     folder_overrides: dict | None = None,
     mode: str = "concat",
     sentence_len: float = 3.0,
-    dev_ratio: float = 0.02,
+    dev_ratio: float = DEV_RATIO,
+    min_chunk_amplitude: float | None = MIN_CHUNK_AMPLITUDE,
     seed: int = 1986,
     sample_rate: int = SAMPLE_RATE,
     check_workers: int = 8,
@@ -239,7 +289,11 @@ def prepare_vpac_training(
     sentence_len : float
         Crop and dev-chunk length in seconds.
     dev_ratio : float
-        Share of each training speaker's utterances held out for dev.
+        Share of each training speaker's utterances held out for dev (VPC 2024: 10 %).
+    min_chunk_amplitude : float or None
+        Fixed ``sentence_len`` chunks whose mean absolute amplitude is below it
+        count as silent: no training row, no dev chunk (VPC 2024's ``amp_th``
+        5e-4). ``None`` or 0 keeps every chunk (and reads no audio beyond headers).
     seed : int
         Fixes the dev split.
     sample_rate : int
@@ -283,12 +337,16 @@ def prepare_vpac_training(
         cache=audio_check_cache or output / AUDIO_CHECK_CACHE,
     )
     bad = sorted(set(kaldi.wav) - set(frames))
+    if min_chunk_amplitude is not None and not 0 <= float(min_chunk_amplitude) < 1:
+        raise ValueError(f"min_chunk_amplitude must be in [0, 1) or null, got {min_chunk_amplitude}")
+    min_chunk_amplitude = float(min_chunk_amplitude or 0.0)
     params = {
         "data_folder": str(Path(data_folder).resolve()),
         "system": system,
         "factor": factor,
         "sentence_len": float(sentence_len),
         "dev_ratio": float(dev_ratio),
+        "min_chunk_amplitude": min_chunk_amplitude,
         "seed": int(seed),
         "sample_rate": int(sample_rate),
         "bad_audio_left_out": hashlib.sha256("\n".join(bad).encode()).hexdigest() if bad else None,
@@ -323,28 +381,37 @@ def prepare_vpac_training(
 
     utt2spk = {utt: kaldi.utt2spk[utt] for utt in kaldi.wav}
     dev = split_dev(utt2spk, durations, dev_ratio=dev_ratio, min_duration=sentence_len, seed=seed)
-    train_rows, short = [], []
+    chunk = int(round(sentence_len * sample_rate))
+    silent = {}
+    if min_chunk_amplitude > 0:
+        silent = silent_chunk_flags(kaldi.wav, chunk, min_chunk_amplitude, workers=check_workers)
+    train_rows, short, all_silent, silent_train_chunks = [], [], [], 0
     for utt in kaldi.wav:
         if utt in dev:
             continue
-        rows = crop_rows(durations[utt], sentence_len, factor)
+        quiet = int(silent[utt].sum()) if utt in silent else 0
+        silent_train_chunks += quiet
+        rows = crop_rows(durations[utt] - quiet * sentence_len, sentence_len, factor)
         if rows == 0:
-            short.append(utt)
+            (all_silent if quiet else short).append(utt)
         for k in range(rows):
             train_rows.append((f"{utt}@{k}", utt, kaldi.wav[utt], f"{durations[utt]:.4f}", utt2spk[utt]))
     if not train_rows:
         raise DataPrepError(
             f"{folder}: no training rows: all {len(kaldi.wav)} utterances are shorter than one "
-            f"{sentence_len} s crop (x{factor} in {mode} mode)"
+            f"{sentence_len} s crop (x{factor} in {mode} mode) or silent ({len(all_silent)} of them: "
+            f"every chunk's mean |amplitude| is below min_chunk_amplitude={min_chunk_amplitude})"
         )
     train_speakers = {row[4] for row in train_rows}
-    chunk = int(round(sentence_len * sample_rate))
-    dev_rows, orphan_dev = [], []
+    dev_rows, orphan_dev, silent_dev_chunks = [], [], 0
     for utt in sorted(dev):
         if utt2spk[utt] not in train_speakers:
             orphan_dev.append(utt)
             continue
         for k, (start, stop) in enumerate(dev_chunks(frames[utt], chunk)):
+            if utt in silent and silent[utt][k]:
+                silent_dev_chunks += 1
+                continue
             dev_rows.append(
                 (f"{utt}@{k}", utt, kaldi.wav[utt], start, stop, f"{sentence_len:.4f}", utt2spk[utt])
             )
@@ -356,6 +423,16 @@ def prepare_vpac_training(
             sentence_len,
             factor,
             short[:5],
+        )
+    if silent_train_chunks or silent_dev_chunks:
+        logger.info(
+            "%d training and %d dev chunks of %.1f s have a mean |amplitude| below %g: left out "
+            "(%d utterances left with no row)",
+            silent_train_chunks,
+            silent_dev_chunks,
+            sentence_len,
+            min_chunk_amplitude,
+            len(all_silent),
         )
     if not dev_rows:
         logger.warning(
@@ -371,6 +448,9 @@ def prepare_vpac_training(
         "train_rows": len(train_rows),
         "train_hours": round(sum(durations[u] for u in kaldi.wav if u not in dev) / 3600, 3),
         "short_utterances_dropped": len(short),
+        "silent_train_chunks_dropped": silent_train_chunks,
+        "silent_dev_chunks_dropped": silent_dev_chunks,
+        "silent_utterances_dropped": len(all_silent),
         "dev_utterances": len(dev) - len(orphan_dev),
         "dev_utterances_dropped_no_train_speaker": len(orphan_dev),
         "dev_rows": len(dev_rows),

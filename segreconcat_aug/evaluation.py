@@ -7,17 +7,19 @@ Per system, for each of dev / test and female / male:
    (``<enroll-spk> <test-utt> target|nontarget``);
 2. embed every enrollment and trial utterance WHOLE with the trained model
    (Fbank -> sentence mean normalization -> ECAPA-TDNN), batched by similar
-   duration and cached to disk, so rescoring is instant;
+   duration and cached to disk, so rescoring is instant; each wave is first
+   normalized as the challenge's extraction does (:func:`vpc_normalize_wave`:
+   pyloudnorm to -30 LUFS, then division by the peak) and its leading and
+   trailing zeros are trimmed (:func:`trim_zeros`);
 3. enrollment model = mean of the speaker's raw embeddings; score = cosine
    similarity of enrollment model and test embedding;
 4. EER (SpeechBrain's definition, :mod:`segreconcat_aug.metrics`) and
    normalized minDCF per subset; the table averages as the paper's Table 2.
 
-Options, off by default (the paper uses neither): ``normalize_wave`` (the
-challenge's own evaluation scales each waveform to -30 LUFS and then divides
-by its peak, which amounts to peak normalization) and score normalization
-(``s-norm`` or ``as-norm`` against a cohort drawn from the system's training
-speakers).
+Switches: ``eval_normalize_wave`` and ``eval_trim_zeros`` (both on, as the
+challenge's extraction; off gives the raw waves), and score normalization,
+off by default as the paper uses none (``s-norm`` or ``as-norm`` against a
+cohort drawn from the system's training speakers).
 
 :func:`evaluate_system` is the entry point used by ``recipes/evaluate.py`` and
 by the training recipe's last stage.
@@ -237,17 +239,72 @@ def load_system_trials(
 # ---------------------------------------------------------------------------------------------------
 
 
-def peak_normalize(audio: np.ndarray) -> np.ndarray:
-    """The challenge evaluation's wave normalization.
+#: The loudness VPC 2024's ``normalize_wave`` scales to before dividing by the peak.
+TARGET_LUFS = -30.0
 
-    It scales to -30 LUFS and then divides by the peak; the first gain cancels,
-    so the result is ``audio / max|audio|`` (silence is returned unchanged).
 
-    >>> peak_normalize(np.array([0.1, -0.25], dtype=np.float32)).tolist()
-    [0.4000000059604645, -1.0]
+def loudness_block_size(duration: float) -> float:
+    """pyloudnorm's gating block (seconds) as VPC 2024 sets it: 0.4 s, shorter for waves under 0.4 s.
+
+    >>> loudness_block_size(3.0), loudness_block_size(0.3), round(loudness_block_size(0.05), 4)
+    (0.4, 0.19999999999999998, 0.0499)
     """
-    peak = float(np.max(np.abs(audio))) if len(audio) else 0.0
-    return audio if peak == 0.0 else (audio / peak).astype(np.float32)
+    return 0.4 if duration >= 0.4 else min(duration - 0.0001, abs(duration - 0.1))
+
+
+def vpc_normalize_wave(audio: np.ndarray, sample_rate: int = SAMPLE_RATE) -> tuple[np.ndarray, bool]:
+    """VPC 2024's evaluation wave normalization (``evaluation/privacy/asv/utils.py: normalize_wave``).
+
+    pyloudnorm measures the integrated loudness (block size :func:`loudness_block_size`),
+    scales the wave to :data:`TARGET_LUFS`, then divides it by its peak, with the same
+    numpy operations (float64 product and quotient, float32 result).
+
+    Returns ``(wave, normalized)``. Where the loudness cannot be measured (every
+    block below pyloudnorm's -70 LUFS gate, e.g. digital silence, so the gain
+    would be infinite; or fewer samples than one block), the wave is returned
+    unchanged with ``normalized`` False: what VPC's code means by its fallback
+    (``except ZeroDivisionError: norm_wave = wave``), where the installed pyloudnorm
+    would otherwise give NaN samples.
+
+    >>> tone = 0.01 * np.sin(np.arange(16000) / 5.0).astype(np.float32)
+    >>> wave, normalized = vpc_normalize_wave(tone)
+    >>> normalized, round(float(np.abs(wave).max()), 6), wave.dtype
+    (True, 1.0, dtype('float32'))
+    >>> vpc_normalize_wave(np.zeros(8000, dtype=np.float32))[1]
+    False
+    """
+    import warnings
+
+    import pyloudnorm
+
+    audio = np.asarray(audio, dtype=np.float32)
+    duration = len(audio) / sample_rate
+    block = loudness_block_size(duration)
+    if len(audio) == 0 or block <= 0 or len(audio) < block * sample_rate:
+        return audio, False
+    meter = pyloudnorm.Meter(sample_rate, block_size=block)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # pyloudnorm warns of clipping; the peak division follows
+        loudness = meter.integrated_loudness(audio)
+        if not np.isfinite(loudness):
+            return audio, False
+        scaled = pyloudnorm.normalize.loudness(audio, loudness, TARGET_LUFS)
+    peak = np.amax(np.abs(scaled))
+    if not peak > 0 or not np.isfinite(peak):
+        return audio, False
+    return np.divide(scaled, peak).astype(np.float32), True
+
+
+def trim_zeros(audio: np.ndarray) -> np.ndarray:
+    """Drop leading and trailing exact zeros (VPC 2024's extractor: ``np.trim_zeros``).
+
+    An all-zero wave is returned whole (trimming would leave nothing to embed).
+
+    >>> trim_zeros(np.array([0, 0, 0.5, 0, -0.5, 0], dtype=np.float32)).tolist()
+    [0.5, 0.0, -0.5]
+    """
+    trimmed = np.trim_zeros(audio)
+    return trimmed if len(trimmed) else audio
 
 
 def model_fingerprint(path, extra: dict | None = None) -> str:
@@ -380,7 +437,9 @@ class EmbeddingExtractor:
     max_batch_seconds : float or None
         Cap on padded seconds per batch (memory).
     normalize_wave : bool
-        Peak-normalize each waveform first (the challenge evaluation's normalization).
+        :func:`vpc_normalize_wave` each waveform first (VPC 2024's extraction does).
+    trim_zeros : bool
+        Then drop its leading and trailing zeros (:func:`trim_zeros`; VPC 2024 does).
     sample_rate : int
     allow_pipes : bool
         Accept ``wav.scp`` shell pipes.
@@ -394,9 +453,10 @@ class EmbeddingExtractor:
         device: str = "cpu",
         batch_size: int = 16,
         max_batch_seconds: float | None = 600.0,
-        normalize_wave: bool = False,
+        normalize_wave: bool = True,
         sample_rate: int = SAMPLE_RATE,
         save_every: int = 50,
+        trim_zeros: bool = True,
     ):
         self.compute_features = compute_features.to(device).eval()
         self.mean_var_norm = mean_var_norm.to(device).eval()
@@ -405,15 +465,26 @@ class EmbeddingExtractor:
         self.batch_size = int(batch_size)
         self.max_batch_seconds = max_batch_seconds
         self.normalize_wave = bool(normalize_wave)
+        self.trim_zeros = bool(trim_zeros)
+        self.not_normalized: list[str] = []  # sources whose loudness could not be measured
         self.sample_rate = int(sample_rate)
         self.save_every = int(save_every)
+
+    def load_wave(self, source) -> np.ndarray:
+        """The wave the model embeds: read, normalized and trimmed as the options say."""
+        signal = read_audio(source, sample_rate=self.sample_rate)
+        if self.normalize_wave:
+            signal, normalized = vpc_normalize_wave(signal, self.sample_rate)
+            if not normalized:
+                self.not_normalized.append(str(source))
+        if self.trim_zeros:
+            signal = trim_zeros(signal)
+        return signal
 
     @torch.no_grad()
     def embed_batch(self, sources: list) -> np.ndarray:
         """Embeddings (rows, float32) of a list of audio sources, zero-padded to the longest."""
-        signals = [read_audio(source, sample_rate=self.sample_rate) for source in sources]
-        if self.normalize_wave:
-            signals = [peak_normalize(signal) for signal in signals]
+        signals = [self.load_wave(source) for source in sources]
         longest = max(len(signal) for signal in signals)
         batch = torch.zeros(len(signals), longest)
         for row, signal in enumerate(signals):
@@ -465,6 +536,15 @@ class EmbeddingExtractor:
                     if number % self.save_every == 0:
                         cache.flush()
             cache.flush()
+            if self.not_normalized:
+                logger.warning(
+                    "%s: %d wave(s) too quiet or too short for a loudness measure were embedded "
+                    "unnormalized, first: %s",
+                    desc,
+                    len(self.not_normalized),
+                    self.not_normalized[:3],
+                )
+                self.not_normalized = []
         return {utt: found[utt] for utt in wav}
 
 
@@ -628,7 +708,8 @@ EVAL_DEFAULTS = {
     "eval_subsets": list(SUBSETS),
     "eval_batch_size": 16,
     "eval_max_batch_seconds": 600.0,
-    "eval_normalize_wave": False,
+    "eval_normalize_wave": True,
+    "eval_trim_zeros": True,
     "eval_score_norm": None,
     "eval_cohort_utts_per_speaker": 5,
     "eval_cohort_top_k": 200,
@@ -777,7 +858,12 @@ def evaluate_system(hparams: dict, run_opts: dict | None = None, write_report: b
     audio_warnings = check_evaluation_audio(hparams, enrollments, trial_lists, eval_folder)
     checkpoint = load_exported_model(hparams)
     normalize_wave = bool(_option(hparams, "eval_normalize_wave"))
-    fingerprint = model_fingerprint(checkpoint, {"normalize_wave": normalize_wave})
+    trim = bool(_option(hparams, "eval_trim_zeros"))
+    # The wave processing is part of the embedding cache's name: changing it re-embeds. (The
+    # loudness normalization is named by its method, so caches of the earlier peak-only option
+    # are not reused.)
+    wave_options = {"normalize_wave": "vpc2024-pyloudnorm" if normalize_wave else False, "trim_zeros": trim}
+    fingerprint = model_fingerprint(checkpoint, wave_options)
     cache_root = eval_folder / "embeddings" / fingerprint
     extractor = EmbeddingExtractor(
         hparams["compute_features"],
@@ -789,6 +875,7 @@ def evaluate_system(hparams: dict, run_opts: dict | None = None, write_report: b
         normalize_wave=normalize_wave,
         sample_rate=hparams.get("sample_rate", SAMPLE_RATE),
         save_every=_option(hparams, "eval_save_every"),
+        trim_zeros=trim,
     )
 
     models = {}
@@ -821,6 +908,7 @@ def evaluate_system(hparams: dict, run_opts: dict | None = None, write_report: b
             "model": str(checkpoint),
             "fingerprint": fingerprint,
             "normalize_wave": normalize_wave,
+            "trim_zeros": trim,
             "score_norm": score_norm,
         },
         warnings=audio_warnings,

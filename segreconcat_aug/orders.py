@@ -222,6 +222,7 @@ def load_orders(
     segment_policy: str,
     min_leading_silence: float = 0.0,
     options: Mapping | None = None,
+    required_options: Mapping | None = None,
 ) -> dict[str, np.ndarray]:
     """Read and validate an order cache for training.
 
@@ -240,6 +241,9 @@ def load_orders(
         The strategy options expected (completed with the defaults). ``None``
         accepts the options stored in the cache, provided every entry has the
         same ones and names every option the strategy has now.
+    required_options : mapping, optional
+        Options the stored ones must hold with these values (training passes SR's
+        ``{"context": sr_context}``); a cache without the key is stale too.
 
     Returns
     -------
@@ -282,6 +286,14 @@ def load_orders(
                 )
             # Options given: those must match (the cache may name more, e.g. SR's Whisper model).
             comparable = stored if options is None else {k: stored.get(k) for k in reference}
+            for name, value in (required_options or {}).items():
+                if stored.get(name) != value:
+                    raise StaleOrderError(
+                        f"{where}: the {strategy} order of utterance {utt_id!r} was computed with the "
+                        f"option {name}={stored.get(name)!r} (None: written before the option existed), "
+                        f"not {value!r} as asked (SR's context is the YAML key sr_context); compute orders "
+                        "with the setting asked into another orders_cache (recipes/compute_orders.py)"
+                    )
             if reference is None:
                 reference, reference_where = stored, where
             elif comparable != reference:
@@ -337,7 +349,8 @@ def stale_orders(
     return stale
 
 
-_NOT_OPTIONS = {"sample_rate", "utt_id", "frames", "whisper"}  # supplied by the computer, not the user
+# Supplied by the computer, not the user.
+_NOT_OPTIONS = {"sample_rate", "utt_id", "frames", "vectors", "whisper"}
 
 
 def _option_names(fn) -> set[str]:
@@ -353,7 +366,8 @@ class OrderComputer:
     The object the order job holds: it owns the settings that go into the key
     and, for SR, the Whisper model (``whisper``, a
     :class:`segreconcat_aug.whisper.WhisperBundle`), run once per batch over all
-    its utterances before each order is computed from its frames.
+    its utterances' segments (:func:`segreconcat_aug.similarity.sr_vectors`, as the
+    ``context`` option says) before each order is computed from its vectors.
 
     Parameters
     ----------
@@ -368,7 +382,7 @@ class OrderComputer:
     whisper : WhisperBundle, optional
         Needed by ``semantic``.
     encoder_batch_size : int
-        30 s windows per encoder pass.
+        30 s windows per encoder pass (SR's ``segment`` context: one window per segment).
     sample_rate : int
 
     Example
@@ -408,6 +422,12 @@ class OrderComputer:
         unknown = sorted(set(self.options) - accepted)
         if unknown:
             raise ValueError(f"unknown {strategy} option(s) {unknown}; accepted: {sorted(accepted)}")
+        if self.strategy.name == "semantic":
+            # SR's feature context is always in the options, hence in the key and the record: caches
+            # written before it existed (utterance context) are stale, never read as the default.
+            from .similarity import check_sr_context
+
+            self.options["context"] = check_sr_context(self.options.get("context", "segment"))
         # What the key hashes: every option (defaults included), plus the model that makes SR's features.
         self.key_options = resolved_options(self.strategy.name, self.options)
         if self.strategy.name == "semantic":
@@ -447,33 +467,57 @@ class OrderComputer:
         An utterance's failure (no alignment, NaN audio, ...) is returned, not
         raised, so the job records it and goes on with the rest of the batch.
         """
-        frames = [None] * len(batch)
+        vectors = [None] * len(batch)
         if self.whisper is not None and self.strategy.name == "semantic":
-            from .whisper import encoder_features
-
-            # One encoder pass over the whole batch; a bad utterance is isolated by a retry alone.
-            usable = [k for k, (_, audio) in enumerate(batch) if len(audio) and np.all(np.isfinite(audio))]
+            vectors = self._sr_vectors(batch)
+        for (utt_id, audio), utt_vectors in zip(batch, vectors):
             try:
-                encoded = encoder_features(
-                    self.whisper, [batch[k][1] for k in usable], batch_size=self.encoder_batch_size
-                )
-                for k, value in zip(usable, encoded):
-                    frames[k] = value
-            except Exception:  # e.g. out of memory: one utterance at a time
-                for k in usable:
-                    try:
-                        frames[k] = encoder_features(self.whisper, [batch[k][1]])[0]
-                    except Exception as err:
-                        frames[k] = err
-        for (utt_id, audio), utt_frames in zip(batch, frames):
-            try:
-                if isinstance(utt_frames, Exception):
-                    raise utt_frames
-                yield utt_id, self.order(utt_id, audio, frames=utt_frames)
+                if isinstance(utt_vectors, Exception):
+                    raise utt_vectors
+                yield utt_id, self.order(utt_id, audio, vectors=utt_vectors)
             except Exception as err:  # reported per utterance by the caller
                 yield utt_id, err
 
-    def order(self, utt_id: str, audio: np.ndarray, *, frames=None) -> np.ndarray:
+    def _sr_vectors(self, batch) -> list:
+        """SR's segment vectors for a batch: one batched encoder run over all its segments.
+
+        Utterances that cannot be segmented get ``None`` (:meth:`order` then names the
+        problem); if the batched run fails (e.g. out of memory), each utterance is retried
+        alone, and one that fails again gets its exception.
+        """
+        from .similarity import sr_vectors
+
+        context = self.options["context"]
+        usable = {}
+        for k, (utt_id, audio) in enumerate(batch):
+            audio = np.asarray(audio, dtype=np.float32)
+            if utt_id in self.alignments and len(audio) and np.all(np.isfinite(audio)):
+                try:
+                    segments = self.segments(utt_id, len(audio))
+                except Exception:  # order() raises it again, naming the utterance
+                    continue
+                if len(segments) >= 2:  # fewer segments: nothing to order, no encoder run
+                    usable[k] = (audio, segments)
+        vectors: list = [None] * len(batch)
+        if not usable:
+            return vectors
+        try:
+            encoded = sr_vectors(
+                self.whisper, list(usable.values()), context=context, batch_size=self.encoder_batch_size
+            )
+            for k, value in zip(usable, encoded):
+                vectors[k] = value
+        except Exception:
+            for k, item in usable.items():
+                try:
+                    vectors[k] = sr_vectors(
+                        self.whisper, [item], context=context, batch_size=self.encoder_batch_size
+                    )[0]
+                except Exception as err:
+                    vectors[k] = err
+        return vectors
+
+    def order(self, utt_id: str, audio: np.ndarray, *, vectors=None) -> np.ndarray:
         """The order of one utterance (raises on failure, naming it)."""
         if utt_id not in self.alignments:
             raise KeyError(f"utterance {utt_id!r} has no alignment")
@@ -486,8 +530,8 @@ class OrderComputer:
             bad = int(np.count_nonzero(~np.isfinite(audio)))
             raise ItemError(f"utterance {utt_id!r}: {bad} NaN or infinite samples", "nonfinite_audio")
         segments = self.segments(utt_id, len(audio))
-        extra = {"frames": frames} if frames is not None else {}
-        if self.strategy.name == "semantic" and frames is None:
+        extra = {"vectors": vectors} if vectors is not None else {}
+        if self.strategy.name == "semantic" and vectors is None:
             extra["whisper"] = self.whisper
         order = self.strategy.fn(
             segments, audio, None, sample_rate=self.sample_rate, utt_id=utt_id, **self.options, **extra

@@ -13,11 +13,23 @@ Importing this module registers two precomputed strategies (paper section 3.2):
     the chain starts at the silence and the next segment is the one most similar
     to it.
 ``semantic`` (SR)
-    The last encoder layer of Whisper (``openai/whisper-medium`` by default),
-    run once per utterance (per 30 s window beyond 30 s); each segment pools
-    the frames ``[floor(t0 / 0.02), ceil(t1 / 0.02))`` into ``concat(mean, max)``;
-    cosine similarity; the chain starts at the segment with the highest
-    average similarity to the others.
+    The last encoder layer of Whisper (``openai/whisper-medium`` by default)
+    pooled per segment into ``concat(mean, max)``; cosine similarity; the chain
+    starts at the segment with the highest average similarity to the others.
+    Where the features come from is the option ``context`` (:data:`SR_CONTEXTS`;
+    YAML ``sr_context``):
+
+    - ``segment`` (default, the paper: "each segment is passed through the
+      encoder"): each segment's audio is encoded alone (zero-padded to
+      Whisper's 30 s window) and pooled over its own frames;
+    - ``segment_padded`` (the authors' SR script): the same encoding, pooled
+      over all 1500 frames of the window, the zero padding included;
+    - ``utterance``: the utterance is encoded once (per 30 s window beyond
+      30 s) and each segment pools the frames ``[floor(t0 / 0.02), ceil(t1 / 0.02))``,
+      which then carry the whole utterance's context.
+
+    :func:`sr_vectors` computes the pooled vectors of many utterances in
+    batched encoder passes (all their segments together).
 
 Both then share :func:`greedy_chain`: repeatedly append the unused segment
 most similar to the current one; segments no longer reachable (similarity
@@ -69,6 +81,7 @@ logger = logging.getLogger(__name__)
 
 __all__ = [
     "LEADING_SILENCE_RULES",
+    "SR_CONTEXTS",
     "START_RULES",
     "SimilarityInputError",
     "acoustic_order",
@@ -79,6 +92,7 @@ __all__ = [
     "pool_segments",
     "semantic_order",
     "similarity_order",
+    "sr_vectors",
 ]
 
 
@@ -369,6 +383,36 @@ def pool_segments(
     return pooled
 
 
+#: Where SR's segment features come from (see the module doc); the first is the default.
+SR_CONTEXTS = ("segment", "segment_padded", "utterance")
+
+
+def check_sr_context(context: str) -> str:
+    """Return ``context`` if it is one of :data:`SR_CONTEXTS`, else raise naming the choices."""
+    if context not in SR_CONTEXTS:
+        raise ValueError(f"sr_context: unknown {context!r}; choose from {list(SR_CONTEXTS)}")
+    return context
+
+
+def sr_vectors(whisper, items, *, context: str = "segment", batch_size: int = 8) -> list[np.ndarray]:
+    """SR's pooled ``concat(mean, max)`` vectors, ``(N_k, 2 * d_model)`` per ``(audio, segments)`` item.
+
+    All segments (or, for ``utterance``, all utterances) of ``items`` go through the encoder
+    together, ``batch_size`` 30 s windows per pass; the result does not depend on the batching.
+    Audio must be 16 kHz.
+    """
+    from .whisper import SAMPLE_RATE, encoder_features, encoder_pooled
+
+    check_sr_context(context)
+    if context == "utterance":
+        frames = encoder_features(whisper, [audio for audio, _ in items], batch_size=batch_size)
+        return [pool_segments(f, segments, SAMPLE_RATE) for f, (_, segments) in zip(frames, items)]
+    pieces = [audio[start:end] for audio, segments in items for start, end in segments.spans]
+    pooled = encoder_pooled(whisper, pieces, batch_size=batch_size, padded=context == "segment_padded")
+    bounds = np.cumsum([0] + [len(segments) for _, segments in items])
+    return [pooled[a:b] for a, b in zip(bounds[:-1], bounds[1:])]
+
+
 def cosine_similarity(vectors: np.ndarray) -> np.ndarray:
     """Pairwise cosine similarity of rows; a zero row gives NaN (unreachable).
 
@@ -392,42 +436,63 @@ def semantic_order(
     utt_id: str | None = None,
     whisper=None,
     frames: np.ndarray | None = None,
+    vectors: np.ndarray | None = None,
+    context: str = "segment",
     start: str | int = "highest_average",
     **_,
 ) -> np.ndarray:
     """SR: Whisper-encoder similarity, greedy chain from the most central segment.
 
-    Pass either ``frames``, this utterance's last encoder layer at 50 frames/s
-    (as :func:`segreconcat_aug.whisper.encoder_features` gives for a batch), or
-    ``whisper``, a :class:`segreconcat_aug.whisper.WhisperBundle` that is then
-    run on ``audio`` here. ``rng`` is unused (the order is deterministic).
+    Pass one of ``vectors``, the segments' pooled features (as :func:`sr_vectors`
+    gives for a batch); ``frames``, this utterance's last encoder layer at 50
+    frames/s (``context="utterance"`` only, as
+    :func:`segreconcat_aug.whisper.encoder_features` gives); or ``whisper``, a
+    :class:`segreconcat_aug.whisper.WhisperBundle` that is then run here as
+    ``context`` says. ``rng`` is unused (the order is deterministic).
 
     >>> from segreconcat_aug.segments import Segments
     >>> frames = np.array([[1.0, 0.0], [0.9, 0.1], [0.0, 1.0], [0.2, 0.8], [1.0, 0.1]])
     >>> segs = Segments(np.array([[k * 320, (k + 1) * 320] for k in range(5)]), False)
-    >>> semantic_order(segs, np.zeros(1600), None, sample_rate=16000, frames=frames).tolist()
+    >>> semantic_order(segs, np.zeros(1600), None, sample_rate=16000, frames=frames, context="utterance").tolist()
+    [1, 4, 0, 3, 2]
+    >>> semantic_order(segs, np.zeros(1600), None, sample_rate=16000, vectors=frames).tolist()
     [1, 4, 0, 3, 2]
     """
-    from .whisper import FRAME_SECONDS, SAMPLE_RATE, encoder_features
+    from .whisper import FRAME_SECONDS, SAMPLE_RATE
 
+    check_sr_context(context)
     audio = _check_audio(audio, segments, utt_id)
     name = _utterance_name(utt_id)
     if len(segments) < 2:
         return np.arange(len(segments), dtype=np.int64)
-    if frames is None:
+    if frames is not None and context != "utterance":
+        raise ValueError(
+            f"'frames' (one encoding of the utterance) are SR's utterance context, not {context!r}"
+        )
+    if vectors is None and frames is None:
         if whisper is None:
-            raise ValueError("the semantic strategy needs 'frames' or a Whisper bundle ('whisper')")
+            raise ValueError(
+                "the semantic strategy needs 'vectors', 'frames' or a Whisper bundle ('whisper')"
+            )
         if sample_rate != SAMPLE_RATE:
             raise SimilarityInputError(
                 f"utterance {name}: Whisper needs {SAMPLE_RATE} Hz audio, got {sample_rate}"
             )
-        frames = encoder_features(whisper, [audio])[0]
-    frames = np.asarray(frames)
-    if frames.ndim != 2 or len(frames) == 0:
+        vectors = sr_vectors(whisper, [(audio, segments)], context=context)[0]
+    if vectors is None:
+        frames = np.asarray(frames)
+        if frames.ndim != 2 or len(frames) == 0:
+            raise SimilarityInputError(
+                f"utterance {name}: expected (frames, dim) encoder output, got {frames.shape}"
+            )
+        if not np.all(np.isfinite(frames)):
+            raise SimilarityInputError(f"utterance {name}: Whisper encoder output has NaN or infinite values")
+        vectors = pool_segments(frames, segments, sample_rate, int(round(1 / FRAME_SECONDS)))
+    vectors = np.asarray(vectors)
+    if vectors.shape[0] != len(segments) or vectors.ndim != 2:
         raise SimilarityInputError(
-            f"utterance {name}: expected (frames, dim) encoder output, got {frames.shape}"
+            f"utterance {name}: expected ({len(segments)}, dim) segment vectors, got {vectors.shape}"
         )
-    if not np.all(np.isfinite(frames)):
+    if not np.all(np.isfinite(vectors)):
         raise SimilarityInputError(f"utterance {name}: Whisper encoder output has NaN or infinite values")
-    pooled = pool_segments(frames, segments, sample_rate, int(round(1 / FRAME_SECONDS)))
-    return similarity_order(cosine_similarity(pooled), start)
+    return similarity_order(cosine_similarity(vectors), start)

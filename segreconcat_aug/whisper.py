@@ -2,7 +2,8 @@
 
 One :class:`WhisperBundle` holds the model, feature extractor and tokenizer on a device
 and dtype. The aligner (:mod:`segreconcat_aug.aligners.whisper`) decodes with it; the
-semantic strategy uses :func:`encoder_features` (frames of 20 ms, 50 per second).
+semantic strategy uses :func:`encoder_pooled` (each word segment encoded on its own, the
+paper's SR) or :func:`encoder_features` (frames of 20 ms, 50 per second, of a whole utterance).
 
 Word timestamps need ``generation_config.alignment_heads`` (the cross-attention heads
 that follow the audio; published for every OpenAI checkpoint). :func:`load_whisper`
@@ -19,6 +20,8 @@ Example
 ('tiny-random-whisper', 'cpu', torch.float32)
 >>> [f.shape for f in encoder_features(bundle, [np.zeros(16000, np.float32)])]
 [(50, 64)]
+>>> encoder_pooled(bundle, [np.zeros(8000, np.float32), np.ones(320, np.float32)]).shape
+(2, 128)
 """
 
 from __future__ import annotations
@@ -162,14 +165,8 @@ def n_frames(n_samples: int) -> int:
     return math.ceil(n_samples / SAMPLES_PER_FRAME)
 
 
-@torch.inference_mode()
-def encoder_features(bundle: WhisperBundle, audios, *, batch_size: int = 8) -> list[np.ndarray]:
-    """Last encoder layer, ``(frames, d_model)`` float32 per utterance, 50 frames/s.
-
-    Whisper always encodes 30 s windows; longer audio is cut into consecutive windows and the
-    frames concatenated, then every result is trimmed to :func:`n_frames` of its audio (the
-    padding frames carry no speech). Frame ``k`` covers ``[0.02 k, 0.02 (k + 1))`` seconds.
-    """
+def _windows(audios):
+    """Each audio's consecutive 30 s windows, and the index of the audio each window belongs to."""
     windows, owners = [], []
     for k, audio in enumerate(audios):
         audio = np.asarray(audio, dtype=np.float32)
@@ -178,14 +175,69 @@ def encoder_features(bundle: WhisperBundle, audios, *, batch_size: int = 8) -> l
         for start in range(0, len(audio), WINDOW_SAMPLES):
             windows.append(audio[start : start + WINDOW_SAMPLES])
             owners.append(k)
-    encoder = bundle.model.get_encoder()
+    return windows, owners
+
+
+def _encode(bundle: WhisperBundle, chunk) -> torch.Tensor:
+    """Last encoder layer of a list of windows (each zero-padded to 30 s), on the bundle's device."""
+    on_gpu = str(bundle.device).startswith("cuda")
+    # The log-mel on the GPU too where there is one (transformers computes it with torch there).
+    inputs = bundle.feature_extractor(
+        chunk, sampling_rate=SAMPLE_RATE, return_tensors="pt", device=bundle.device if on_gpu else "cpu"
+    )
+    features = inputs.input_features.to(bundle.device, bundle.dtype)
+    return bundle.model.get_encoder()(features).last_hidden_state
+
+
+@torch.inference_mode()
+def encoder_pooled(bundle: WhisperBundle, audios, *, batch_size: int = 8, padded: bool = False) -> np.ndarray:
+    """``concat(mean, max)`` of the last encoder layer over each audio, ``(len(audios), 2 * d_model)``.
+
+    Each audio (for SR: one word segment) is encoded ON ITS OWN, zero-padded to Whisper's 30 s
+    window as Whisper always is; ``batch_size`` windows go through the encoder together, and
+    batching does not mix them (each window has its own log-mel normalization and attention).
+    The pooling covers the audio's own frames (:func:`n_frames`), or with ``padded`` every
+    frame of its windows, the padding included (what the authors' SR script pools: 1500
+    frames). An audio over 30 s is several windows whose frames are pooled together.
+
+    Pooling runs on the device in float32, so only ``2 * d_model`` numbers per window return.
+    """
+    windows, owners = _windows(audios)
+    dim = int(bundle.model.config.d_model)
+    sums = np.zeros((len(audios), dim), dtype=np.float64)
+    maxima = np.full((len(audios), dim), -np.inf, dtype=np.float64)
+    counts = np.zeros(len(audios), dtype=np.int64)
+    for lo in range(0, len(windows), batch_size):
+        chunk = windows[lo : lo + batch_size]
+        hidden = _encode(bundle, chunk).float()
+        used = [hidden.shape[1] if padded else n_frames(len(window)) for window in chunk]
+        mask = (
+            torch.arange(hidden.shape[1], device=hidden.device)[None, :]
+            < torch.tensor(used, device=hidden.device)[:, None]
+        )
+        window_sums = (hidden * mask[..., None]).sum(dim=1).double().cpu().numpy()
+        window_max = hidden.masked_fill(~mask[..., None], -torch.inf).amax(dim=1).double().cpu().numpy()
+        for offset in range(len(chunk)):
+            owner = owners[lo + offset]
+            sums[owner] += window_sums[offset]
+            maxima[owner] = np.maximum(maxima[owner], window_max[offset])
+            counts[owner] += used[offset]
+    return np.concatenate([sums / counts[:, None], maxima], axis=1)
+
+
+@torch.inference_mode()
+def encoder_features(bundle: WhisperBundle, audios, *, batch_size: int = 8) -> list[np.ndarray]:
+    """Last encoder layer, ``(frames, d_model)`` float32 per utterance, 50 frames/s.
+
+    Whisper always encodes 30 s windows; longer audio is cut into consecutive windows and the
+    frames concatenated, then every result is trimmed to :func:`n_frames` of its audio (the
+    padding frames carry no speech). Frame ``k`` covers ``[0.02 k, 0.02 (k + 1))`` seconds.
+    """
+    windows, owners = _windows(audios)
     pieces: list[list[np.ndarray]] = [[] for _ in audios]
     for lo in range(0, len(windows), batch_size):
         chunk = windows[lo : lo + batch_size]
-        inputs = bundle.feature_extractor(chunk, sampling_rate=SAMPLE_RATE, return_tensors="pt")
-        features = inputs.input_features
-        hidden = encoder(features.to(bundle.device, bundle.dtype)).last_hidden_state
-        hidden = hidden.float().cpu().numpy()
+        hidden = _encode(bundle, chunk).float().cpu().numpy()
         for offset, window in enumerate(chunk):
             pieces[owners[lo + offset]].append(hidden[offset, : n_frames(len(window))])
     return [np.concatenate(parts, axis=0) for parts in pieces]

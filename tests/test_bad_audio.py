@@ -219,11 +219,22 @@ def test_2_truncated_flac_fails_the_full_check_not_the_header_check(root, tmp_pa
         AudioCheckError, match=rf"{victim} {flac}: truncated \(\d+ of the header's \d+ samples"
     ):
         prepare_vpac_training(root, "T8-5", tmp_path / "a", sentence_len=2.0, dev_ratio=0.1)
-    # Opening the header alone does not see it (why check_audio defaults to full).
+    # Opening the header alone does not see it (why check_audio defaults to full)...
     header_only = prepare_vpac_training(
-        root, "T8-5", tmp_path / "b", sentence_len=2.0, dev_ratio=0.1, check_audio="header"
+        root,
+        "T8-5",
+        tmp_path / "b",
+        sentence_len=2.0,
+        dev_ratio=0.1,
+        check_audio="header",
+        min_chunk_amplitude=None,
     )
     assert header_only["summary"]["bad_audio_left_out"] == 0
+    # ...but VPC's chunk-amplitude filter decodes every file, and names this one before training.
+    with pytest.raises(AudioCheckError, match=rf"{victim} {flac}: cannot read the samples"):
+        prepare_vpac_training(
+            root, "T8-5", tmp_path / "c", sentence_len=2.0, dev_ratio=0.1, check_audio="header"
+        )
     assert snapshot(root) == before
 
 

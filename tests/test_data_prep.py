@@ -9,6 +9,7 @@ import pytest
 import soundfile
 
 from segreconcat_aug.data_prep import (
+    DEV_RATIO,
     PROBLEMS_FILE,
     AudioCheckError,
     prepare_vpac_training,
@@ -42,7 +43,9 @@ def _true_frames(root):
 @pytest.mark.parametrize("mode, factor", [("concat", 2), ("none", 1)])
 def test_manifests_rows_and_fixed_dev_chunks(vpac_root, tmp_path, mode, factor):
     out = tmp_path / "out"
-    result = prepare_vpac_training(vpac_root, "T8-5", out, mode=mode, sentence_len=2.0, dev_ratio=0.1, seed=3)
+    result = prepare_vpac_training(
+        vpac_root, "T8-5", out, mode=mode, sentence_len=2.0, dev_ratio=0.1, seed=3, min_chunk_amplitude=None
+    )
     assert result["skipped"] is False
     frames = _true_frames(vpac_root)
     utt2spk = read_kaldi_map(vpac_root / TRAIN / "utt2spk")
@@ -169,3 +172,48 @@ def test_folder_override_finds_a_renamed_training_folder(vpac_root, tmp_path):
     )
     summary = json.loads((tmp_path / "out" / "prep_summary.json").read_text())
     assert summary["folder"] == str(folder) and result["summary"]["utterances"] == 24
+
+
+def test_default_dev_share_is_vpc_ten_percent():
+    utt2spk = {f"s{k:02d}": "s" for k in range(40)}
+    durations = dict.fromkeys(utt2spk, 5.0)
+    assert DEV_RATIO == 0.10
+    assert len(split_dev(utt2spk, durations, min_duration=3.0, seed=1)) == 4  # 10 % of 40
+    assert len(split_dev(utt2spk, durations, dev_ratio=0.02, min_duration=3.0, seed=1)) == 1  # the old 2 %
+
+
+@pytest.mark.parametrize("mode, factor", [("none", 1), ("concat", 2)])
+def test_default_amplitude_filter_drops_a_silent_chunk(vpac_root, tmp_path, mode, factor):
+    root = _copy_system(vpac_root, tmp_path)
+    kept = prepare_vpac_training(root, "T8-5", tmp_path / "all", mode=mode, min_chunk_amplitude=None)
+    dev_utts = {row["utt_id"] for row in _rows(kept["dev"])}
+    frames = _true_frames(root)
+    wavs = read_wav_scp(root / TRAIN / "wav.scp", root=root)
+    # A training utterance with two full 3 s chunks: its second chunk made near silent (mean |x| < 5e-4).
+    utt = next(u for u in sorted(frames) if u not in dev_utts and frames[u] >= 2 * 3 * SR)
+    audio, rate = soundfile.read(wavs[utt], dtype="float32")
+    audio[3 * SR : 6 * SR] *= 1e-4
+    soundfile.write(wavs[utt], audio, rate, subtype="FLOAT")
+    before = [row for row in _rows(kept["train"]) if row["utt_id"] == utt]
+
+    filtered = prepare_vpac_training(root, "T8-5", tmp_path / "vpc", mode=mode)  # the default: VPC's filter
+    after = [row for row in _rows(filtered["train"]) if row["utt_id"] == utt]
+    assert len(after) == len(before) - factor == int(factor * (frames[utt] / SR - 3.0) / 3.0)
+    assert filtered["summary"]["silent_train_chunks_dropped"] == 1
+    assert {row["utt_id"] for row in _rows(filtered["dev"])} == dev_utts  # the split does not depend on it
+    others = lambda rows: sorted(row["ID"] for row in rows if row["utt_id"] != utt)  # noqa: E731
+    assert others(_rows(filtered["train"])) == others(_rows(kept["train"]))
+
+
+def test_amplitude_filter_drops_silent_dev_chunks(vpac_root, tmp_path):
+    root = _copy_system(vpac_root, tmp_path)
+    first = prepare_vpac_training(root, "T8-5", tmp_path / "a", sentence_len=1.0, min_chunk_amplitude=None)
+    dev = _rows(first["dev"])
+    row = dev[0]
+    wavs = read_wav_scp(root / TRAIN / "wav.scp", root=root)
+    audio, rate = soundfile.read(wavs[row["utt_id"]], dtype="float32")
+    audio[int(row["start"]) : int(row["stop"])] = 0.0
+    soundfile.write(wavs[row["utt_id"]], audio, rate, subtype="FLOAT")
+    second = prepare_vpac_training(root, "T8-5", tmp_path / "b", sentence_len=1.0)
+    assert sorted(r["ID"] for r in _rows(second["dev"])) == sorted(r["ID"] for r in dev[1:])
+    assert second["summary"]["silent_dev_chunks_dropped"] == 1

@@ -6,7 +6,9 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pyloudnorm
 import pytest
+import soundfile
 import torch
 from hyperpyyaml import load_hyperpyyaml
 
@@ -14,13 +16,13 @@ from segreconcat_aug import evaluation
 from segreconcat_aug.audio import read_audio
 from segreconcat_aug.evaluation import (
     EmbeddingCache,
+    EmbeddingExtractor,
     TrialListError,
     cosine_scores,
     duration_batches,
     evaluate_system,
     load_system_trials,
     normalize_scores,
-    peak_normalize,
     speaker_models,
 )
 from segreconcat_aug.kaldi import read_kaldi_map, read_trials
@@ -68,10 +70,20 @@ def evaluated(vpac_root, tmp_path_factory):
     return hparams, evaluate_system(hparams, {"device": "cpu"})
 
 
+def vpc_reference_wave(audio, rate=16000):
+    """VPC 2024's extraction, step by step with pyloudnorm: -30 LUFS, divided by the peak, zeros trimmed."""
+    duration = len(audio) / rate
+    meter = pyloudnorm.Meter(
+        rate, block_size=min(duration - 0.0001, abs(duration - 0.1)) if duration < 0.4 else 0.4
+    )
+    loud = pyloudnorm.normalize.loudness(audio, meter.integrated_loudness(audio), -30.0)
+    return np.trim_zeros(np.divide(loud, np.amax(np.abs(loud))).astype(np.float32))
+
+
 def _embed_alone(hparams, path):
-    """Embedding of one whole utterance, computed directly with the YAML's modules."""
+    """Embedding of one whole utterance, computed directly with the YAML's modules on VPC's wave."""
     with torch.no_grad():
-        wav = torch.from_numpy(read_audio(path)).unsqueeze(0)
+        wav = torch.from_numpy(vpc_reference_wave(read_audio(path))).unsqueeze(0)
         lengths = torch.ones(1)
         feats = hparams["mean_var_norm"](hparams["compute_features"](wav), lengths)
         return hparams["embedding_model"](feats, lengths).reshape(-1).numpy()
@@ -201,13 +213,54 @@ def test_s_norm_matches_its_formula():
     )
 
 
-def test_peak_normalize_matches_loudness_then_peak():
-    audio = np.array([0.05, -0.2, 0.1], dtype=np.float32)
-    gain = 3.7  # any loudness gain cancels when the peak is divided out afterwards
-    np.testing.assert_allclose(
-        peak_normalize(audio), (audio * gain) / np.max(np.abs(audio * gain)), rtol=1e-6
+def _extractor(hparams, **options):
+    return EmbeddingExtractor(
+        hparams["compute_features"], hparams["mean_var_norm"], hparams["embedding_model"], **options
     )
-    assert peak_normalize(np.zeros(4, dtype=np.float32)).tolist() == [0.0] * 4
+
+
+@pytest.mark.parametrize("seconds", [None, 0.3, 0.05])  # whole file; shorter than pyloudnorm's 0.4 s block
+def test_evaluation_waves_are_pyloudnorm_normalized_then_zero_trimmed(evaluated, tmp_path, seconds):
+    hparams, _ = evaluated
+    speech = read_audio(REPO / "tests" / "fixtures" / "librispeech" / "19-198-0001.flac")
+    if seconds is not None:
+        speech = speech[16000 : 16000 + int(seconds * 16000)]
+    padded = np.concatenate([np.zeros(800, np.float32), 0.3 * speech, np.zeros(1200, np.float32)])
+    path = tmp_path / "padded.wav"
+    soundfile.write(path, padded, 16000, subtype="FLOAT")
+    wave = _extractor(hparams).load_wave(path)  # the defaults: as VPC 2024
+    np.testing.assert_array_equal(wave, vpc_reference_wave(padded))
+    assert wave[0] != 0 and wave[-1] != 0 and np.abs(wave).max() == 1.0
+    raw = _extractor(hparams, normalize_wave=False, trim_zeros=False).load_wave(path)
+    np.testing.assert_array_equal(raw, padded)
+
+
+def test_silent_wave_is_embedded_unnormalized_and_counted(evaluated, tmp_path):
+    hparams, _ = evaluated
+    path = tmp_path / "silence.wav"
+    soundfile.write(path, np.zeros(16000, np.float32), 16000, subtype="FLOAT")
+    extractor = _extractor(hparams)
+    wave = extractor.load_wave(path)
+    assert wave.tolist() == [0.0] * 16000 and extractor.not_normalized == [str(path)]
+
+
+def test_changing_the_wave_options_re_embeds(evaluated, monkeypatch):
+    hparams, results = evaluated
+    embedded = []
+    original = evaluation.EmbeddingExtractor.embed_batch
+
+    def counting(self, sources):
+        embedded.extend(sources)
+        return original(self, sources)
+
+    monkeypatch.setattr(evaluation.EmbeddingExtractor, "embed_batch", counting)
+    for option in ("eval_normalize_wave", "eval_trim_zeros"):
+        embedded.clear()
+        changed = {**hparams, option: False, "eval_subsets": ["dev_f"]}
+        other = evaluate_system(changed, write_report=False)
+        assert embedded  # not read from the default options' cache
+        assert other.options["fingerprint"] != results.options["fingerprint"]
+    assert not np.array_equal(other.subsets["dev_f"].scores, results.subsets["dev_f"].scores)
 
 
 def test_duration_batches_group_similar_lengths():

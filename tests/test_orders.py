@@ -6,6 +6,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hyperpyyaml import load_hyperpyyaml
 
 from segreconcat_aug.alignment import AlignmentIndex, load_alignments
 from segreconcat_aug.audio import read_audio, write_audio
@@ -129,15 +130,23 @@ def test_semantic_orders_with_a_tiny_whisper(train, tmp_path):
     from segreconcat_aug.testing import tiny_whisper
 
     items, alignments = train
-    items = subset(items)[:3]  # the encoder is the slow part on CPU
+    # The shortest three: each word is one 30 s encoder window, the slow part on a CPU.
+    items = [item for item in items if item.id in ("26-495-0019", "2414-128291-0000", "3331-159605-0004")]
     bundle = tiny_whisper()
     computer = OrderComputer("semantic", alignments, whisper=bundle, encoder_batch_size=3)
     output = tmp_path / "semantic.jsonl"
     job = run_order_job(computer, items, output, batch_size=2, progress=False)
     assert job.written == len(items) and job.failed == 0
-    orders = load_orders(output, strategy="semantic", alignments=alignments, segment_policy="authors")
+    orders = load_orders(
+        output,
+        strategy="semantic",
+        alignments=alignments,
+        segment_policy="authors",
+        required_options={"context": "segment"},
+    )
     record = json.loads(output.read_text().splitlines()[0])
     assert record["options"]["whisper_model"] == "tiny-random-whisper"
+    assert record["options"]["context"] == "segment"  # the default, always written (part of the key)
     # Batched encoder passes give the orders of one utterance at a time.
     for item in items:
         audio = read_audio(item.source)
@@ -145,6 +154,23 @@ def test_semantic_orders_with_a_tiny_whisper(train, tmp_path):
         alone = semantic_order(segments, audio, None, sample_rate=16000, whisper=bundle)
         assert orders[item.id].tolist() == alone.tolist()
     check_augmenter("semantic", items, alignments, orders)
+    # Training asking for another SR context refuses these orders, naming the option.
+    with pytest.raises(
+        StaleOrderError, match=r"semantic.jsonl:1: .*option context='segment'.*not 'utterance'"
+    ):
+        load_orders(
+            output,
+            strategy="semantic",
+            alignments=alignments,
+            segment_policy="cover",
+            required_options={"context": "utterance"},
+        )
+    # ... and a computer with another context refuses to resume into this cache.
+    other = OrderComputer("semantic", alignments, whisper=bundle, options={"context": "utterance"})
+    with pytest.raises(JobError, match="other alignments, segmentation or options"):
+        run_order_job(other, items, output, progress=False)
+    with pytest.raises(ValueError, match="sr_context: unknown 'word'"):
+        OrderComputer("semantic", alignments, whisper=bundle, options={"context": "word"})
     # The acoustic strategy must not read semantic orders.
     with pytest.raises(StaleOrderError, match="has a 'semantic' order"):
         load_orders(output, strategy="acoustic", alignments=alignments, segment_policy="cover")
@@ -405,3 +431,68 @@ def test_recipe_on_the_vpac_layout_then_training_reads_the_cache(vpac_root, tmp_
     # A training run with another segment policy must not reuse them.
     with pytest.raises(StaleOrderError, match="stale .*cut by 'onsets'.*now by 'words'"):
         load_orders(output, strategy="acoustic", alignments=alignments, segment_policy="words")
+
+
+def test_sr_orders_from_before_the_context_option_are_refused(tmp_path):
+    # An SR cache written before sr_context existed (utterance context, no "context" option).
+    path = write_cache(
+        tmp_path / "old.jsonl",
+        small_index(),
+        strategy="semantic",
+        options={"whisper_model": "openai/whisper-medium"},
+    )
+    records = [json.loads(line) for line in path.read_text().splitlines()]
+    assert all(record["options"]["context"] == "segment" for record in records)  # written now: named
+    for record in records:
+        del record["options"]["context"]
+    path.write_text("".join(json.dumps(record) + "\n" for record in records))
+    load = dict(strategy="semantic", alignments=small_index(), segment_policy="cover")
+    with pytest.raises(StaleOrderError, match=r"older version, without the option\(s\) \['context'\]"):
+        load_orders(path, **load)
+    with pytest.raises(StaleOrderError, match=r"older version, without the option\(s\) \['context'\]"):
+        load_orders(path, required_options={"context": "segment"}, **load)
+
+
+def test_training_reads_sr_orders_of_its_sr_context_only(vpac_root, tmp_path):
+    spec = importlib.util.spec_from_file_location("train_recipe", REPO / "recipes" / "train.py")
+    train_recipe = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(train_recipe)
+    alignment_cache = vpac_root / "alignments" / "B3.jsonl"
+    alignments = load_alignments(alignment_cache)
+    utt = next(iter(alignments.ids))
+    count = len(alignments.spans(utt)[0]) + 1  # words plus the leading silence segment (cover)
+    settings = dict(strategy="semantic", alignments=alignments, segment_policy="cover")
+    cache = tmp_path / "sr.jsonl"
+    record = order_record(utt, list(range(count))[::-1], options={"context": "segment"}, **settings)
+    cache.write_text(record + "\n")
+    with open(REPO / "hparams" / "ecapa_segreconcat.yaml") as fin:
+        hparams = load_hyperpyyaml(
+            fin,
+            {
+                "data_folder": str(vpac_root),
+                "system": "B3",
+                "strategy": "semantic",
+                "alignment_cache": str(alignment_cache),
+                "orders_cache": str(cache),
+                "segment_policy": "cover",
+                "channels": [8, 8, 8, 8, 24],
+            },
+        )
+    assert hparams["sr_context"] == "segment"  # the paper's default
+    augmenter = train_recipe.build_augmenter(hparams)
+    assert augmenter is not None
+    hparams["sr_context"] = "utterance"
+    with pytest.raises(StaleOrderError, match="option context='segment'.*not 'utterance'"):
+        train_recipe.build_augmenter(hparams)
+
+
+def test_orders_yaml_sr_context_feeds_the_semantic_options(tmp_path):
+    with open(REPO / "hparams" / "orders.yaml") as fin:
+        hparams = load_hyperpyyaml(fin, {"data_folder": str(tmp_path), "sr_context": "utterance"})
+    assert hparams["semantic_options"]["context"] == "utterance"
+    hparams["semantic_options"] = {"context": "segment"}  # contradicts sr_context: refused before any work
+    hparams["strategy"] = "semantic"
+    with pytest.raises(
+        ValueError, match="semantic_options.context='segment' contradicts sr_context='utterance'"
+    ):
+        load_recipe().build_computer(hparams, small_index())

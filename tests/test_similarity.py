@@ -285,7 +285,7 @@ def test_semantic_order_on_a_long_utterance_with_a_tiny_whisper():
     second = encoder_features(bundle, [audio[480000:]])[0]
     assert np.allclose(frames[1500:], second, atol=1e-5)
     order = get_strategy("semantic").fn(
-        segments, audio, None, sample_rate=16000, frames=frames, utt_id="long"
+        segments, audio, None, sample_rate=16000, frames=frames, utt_id="long", context="utterance"
     )
     assert order.tolist() == reference_semantic_order(frames, segments)
     assert order[0] != 0  # SR starts at the most central segment, not the first
@@ -295,16 +295,27 @@ def test_semantic_order_on_a_long_utterance_with_a_tiny_whisper():
 def test_semantic_needs_frames_or_whisper_and_checks_them():
     segments = Segments(np.array([[0, 320], [320, 640]]), False)
     semantic = get_strategy("semantic").fn
-    with pytest.raises(ValueError, match="needs 'frames' or a Whisper bundle"):
+    with pytest.raises(ValueError, match="needs 'vectors', 'frames' or a Whisper bundle"):
         semantic(segments, np.zeros(640), None, sample_rate=16000)
     with pytest.raises(SimilarityInputError, match="'u7'.*NaN or infinite"):
         semantic(
-            segments, np.zeros(640), None, sample_rate=16000, frames=np.full((2, 4), np.nan), utt_id="u7"
+            segments,
+            np.zeros(640),
+            None,
+            sample_rate=16000,
+            frames=np.full((2, 4), np.nan),
+            utt_id="u7",
+            context="utterance",
         )
+    with pytest.raises(ValueError, match="sr_context: unknown 'sentence'"):
+        semantic(segments, np.zeros(640), None, sample_rate=16000, vectors=np.eye(2), context="sentence")
+    with pytest.raises(ValueError, match="'frames'.*utterance context, not 'segment'"):
+        semantic(segments, np.zeros(640), None, sample_rate=16000, frames=np.eye(2))
     # A segment whose pooled features are all zero has no cosine: it is appended at the end.
     frames = np.array([[0.0, 0.0], [1.0, 0.0], [1.0, 1.0]])
     three = Segments(np.array([[0, 320], [320, 640], [640, 960]]), False)
-    assert semantic(three, np.zeros(960), None, sample_rate=16000, frames=frames).tolist() == [1, 2, 0]
+    order = semantic(three, np.zeros(960), None, sample_rate=16000, frames=frames, context="utterance")
+    assert order.tolist() == [1, 2, 0]
 
 
 def test_mfcc_features_equal_the_authors_librosa_mfcc_per_segment():
@@ -317,3 +328,54 @@ def test_mfcc_features_equal_the_authors_librosa_mfcc_per_segment():
     for (start, end), ours in zip(segments.spans, earlier):
         reference = librosa.feature.mfcc(y=audio[start:end], sr=16000, **MFCC)
         np.testing.assert_allclose(ours, reference, rtol=1e-5, atol=1e-4)
+
+
+def _encode_alone(bundle, piece, padded=False):
+    """The paper's SR feature of one segment, by hand: the segment alone through Whisper's encoder."""
+    import math
+
+    import torch
+
+    features = bundle.feature_extractor(piece, sampling_rate=16000, return_tensors="pt").input_features
+    with torch.no_grad():
+        hidden = bundle.model.get_encoder()(features).last_hidden_state[0].double().numpy()
+    frames = hidden if padded else hidden[: math.ceil(len(piece) / 320)]
+    return np.concatenate([frames.mean(axis=0), frames.max(axis=0)])
+
+
+@pytest.mark.parametrize("context, padded", [("segment", False), ("segment_padded", True)])
+def test_sr_segment_features_equal_encoding_each_segment_alone(context, padded):
+    from segreconcat_aug.similarity import semantic_order, sr_vectors
+    from segreconcat_aug.testing import tiny_whisper
+
+    bundle = tiny_whisper()
+    # Few words: every segment is a whole 30 s encoder window, slow on a CPU.
+    audio, segments = fixture_segments("19-198-0001", max_words=5)
+    other_audio, other_segments = fixture_segments("27-123349-0009", max_words=4)
+    # Two utterances' segments in batches of 3 windows: batching mixes segments of both.
+    vectors = sr_vectors(
+        bundle, [(audio, segments), (other_audio, other_segments)], context=context, batch_size=3
+    )
+    assert [v.shape for v in vectors] == [(len(segments), 128), (len(other_segments), 128)]
+    alone = np.array([_encode_alone(bundle, audio[a:b], padded) for a, b in segments.spans])
+    np.testing.assert_allclose(vectors[0], alone, rtol=1e-4, atol=1e-5)
+    # The order is the paper's greedy chain over those features.
+    sim = cosine_similarity(alone)
+    expected = greedy_chain(sim, start_highest_average(sim)).tolist()
+    order = semantic_order(segments, audio, None, sample_rate=16000, whisper=bundle, context=context)
+    assert order.tolist() == expected
+
+
+def test_sr_default_is_segment_context_not_utterance_frames():
+    from segreconcat_aug.similarity import semantic_order, sr_vectors
+    from segreconcat_aug.testing import tiny_whisper
+
+    bundle = tiny_whisper()
+    audio, segments = fixture_segments("19-198-0001", max_words=5)
+    alone = sr_vectors(bundle, [(audio, segments)])[0]  # the default context
+    sliced = sr_vectors(bundle, [(audio, segments)], context="utterance")[0]
+    assert not np.allclose(alone, sliced, atol=1e-3)  # each segment's features lose the utterance's context
+    default = semantic_order(segments, audio, None, sample_rate=16000, whisper=bundle)
+    assert (
+        default.tolist() == semantic_order(segments, audio, None, sample_rate=16000, vectors=alone).tolist()
+    )

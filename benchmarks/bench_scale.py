@@ -168,7 +168,9 @@ def stage_first_batch(root: Path, output: Path) -> dict:
     raise RuntimeError("train.py returned without a training batch")
 
 
-def stage_loader(root: Path, output: Path, batches: int = 25, batch_size: int = 32) -> dict:
+def stage_loader(
+    root: Path, output: Path, batches: int = 25, batch_size: int = 32, touch_share: float = 0.25
+) -> dict:
     """The recipe's training set in a DataLoader with 1 and 2 workers."""
     import speechbrain as sb
     from hyperpyyaml import load_hyperpyyaml
@@ -206,7 +208,29 @@ def stage_loader(root: Path, output: Path, batches: int = 25, batch_size: int = 
             "workers": worker_mib,
         }
         del iterator, loader
+    # An epoch touches every row: read a share of them (labels only, no audio) in 2 workers, then look
+    # at what the workers copied; the same for SpeechBrain's dict-per-row dataset, the reference.
+    results["touched"] = _touch_rows(train_data, touch_share)
+    reference = sb.dataio.dataset.DynamicItemDataset.from_csv(output / "train.csv")
+    gc.freeze()
+    results["touched_reference"] = _touch_rows(reference, touch_share)
     return results
+
+
+def _touch_rows(dataset, share: float, workers: int = 2, batch_size: int = 512) -> dict:
+    import speechbrain as sb
+
+    batches = int(share * len(dataset)) // batch_size
+    with dataset.output_keys_as(["id", "spk_id"]):
+        loader = sb.dataio.dataloader.make_dataloader(
+            dataset, batch_size=batch_size, num_workers=workers, shuffle=True
+        )
+        iterator = iter(loader)
+        for _ in range(batches):
+            next(iterator)
+        worker_mib = [_rollup_mib(worker.pid) for worker in iterator._workers]
+        del iterator, loader
+    return {"rows": batches * batch_size, "workers": worker_mib}
 
 
 def stage_orders(root: Path, output: Path, utterances: int = 24) -> dict:
@@ -399,6 +423,16 @@ def main(argv=None) -> None:
                     f"USS {worker['uss']:.0f} MiB, PSS {worker['pss']:.0f}",
                     _verdict(worker["uss"], 100.0),
                 )
+
+        for key, title in (("touched", "this recipe's"), ("touched_reference", "from_csv (reference)")):
+            touched = loader[key]
+            _row(
+                f"after {touched['rows']:,} rows read, {title} dataset",
+                "USS " + ", ".join(f"{worker['uss']:.0f}" for worker in touched["workers"]) + " MiB",
+                _verdict(max(worker["uss"] for worker in touched["workers"]), 100.0)
+                if key == "touched"
+                else "each worker's copy, for comparison",
+            )
 
         orders = run_stage("orders", root, output)
         rate = orders["utterances"] / orders["seconds"]

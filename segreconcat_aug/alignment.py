@@ -502,7 +502,13 @@ def _combine(parts: list[_FileAlignments], keep_words: bool, path) -> AlignmentI
     """One index from the files' records: repeats read once (or an error), fixes of the kept records summed."""
     repeated = RepeatedIds(AlignmentCacheError)
     keep = []
-    for part in parts:
+    count = sum(len(part.ids) for part in parts)
+    if len({utt for part in parts for utt in part.ids}) == count:  # no id twice: every record is kept
+        parts_to_check = []
+        keep = [np.ones(len(part.ids), dtype=bool) for part in parts]
+    else:
+        parts_to_check = parts
+    for part in parts_to_check:
         where_prefix = f"{part.file}:"
         fingerprints = part.fingerprints.tolist()
         lines = part.lines.tolist()

@@ -150,6 +150,9 @@ def main(argv=None):
     )
     parser.add_argument("--folder", help="Kaldi-style folder (wav.scp); default: the test fixtures")
     parser.add_argument("--alignments", help="alignment cache for --folder")
+    parser.add_argument(
+        "--data_root", help="--folder: the challenge root its relative wav.scp paths start from"
+    )
     parser.add_argument("--utterances", type=int, default=200, help="--folder: how many to sample")
     parser.add_argument("--seed", type=int, default=0, help="--folder: the sample's seed")
     parser.add_argument(
@@ -160,7 +163,10 @@ def main(argv=None):
         if not args.alignments:
             parser.error("--folder needs --alignments")
         alignments = load_alignments(args.alignments)
-        wavs = sample(read_wav_scp(Path(args.folder) / "wav.scp"), alignments, args.utterances, args.seed)
+        folder = Path(args.folder)
+        # Relative wav.scp paths: against the challenge root (<root>/<SYS>/data/<set>/), else the folder.
+        root = args.data_root or (folder.parents[2] if len(folder.parents) > 2 else folder)
+        wavs = sample(read_wav_scp(folder / "wav.scp", root=root), alignments, args.utterances, args.seed)
         measure(f"{args.folder} (a sample)", wavs, alignments, args.repeats or 5)
         return
     args.repeats = args.repeats or 20

@@ -233,7 +233,7 @@ def _touch_rows(dataset, share: float, workers: int = 2, batch_size: int = 512) 
     return {"rows": batches * batch_size, "workers": worker_mib}
 
 
-def stage_orders(root: Path, output: Path, utterances: int = 24) -> dict:
+def stage_orders(root: Path, output: Path) -> dict:
     """AR (acoustic) orders on one core: audio read, MFCC, all-pairs DTW, greedy chain."""
     if hasattr(os, "sched_setaffinity"):
         os.sched_setaffinity(0, {sorted(os.sched_getaffinity(0))[0]})
@@ -255,7 +255,7 @@ def stage_orders(root: Path, output: Path, utterances: int = 24) -> dict:
             chosen.append(utt)
     computer = OrderComputer("acoustic", alignments)
     list(computer.compute([(chosen[0], read_audio(wav[chosen[0]]))]))  # compiles the DTW kernel
-    chosen = chosen[1 : utterances + 1]
+    chosen = chosen[1 : int(os.environ.get("BENCH_SCALE_ORDER_UTTERANCES", 24)) + 1]
     start = time.perf_counter()
     seconds_of_audio = 0.0
     for utt in chosen:
@@ -349,6 +349,7 @@ def main(argv=None) -> None:
     parser.add_argument("--utterances", type=int, default=CHALLENGE_UTTERANCES)
     parser.add_argument("--speakers", type=int, default=CHALLENGE_SPEAKERS)
     parser.add_argument("--keep", help="build in this folder and keep it (default: a temporary folder)")
+    parser.add_argument("--order-utterances", type=int, default=24, help="utterances the AR stage orders")
     parser.add_argument("--stage", choices=sorted(STAGES), help=argparse.SUPPRESS)
     parser.add_argument("--root", help=argparse.SUPPRESS)
     parser.add_argument("--output", help=argparse.SUPPRESS)
@@ -358,6 +359,7 @@ def main(argv=None) -> None:
         return
 
     started = time.perf_counter()
+    os.environ["BENCH_SCALE_ORDER_UTTERANCES"] = str(args.order_utterances)  # read by the stage's process
     scratch = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="bench_scale_"))
     root, output = scratch / "data", scratch / "train"
     try:

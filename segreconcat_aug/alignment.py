@@ -388,19 +388,21 @@ def load_alignments(
     ``use_index``: read each file's cleaned arrays from its binary index (see
     :func:`index_locations`) when that index matches the file's size,
     modification time and this module's code, and write one after a successful
-    read otherwise. The result, repair counts included, is the same either way.
+    read otherwise (files of :data:`INDEX_MIN_BYTES` or more). The result, repair
+    counts included, is the same either way.
     """
     parts, built = [], []
     for file in cache_files(path):
-        part = _read_index(file, keep_words) if use_index else None
+        indexed = use_index and file.stat().st_size >= INDEX_MIN_BYTES
+        part = _read_index(file, keep_words) if indexed else None
         if part is None:
             part = _parse_file(file, keep_words, partial_tail)
-            built.append(part)
+            if indexed:
+                built.append(part)
         parts.append(part)
     index = _combine(parts, keep_words, path)
-    if use_index:
-        for part in built:  # only after the whole load succeeded: nothing broken is cached
-            _write_index(part)
+    for part in built:  # only after the whole load succeeded: nothing broken is cached
+        _write_index(part)
     return index
 
 
@@ -409,6 +411,8 @@ def load_alignments(
 # a second instead of parsing and cleaning millions of words in Python at every training start.
 
 INDEX_FORMAT = 1
+# Smaller caches (a few thousand utterances) parse in a fraction of a second: no file is written for them.
+INDEX_MIN_BYTES = 4 << 20
 _INDEX_SUFFIX = ".segreconcat-index.npz"
 # Any change to this module (cleaning rules, record parsing) invalidates every index it wrote.
 _CODE_DIGEST = hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:16]

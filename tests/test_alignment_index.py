@@ -15,10 +15,18 @@ from segreconcat_aug.jobs import Shard, merge_jsonl, shard_path
 
 @pytest.fixture(autouse=True)
 def user_cache(tmp_path, monkeypatch):
-    """The fallback location lives in the test's folder, never the user's ~/.cache."""
+    """The fallback location lives in the test's folder, never the user's ~/.cache; small files are indexed."""
     folder = tmp_path / "user-cache"
     monkeypatch.setenv("XDG_CACHE_HOME", str(folder))
+    monkeypatch.setattr(alignment, "INDEX_MIN_BYTES", 0)
     return folder
+
+
+def test_small_cache_is_parsed_and_nothing_written(tmp_path, monkeypatch):
+    path = _messy_cache(tmp_path / "b3.jsonl", count=20)
+    monkeypatch.setattr(alignment, "INDEX_MIN_BYTES", path.stat().st_size + 1)
+    _same(load_alignments(path, use_index=False), load_alignments(path))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["b3.jsonl"]
 
 
 def _record(utt, words, duration=3.0, aligner="test"):

@@ -47,11 +47,16 @@ def build_scale_layout(
     cache.parent.mkdir(parents=True, exist_ok=True)
     by_utt = {}
     for k in range(utterances):
-        by_utt[f"{k % speakers:04d}-{k // speakers:05d}"] = (f"{k % speakers:04d}", source_ids[k % len(source_ids)])
+        by_utt[f"{k % speakers:04d}-{k // speakers:05d}"] = (
+            f"{k % speakers:04d}",
+            source_ids[k % len(source_ids)],
+        )
     ordered = sorted(by_utt)
-    with open(folder / "wav.scp", "w", encoding="utf-8") as wav, open(
-        folder / "utt2spk", "w", encoding="utf-8"
-    ) as utt2spk, open(cache, "w", encoding="utf-8") as alignments:
+    with (
+        open(folder / "wav.scp", "w", encoding="utf-8") as wav,
+        open(folder / "utt2spk", "w", encoding="utf-8") as utt2spk,
+        open(cache, "w", encoding="utf-8") as alignments,
+    ):
         for utt in ordered:
             spk, source = by_utt[utt]
             wav.write(f"{utt} {resolved[source]}\n")

@@ -22,6 +22,11 @@ Usage::
 
     python benchmarks/bench_pipeline.py                 # the LibriSpeech test fixtures
     python benchmarks/bench_pipeline.py --folder DIR --alignments CACHE   # your own data
+    python benchmarks/bench_pipeline.py --folder DIR --alignments CACHE --utterances 1000
+
+``--folder`` measures a seeded sample of ``--utterances`` utterances (default 200)
+of the folder's ``wav.scp`` that have an alignment, so it takes about a minute
+on any folder, challenge-size included.
 """
 
 from __future__ import annotations
@@ -43,7 +48,7 @@ from segreconcat_aug.alignment import (  # noqa: E402
     Word,
     load_alignments,
 )
-from segreconcat_aug.audio import read_audio, write_audio  # noqa: E402
+from segreconcat_aug.audio import audio_duration, read_audio, write_audio  # noqa: E402
 from segreconcat_aug.augment import SegReConcat  # noqa: E402
 from segreconcat_aug.kaldi import read_wav_scp  # noqa: E402
 from segreconcat_aug.pipeline import _CROP_STREAM, TrainAudioPipeline, random_crop  # noqa: E402
@@ -99,10 +104,19 @@ def joined(wavs: dict, cache, target_s: float, folder: Path) -> tuple[dict, Path
     return out_wavs, out_cache
 
 
-def measure(title: str, wavs: dict, cache, repeats: int, rounds: int = 5) -> None:
-    augmenter = SegReConcat(
-        load_alignments(cache), mode="concat", strategy="random", missing_alignment="passthrough"
-    )
+def sample(wavs: dict, alignments, count: int, seed: int) -> dict:
+    """A seeded sample of ``count`` aligned utterances (all of them when there are fewer), in file order."""
+    aligned = [utt for utt in wavs if utt in alignments]
+    if not aligned:
+        raise SystemExit("no utterance of the folder's wav.scp has an alignment in --alignments")
+    if len(aligned) > count:
+        picked = np.random.default_rng(seed).choice(len(aligned), size=count, replace=False)
+        aligned = [aligned[k] for k in sorted(picked)]
+    return {utt: wavs[utt] for utt in aligned}
+
+
+def measure(title: str, wavs: dict, alignments, repeats: int, rounds: int = 5) -> None:
+    augmenter = SegReConcat(alignments, mode="concat", strategy="random", missing_alignment="passthrough")
     rows = {
         "read whole file + 3 s crop (reference)": FullReadCrop(None),
         "TrainAudioPipeline, no augmentation": TrainAudioPipeline(None),
@@ -117,7 +131,7 @@ def measure(title: str, wavs: dict, cache, repeats: int, rounds: int = 5) -> Non
         for name, pipeline in rows.items():
             samples[name].append(throughput(pipeline, wavs, max(repeats // rounds, 1)))
     rates = {name: float(np.median(values)) for name, values in samples.items()}
-    seconds = sum(len(read_audio(wav)) for wav in wavs.values()) / 16000
+    seconds = sum(audio_duration(wav) for wav in wavs.values())
     print(
         f"\n{title}: {len(wavs)} utterances, mean {seconds / len(wavs):.1f} s, "
         f"{rounds} rounds of {max(repeats // rounds, 1)} passes (median round)"
@@ -136,23 +150,38 @@ def main(argv=None):
     )
     parser.add_argument("--folder", help="Kaldi-style folder (wav.scp); default: the test fixtures")
     parser.add_argument("--alignments", help="alignment cache for --folder")
-    parser.add_argument("--repeats", type=int, default=20)
+    parser.add_argument(
+        "--data_root", help="--folder: the challenge root its relative wav.scp paths start from"
+    )
+    parser.add_argument("--utterances", type=int, default=200, help="--folder: how many to sample")
+    parser.add_argument("--seed", type=int, default=0, help="--folder: the sample's seed")
+    parser.add_argument(
+        "--repeats", type=int, help="passes over the utterances (default 20; 5 with --folder)"
+    )
     args = parser.parse_args(argv)
     if args.folder:
-        measure(args.folder, read_wav_scp(Path(args.folder) / "wav.scp"), args.alignments, args.repeats)
+        if not args.alignments:
+            parser.error("--folder needs --alignments")
+        alignments = load_alignments(args.alignments)
+        folder = Path(args.folder)
+        # Relative wav.scp paths: against the challenge root (<root>/<SYS>/data/<set>/), else the folder.
+        root = args.data_root or (folder.parents[2] if len(folder.parents) > 2 else folder)
+        wavs = sample(read_wav_scp(folder / "wav.scp", root=root), alignments, args.utterances, args.seed)
+        measure(f"{args.folder} (a sample)", wavs, alignments, args.repeats or 5)
         return
+    args.repeats = args.repeats or 20
     from vpac_fixture import build_vpac_layout
 
     scratch = Path(tempfile.mkdtemp())
     root = build_vpac_layout(scratch, systems=("B3",))
     wavs = read_wav_scp(root / "B3" / "data" / "train-clean-360_B3" / "wav.scp", root=root)
     cache = root / "alignments" / "B3.jsonl"
-    measure("LibriSpeech fixtures as they are", wavs, cache, args.repeats)
+    measure("LibriSpeech fixtures as they are", wavs, load_alignments(cache), args.repeats)
     long_wavs, long_cache = joined(wavs, cache, VPAC_TRAIN_MEAN_S, scratch)
     measure(
         f"the same audio joined to about {VPAC_TRAIN_MEAN_S} s (VPAC train length)",
         long_wavs,
-        long_cache,
+        load_alignments(long_cache),
         args.repeats,
     )
 

@@ -44,6 +44,7 @@ from speechbrain.utils.distributed import infer_device
 from tqdm import tqdm
 
 from .audio import SAMPLE_RATE, audio_duration, read_audio
+from .errors import UserError
 from .kaldi import KaldiFolder, group_by_speaker, load_kaldi_folder, read_trials
 from .metrics import verification_metrics
 from .report import TABLE_COLUMNS, write_system_report
@@ -56,7 +57,7 @@ SUBSETS = ("dev_f", "dev_m", "test_f", "test_m")
 SCORE_NORMS = (None, "s-norm", "as-norm")
 
 
-class TrialListError(ValueError):
+class TrialListError(UserError, ValueError):
     """A trial list or enrollment folder cannot be scored as it is."""
 
 

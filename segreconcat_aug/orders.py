@@ -45,6 +45,7 @@ from pathlib import Path
 import numpy as np
 
 from .alignment import AlignmentIndex, RepeatedIds, cache_files, iter_jsonl
+from .errors import UserError
 from .segments import check_segment_policy, word_segments
 from .strategies import is_order_of
 
@@ -62,7 +63,7 @@ __all__ = [
 ]
 
 
-class OrderCacheError(ValueError):
+class OrderCacheError(UserError, ValueError):
     """An order cache line is malformed or conflicts with another; names file and line."""
 
 

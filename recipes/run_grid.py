@@ -30,10 +30,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-import speechbrain as sb
 from hyperpyyaml import load_hyperpyyaml
 from tqdm import tqdm
 
+from segreconcat_aug.cli import PROGRESS_PREFIX, REPO, checkout_path, parse_recipe_arguments, run_main
 from segreconcat_aug.evaluation import EVAL_SUBFOLDER, SUBSETS
 from segreconcat_aug.report import (
     TABLE_COLUMNS,
@@ -122,6 +122,24 @@ def overrides_string(value) -> str:
     return " ".join(parts)
 
 
+def run_logged(command: list[str], log, prefix: str = "") -> int:
+    """Run ``command`` with its output going to ``log``; its progress lines are also shown on the console.
+
+    Progress lines are the ones :func:`segreconcat_aug.cli.report_progress` prints (one per
+    training epoch: losses, error rate, speed, time left).
+    """
+    process = subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace", bufsize=1
+    )
+    with process.stdout:
+        for line in process.stdout:
+            log.write(line)
+            if line.startswith(PROGRESS_PREFIX):
+                log.flush()
+                tqdm.write(f"{prefix}: {line[len(PROGRESS_PREFIX) :].rstrip()}", file=sys.stdout)
+    return process.wait()
+
+
 def run_cell(grid, system: str, config: str) -> str:
     """Train and evaluate one cell unless done; returns ``"skipped"``, ``"done"`` or ``"failed"``."""
     folder = cell_folder(grid, system, config)
@@ -131,7 +149,8 @@ def run_cell(grid, system: str, config: str) -> str:
         return "skipped"
     fields = {
         "python": grid.get("python") or sys.executable,
-        "hparams": grid["train_hparams"],
+        "hparams": checkout_path(grid["train_hparams"]),
+        "recipes": REPO / "recipes",
         "data_folder": grid["data_folder"],
         "system": system,
         "configuration": config,
@@ -147,7 +166,7 @@ def run_cell(grid, system: str, config: str) -> str:
         with open(folder / f"grid_{step}.log", "a", encoding="utf-8") as log:
             log.write(f"$ {shlex.join(command)}\n")
             log.flush()
-            returncode = subprocess.run(command, stdout=log, stderr=subprocess.STDOUT).returncode
+            returncode = run_logged(command, log, prefix=f"{system}/{config} {step}")
         if returncode != 0:
             logger.error(
                 "%s/%s: %s failed (exit %d), see %s",
@@ -237,7 +256,7 @@ def assemble(grid) -> dict[str, Path]:
 
 
 def main(argv=None) -> int:
-    grid_file, _, overrides = sb.parse_arguments(sys.argv[1:] if argv is None else list(argv))
+    grid_file, _, overrides = parse_recipe_arguments(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     grid = load_grid(grid_file, overrides)
     failed = []
@@ -263,4 +282,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run_main(main)

@@ -296,7 +296,10 @@ def test_specaugment_is_applied_to_training_batches_only(tmp_path):
     assert len(calls) == 1 and calls[0][-1] == 80  # on the Fbank features, batch side
 
 
-def test_table1_rows_are_reachable_by_override(tmp_path):
+def test_table1_rows_are_reachable_by_override(tmp_path, monkeypatch):
+    # The default output folders are relative (results/...) and the checkpointer creates its folder
+    # when the YAML is loaded: from the temporary folder, not the checkout.
+    monkeypatch.chdir(tmp_path)
     rows = {
         "No Augmentation": {"mode": "none"},
         "SpecAug": {"mode": "none", "specaug": True},

@@ -1,6 +1,8 @@
 #!/usr/bin/env python3
 """Word alignments of a data folder into the alignment cache (see docs/alignment.md).
 
+Usage::
+
     python recipes/align.py hparams/align.yaml --data_folder=<folder> --output=<x.jsonl>
     python recipes/align.py hparams/align.yaml --data_folder=<folder> --output=<x.jsonl> --shard=0/4
     torchrun --standalone --nproc_per_node=8 recipes/align.py hparams/align.yaml --data_folder=... --output=<dir>

@@ -21,7 +21,9 @@ from segreconcat_aug.evaluation import evaluate_system, evaluation_folder
 
 
 def main(argv=None):
-    hparams_file, run_opts, overrides, hparams = load_recipe_hparams(argv, configure_logging=False)
+    hparams_file, run_opts, overrides, hparams = load_recipe_hparams(
+        argv, configure_logging=False, new_folders=("output_folder", "eval_folder")
+    )
     eval_folder = evaluation_folder(hparams)
     create_experiment_directory(eval_folder, hparams_file, overrides)
     results = evaluate_system(hparams, run_opts)

@@ -41,6 +41,7 @@ from segreconcat_aug.cli import (
     format_duration,
     keep_new_folders,
     parse_recipe_arguments,
+    remember_new_folders,
     report_progress,
     run_main,
 )
@@ -415,6 +416,7 @@ def load_hparams(hparams_file, overrides):
 
 def main(argv=None) -> SpeakerBrain:
     hparams_file, run_opts, overrides = parse_recipe_arguments(argv)
+    remember_new_folders(hparams_file, overrides, "output_folder")  # removed if a user error stops the run
     sb.utils.distributed.ddp_init_group(run_opts)
     hparams = load_hparams(hparams_file, overrides)
     create_experiment_directory(hparams["output_folder"], hparams_file, overrides)

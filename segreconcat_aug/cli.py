@@ -143,17 +143,19 @@ def parse_recipe_arguments(argv=None):
     return hparams_file, run_opts, overrides
 
 
-def load_recipe_hparams(argv=None, *, configure_logging: bool = True):
+def load_recipe_hparams(argv=None, *, configure_logging: bool = True, new_folders: tuple[str, ...] = ()):
     """The start of every recipe: ``hparams.yaml --key=value ...`` -> its loaded hyperparameters.
 
     Returns ``(hparams_file, run_opts, overrides, hparams)`` as SpeechBrain's
     ``parse_arguments`` and ``load_hyperpyyaml`` give them; ``argv`` defaults to this
     process's arguments. Logging goes to the console at INFO unless told otherwise
     (a recipe that creates a SpeechBrain experiment folder lets that configure it).
+    ``new_folders``: keys of folders to remove if this run creates them and stops on a user error.
     """
     from hyperpyyaml import load_hyperpyyaml
 
     hparams_file, run_opts, overrides = parse_recipe_arguments(argv)
+    remember_new_folders(hparams_file, overrides, *new_folders)
     with open(hparams_file, encoding="utf-8") as handle:
         hparams = load_hyperpyyaml(handle, overrides)
     if configure_logging:
@@ -237,10 +239,30 @@ def environment_description() -> str:
 
 
 def remove_if_user_error(folder) -> None:
-    """Remember ``folder`` for removal on a user error, if it does not exist yet (this run creates it)."""
-    folder = Path(folder)
-    if not folder.exists():
-        _NEW_FOLDERS.append(folder)
+    """Remember ``folder`` for removal on a user error if it does not exist yet (this run creates it).
+
+    What is remembered is the outermost missing folder on its path (``results/`` itself on a
+    first run), never a folder that exists now.
+    """
+    folder = Path(folder).absolute()
+    if folder.exists():
+        return
+    while not folder.parent.exists():
+        folder = folder.parent
+    _NEW_FOLDERS.append(folder)
+
+
+def remember_new_folders(hparams_file, overrides, *keys: str) -> None:
+    """:func:`remove_if_user_error` for the folders the YAML's ``keys`` name, BEFORE the YAML is loaded
+    (loading it creates some: SpeechBrain's Checkpointer makes its folder)."""
+    import ruamel.yaml
+    from hyperpyyaml import resolve_references
+
+    with open(hparams_file, encoding="utf-8") as handle:
+        resolved = ruamel.yaml.YAML().load(resolve_references(handle, overrides).getvalue())
+    for key in keys:
+        if resolved.get(key):
+            remove_if_user_error(resolved[key])
 
 
 def keep_new_folders() -> None:
@@ -270,8 +292,12 @@ def _load_commented(hparams_file):
         return ruamel.yaml.YAML().load(handle) or {}
 
 
-def _comment_lines(node, found: dict[int, str]) -> None:
-    """Every comment token under ``node``: line number -> comment text (end-of-line ones included)."""
+def _end_of_line_comments(node, found: dict[int, str]) -> None:
+    """The end-of-line comments under ``node`` (line number -> text), from ruamel's comment tokens.
+
+    Only tokens that start after a value on their line: a token that starts with a line break
+    carries the full-line comments below it, which :func:`yaml_help` reads from the text.
+    """
     from ruamel.yaml.comments import CommentedBase
     from ruamel.yaml.tokens import CommentToken
 
@@ -279,20 +305,16 @@ def _comment_lines(node, found: dict[int, str]) -> None:
         if isinstance(token, list):
             for item in token:
                 add(item)
-        elif isinstance(token, CommentToken):
-            for offset, text in enumerate(token.value.split("\n")):
-                text = text.strip()
-                if text.startswith("#"):
-                    found.setdefault(token.start_mark.line + offset, text.lstrip("#").strip())
+        elif isinstance(token, CommentToken) and token.value.startswith("#") and token.start_mark.column > 0:
+            found.setdefault(token.start_mark.line, token.value.split("\n")[0].lstrip("#").strip())
 
     if not isinstance(node, CommentedBase):
         return
     add(node.ca.comment)
     for tokens in node.ca.items.values():
         add(tokens)
-    children = node.values() if hasattr(node, "values") else node
-    for child in children:
-        _comment_lines(child, found)
+    for child in node.values() if hasattr(node, "values") else node:
+        _end_of_line_comments(child, found)
 
 
 def _describe_value(value) -> str:
@@ -325,14 +347,14 @@ def yaml_help(hparams_file) -> str:
     """
     document = _load_commented(hparams_file)
     comments: dict[int, str] = {}
-    _comment_lines(document, comments)
+    _end_of_line_comments(document, comments)
     lines = Path(hparams_file).read_text(encoding="utf-8").splitlines()
     rows = []
     for key, value in document.items():
         if str(key).startswith("__"):
             continue
         line = document.lc.key(key)[0]
-        comment = comments.get(line) if "#" in lines[line] else None
+        comment = comments.get(line)
         if comment is None:  # the first line of the comment block right above the key
             above = line
             while above > 0 and lines[above - 1].lstrip().startswith("#"):

@@ -117,6 +117,10 @@ def test_two_epochs_keep_and_export_the_best_dev_loss_model(vpac_root, tmp_path)
     speakers = {row["spk_id"] for row in _train_rows(out)}
     assert trained["n_speakers"] == len(speakers)
     _check_export_loads_in_speechbrain(out / "export", tmp_path, vpac_root, speakers)
+    # env.log lists the packages of the interpreter that ran the training.
+    packages = (out / "env.log").read_text().split("Installed Python packages:")[1]
+    torch_version = torch.__version__.split("+")[0]  # the local version label is not in the metadata
+    assert f"torch=={torch_version}" in packages and f"speechbrain=={sb.__version__}" in packages
     # Training ended by evaluating the export on every dev/test subset (recipes/evaluate.py's work).
     results = json.loads((out / "eval" / "results.json").read_text())
     assert set(results["subsets"]) == {"dev_f", "dev_m", "test_f", "test_m"}

@@ -224,8 +224,8 @@ def epoch_line(record: dict, counter, epoch_seconds: list[float]) -> str:
     per_epoch = sum(epoch_seconds) / len(epoch_seconds)
     left = format_duration(fewest * per_epoch)
     return (
-        f"{line}; time left: {left} if the dev loss stops improving ({fewest} epochs), "
-        f"at most {format_duration(most * per_epoch)} ({most} epochs)"
+        f"{line}; time left: {left} if the dev loss stops improving ({fewest} epoch(s)), "
+        f"at most {format_duration(most * per_epoch)} ({most} epoch(s))"
     )
 
 

@@ -325,3 +325,20 @@ def test_table1_rows_are_reachable_by_override(tmp_path, monkeypatch):
         assert hparams["embedding_model"].blocks[0].conv.conv.out_channels == 8
         folders.add(hparams["output_folder"])
     assert len(folders) == len(rows)  # each configuration trains in its own folder
+
+
+@pytest.mark.parametrize("warmup,patience,improving_epochs", [(2, 3, 0), (0, 1, 4), (1, 2, 2), (0, 1, 0)])
+def test_epochs_left_is_when_the_stopper_stops_without_improvement(warmup, patience, improving_epochs):
+    from speechbrain.utils.epoch_loop import EpochCounterWithStopper
+
+    counter = EpochCounterWithStopper(limit=50, limit_to_stop=patience, limit_warmup=warmup, direction="min")
+    last_improving = max(warmup + improving_epochs, 1)
+    predicted, loss = None, 10.0
+    for epoch in counter:
+        loss += -1.0 if epoch <= last_improving else 1.0  # from then on the dev loss only worsens
+        counter.update_metric(loss)
+        fewest, most = train_recipe.epochs_left(counter)
+        assert most == (0 if counter.should_stop else 50 - epoch) and fewest <= most
+        if epoch == last_improving:
+            predicted = epoch + fewest
+    assert counter.current == predicted < 50

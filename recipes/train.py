@@ -9,8 +9,8 @@ Usage::
 Steps: prepare the system's training data (:mod:`segreconcat_aug.data_prep`, main process
 only, skipped when already done) -> train with SegReConcat in the data pipeline (worker side)
 and optional SpecAugment on the features (batch side) -> early stopping on the FIXED dev set's
-loss, keeping the best-dev-loss checkpoint -> export it to ``<output_folder>/export/``
-(``embedding_model.ckpt`` and ``hyperparams.yaml``), where ``recipes/evaluate.py`` finds it.
+loss, keeping the best-dev-loss checkpoint -> export it to ``<output_folder>/export/``, where
+``recipes/evaluate.py`` finds it and SpeechBrain's ``EncoderClassifier.from_hparams`` loads it.
 A rerun with the same output folder resumes from the last checkpoint, patience state included.
 See docs/training.md.
 """
@@ -57,13 +57,10 @@ logger = logging.getLogger(__name__)
 # (epoch, best epoch, best score, should_stop) the ones used.
 register_checkpoint_hooks(EpochCounterWithStopper)
 
-EXPORT_MODEL = "embedding_model.ckpt"
-EXPORT_HPARAMS = (
-    "hyperparams.yaml"  # the inference YAML: SpeechBrain's EncoderClassifier.from_hparams loads it
-)
-EXPORT_TRAIN_HPARAMS = (
-    "train_hyperparams.yaml"  # the training YAML as run (overrides applied, references resolved)
-)
+# The inference YAML, which SpeechBrain's EncoderClassifier.from_hparams loads.
+EXPORT_HPARAMS = "hyperparams.yaml"
+# The training YAML as run (overrides applied, references resolved).
+EXPORT_TRAIN_HPARAMS = "train_hyperparams.yaml"
 EXPORT_LABELS = "label_encoder.txt"  # the training's speaker <-> classifier index
 # Inference modules (EncoderClassifier's names) and the checkpoint recoverable holding each one's weights.
 # Each is exported as <module>.ckpt, the file SpeechBrain's Pretrainer looks for in the model folder.

@@ -2,17 +2,22 @@
 
 The guard: tests write only to temporary folders. The checkout's paths are listed when this file
 is loaded and again when the session ends; any new one fails the session (exit status 1) and is
-named. Python's bytecode caches are switched off for the session (here and, through the
-environment, in the recipes the tests start), so that the comparison needs no exceptions.
+named. Python's bytecode caches are switched off for the session, and numba's compilation cache
+(``cache=True`` writes next to the source, in ``segreconcat_aug/__pycache__``) goes to the system's
+temporary folder: here and, through the environment, in the recipes the tests start. So the
+comparison needs no exceptions.
 """
 
 import os
 import sys
+import tempfile
 
 sys.dont_write_bytecode = True
 os.environ["PYTHONDONTWRITEBYTECODE"] = "1"
+os.environ["NUMBA_CACHE_DIR"] = os.path.join(
+    tempfile.gettempdir(), "segreconcat-aug-numba"
+)  # before numba loads
 
-import tempfile  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 import pytest  # noqa: E402

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import tempfile
 import time
 from pathlib import Path
 
@@ -51,8 +52,10 @@ def ecapa_step(device: str, batch: int, steps: int, tiny: bool) -> dict:
     overrides = {"data_folder": "unused", "n_speakers": 921}
     if tiny:
         overrides.update(channels=[32, 32, 32, 32, 96], attention_channels=16, lin_neurons=32)
-    with open(REPO / "hparams" / "ecapa_segreconcat.yaml", encoding="utf-8") as handle:
-        hp = load_hyperpyyaml(handle, overrides)
+    # Loading the YAML creates its checkpointer's folder: a scratch one, not results/ where this runs.
+    with tempfile.TemporaryDirectory() as scratch:
+        with open(REPO / "hparams" / "ecapa_segreconcat.yaml", encoding="utf-8") as handle:
+            hp = load_hyperpyyaml(handle, {**overrides, "output_folder": scratch})
     modules = torch.nn.ModuleList(
         [hp["compute_features"], hp["mean_var_norm"], hp["embedding_model"], hp["classifier"]]
     ).to(device)

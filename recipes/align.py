@@ -1,6 +1,8 @@
 #!/usr/bin/env python3
 """Word alignments of a data folder into the alignment cache (see docs/alignment.md).
 
+Usage::
+
     python recipes/align.py hparams/align.yaml --data_folder=<folder> --output=<x.jsonl>
     python recipes/align.py hparams/align.yaml --data_folder=<folder> --output=<x.jsonl> --shard=0/4
     torchrun --standalone --nproc_per_node=8 recipes/align.py hparams/align.yaml --data_folder=... --output=<dir>
@@ -14,14 +16,13 @@ status 1 unless ``--allow_failures=True``.
 from __future__ import annotations
 
 import logging
-import sys
 from pathlib import Path
 
 from segreconcat_aug.aligners import BACKENDS, make_aligner
 from segreconcat_aug.aligners.importers import import_ctm, import_textgrids
 from segreconcat_aug.alignment import UtteranceAlignment
 from segreconcat_aug.audio import SAMPLE_RATE, AudioReadError, audio_duration
-from segreconcat_aug.cli import load_recipe_hparams
+from segreconcat_aug.cli import load_recipe_hparams, run_main
 from segreconcat_aug.jobs import (
     ItemError,
     Job,
@@ -186,4 +187,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run_main(main)

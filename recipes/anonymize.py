@@ -18,7 +18,7 @@ written to ``<output_folder>/<system>/data/<set>_<system>/``, ready for
 import logging
 from pathlib import Path
 
-from segreconcat_aug.cli import load_recipe_hparams
+from segreconcat_aug.cli import load_recipe_hparams, run_main
 from segreconcat_aug.mcadams import anonymize_folder
 
 logger = logging.getLogger(__name__)
@@ -61,4 +61,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    main()
+    run_main(main)

@@ -17,11 +17,10 @@ Training reads the cache with the same strategy and segmentation settings
 """
 
 import logging
-import sys
 from pathlib import Path
 
 from segreconcat_aug.alignment import load_alignments
-from segreconcat_aug.cli import load_recipe_hparams
+from segreconcat_aug.cli import load_recipe_hparams, run_main
 from segreconcat_aug.jobs import read_inputs, resolve_shard
 from segreconcat_aug.orders import OrderComputer, run_order_job
 from segreconcat_aug.vpac import TRAIN_SET, system_folders
@@ -97,4 +96,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run_main(main)

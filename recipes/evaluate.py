@@ -16,22 +16,20 @@ and ``det.png``. Options: the ``eval_*`` keys (docs/evaluation.md).
 
 from __future__ import annotations
 
-import speechbrain as sb
-
-from segreconcat_aug.cli import load_recipe_hparams
+from segreconcat_aug.cli import create_experiment_directory, load_recipe_hparams, run_main
 from segreconcat_aug.evaluation import evaluate_system, evaluation_folder
 
 
 def main(argv=None):
-    hparams_file, run_opts, overrides, hparams = load_recipe_hparams(argv, configure_logging=False)
-    eval_folder = evaluation_folder(hparams)
-    sb.create_experiment_directory(
-        experiment_directory=str(eval_folder), hyperparams_to_save=hparams_file, overrides=overrides
+    hparams_file, run_opts, overrides, hparams = load_recipe_hparams(
+        argv, configure_logging=False, new_folders=("output_folder", "eval_folder")
     )
+    eval_folder = evaluation_folder(hparams)
+    create_experiment_directory(eval_folder, hparams_file, overrides)
     results = evaluate_system(hparams, run_opts)
     print((eval_folder / "results.md").read_text(encoding="utf-8"))
     return results
 
 
 if __name__ == "__main__":
-    main()
+    run_main(main)

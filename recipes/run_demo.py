@@ -40,6 +40,10 @@ QUICK_OVERRIDES = {
     "warmup": 0,
     "patience": 1,
 }
+DEMO_HELP = """Demo options:
+  --quick  one epoch of a tiny model (about a minute): checks the install; writes results/demo-quick
+Any key of hparams/ecapa_segreconcat.yaml not listed above (--seed=7, --number_of_epochs=3, ...) is passed
+to both training runs (`segreconcat-train --help` lists them)."""
 # Keys of hparams/demo.yaml itself (run_grid.py's); every other --key=value is a training override.
 GRID_KEYS = {
     "data_folder",
@@ -64,13 +68,17 @@ def split_arguments(argv: list[str]) -> tuple[bool, list[str], dict]:
     """
     import yaml
 
+    from segreconcat_aug.cli import UnknownOptionError
+
     quick, grid, training = False, [], {}
     for argument in argv:
         if argument == "--quick":
             quick = True
             continue
         if not argument.startswith("--") or "=" not in argument:
-            raise SystemExit(f"run_demo.py: expected --quick or --key=value, got {argument!r}")
+            raise UnknownOptionError(
+                f"expected --quick or --key=value, got {argument!r} (--help lists the keys)"
+            )
         key, value = argument[2:].split("=", 1)
         if key in GRID_KEYS:
             grid.append(argument)
@@ -145,11 +153,14 @@ def main(argv=None) -> int:
     sys.path.insert(0, str(REPO / "recipes"))
     import run_grid
 
+    from segreconcat_aug.cli import check_override_keys
+
     grid = run_grid.load_grid(DEMO_HPARAMS, "\n".join(a[2:].replace("=", ": ", 1) for a in grid_overrides))
     check_corpus(Path(grid["data_folder"]))
     extra = dict(grid.get("extra_overrides") or {})
     if quick:
         extra.update(QUICK_OVERRIDES)
+    check_override_keys(REPO / grid["train_hparams"], training)
     extra.update(training)
     start = time.perf_counter()
     code = run_grid.main([DEMO_HPARAMS, *grid_overrides, f"--extra_overrides={json.dumps(extra)}"])
@@ -160,4 +171,6 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from segreconcat_aug.cli import run_main
+
+    run_main(main, extra_help=DEMO_HELP)

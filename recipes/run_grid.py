@@ -39,10 +39,10 @@ import sys
 from pathlib import Path
 
 import numpy as np
-import speechbrain as sb
 from hyperpyyaml import load_hyperpyyaml
 from tqdm import tqdm
 
+from segreconcat_aug.cli import PROGRESS_PREFIX, REPO, checkout_path, parse_recipe_arguments, run_main
 from segreconcat_aug.evaluation import EVAL_SUBFOLDER, SUBSETS
 from segreconcat_aug.metrics import det_curve
 from segreconcat_aug.report import (
@@ -171,6 +171,24 @@ def overrides_string(value) -> str:
     return " ".join(parts)
 
 
+def run_logged(command: list[str], log, prefix: str = "") -> int:
+    """Run ``command`` with its output going to ``log``; its progress lines are also shown on the console.
+
+    Progress lines are the ones :func:`segreconcat_aug.cli.report_progress` prints (one per
+    training epoch: losses, error rate, speed, time left).
+    """
+    process = subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace", bufsize=1
+    )
+    with process.stdout:
+        for line in process.stdout:
+            log.write(line)
+            if line.startswith(PROGRESS_PREFIX):
+                log.flush()
+                tqdm.write(f"{prefix}: {line[len(PROGRESS_PREFIX) :].rstrip()}", file=sys.stdout)
+    return process.wait()
+
+
 def run_cell(grid, system: str, config: str, seed: int | None = None) -> str:
     """Train and evaluate one cell (one seed) unless done; returns ``"skipped"``, ``"done"`` or ``"failed"``."""
     folder = cell_folder(grid, system, config, seed)
@@ -180,7 +198,8 @@ def run_cell(grid, system: str, config: str, seed: int | None = None) -> str:
         return "skipped"
     fields = {
         "python": grid.get("python") or sys.executable,
-        "hparams": grid["train_hparams"],
+        "hparams": checkout_path(grid["train_hparams"]),
+        "recipes": REPO / "recipes",
         "data_folder": grid["data_folder"],
         "system": system,
         "configuration": config,
@@ -203,7 +222,7 @@ def run_cell(grid, system: str, config: str, seed: int | None = None) -> str:
         with open(folder / f"grid_{step}.log", "a", encoding="utf-8") as log:
             log.write(f"$ {shlex.join(command)}\n")
             log.flush()
-            returncode = subprocess.run(command, stdout=log, stderr=subprocess.STDOUT).returncode
+            returncode = run_logged(command, log, prefix=f"{system}/{config} {step}")
         if returncode != 0:
             logger.error(
                 "%s/%s: %s failed (exit %d), see %s",
@@ -402,7 +421,7 @@ def _blank(value):
 
 
 def main(argv=None) -> int:
-    grid_file, _, overrides = sb.parse_arguments(sys.argv[1:] if argv is None else list(argv))
+    grid_file, _, overrides = parse_recipe_arguments(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     grid = load_grid(grid_file, overrides)
     failed = []
@@ -429,4 +448,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run_main(main)

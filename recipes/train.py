@@ -9,8 +9,8 @@ Usage::
 Steps: prepare the system's training data (:mod:`segreconcat_aug.data_prep`, main process
 only, skipped when already done) -> train with SegReConcat in the data pipeline (worker side)
 and optional SpecAugment on the features (batch side) -> early stopping on the FIXED dev set's
-loss, keeping the best-dev-loss checkpoint -> export it to ``<output_folder>/export/``
-(``embedding_model.ckpt`` and ``hyperparams.yaml``), where ``recipes/evaluate.py`` finds it.
+loss, keeping the best-dev-loss checkpoint -> export it to ``<output_folder>/export/``, where
+``recipes/evaluate.py`` finds it and SpeechBrain's ``EncoderClassifier.from_hparams`` loads it.
 A rerun with the same output folder resumes from the last checkpoint, patience state included.
 See docs/training.md.
 """
@@ -21,6 +21,7 @@ import gc
 import json
 import logging
 import os
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -35,6 +36,15 @@ from speechbrain.utils.epoch_loop import EpochCounterWithStopper
 
 from segreconcat_aug.alignment import load_alignments
 from segreconcat_aug.augment import COUNT_KEYS, SegReConcat
+from segreconcat_aug.cli import (
+    create_experiment_directory,
+    format_duration,
+    keep_new_folders,
+    parse_recipe_arguments,
+    remember_new_folders,
+    report_progress,
+    run_main,
+)
 from segreconcat_aug.data_prep import DataPrepError, prepare_vpac_training
 from segreconcat_aug.manifest import ManifestDataset, read_manifest
 from segreconcat_aug.options import validate_hparams_file
@@ -49,8 +59,19 @@ logger = logging.getLogger(__name__)
 # (epoch, best epoch, best score, should_stop) the ones used.
 register_checkpoint_hooks(EpochCounterWithStopper)
 
-EXPORT_MODEL = "embedding_model.ckpt"
+# The inference YAML, which SpeechBrain's EncoderClassifier.from_hparams loads.
 EXPORT_HPARAMS = "hyperparams.yaml"
+# The training YAML as run (overrides applied, references resolved).
+EXPORT_TRAIN_HPARAMS = "train_hyperparams.yaml"
+EXPORT_LABELS = "label_encoder.txt"  # the training's speaker <-> classifier index
+# Inference modules (EncoderClassifier's names) and the checkpoint recoverable holding each one's weights.
+# Each is exported as <module>.ckpt, the file SpeechBrain's Pretrainer looks for in the model folder.
+EXPORT_MODULES = {
+    "compute_features": None,  # Fbank: no weights
+    "mean_var_norm": "normalizer",
+    "embedding_model": "embedding_model",
+    "classifier": "classifier",
+}
 EPOCHS_LOG = "epochs.jsonl"  # one JSON line per finished epoch, exact values (train_log.txt rounds)
 
 
@@ -68,6 +89,7 @@ class SpeakerBrain(sb.core.Brain):
         self.failed_reads = 0
         self.resumed_at_batch = 0
         self.stage_started = time.time()
+        self.epoch_seconds: list[float] = []  # this process's finished epochs (training + dev), for time left
         self.train_stats: dict = {}
 
     def _wrap_distributed(self):
@@ -148,6 +170,8 @@ class SpeakerBrain(sb.core.Brain):
             }
             with open(Path(self.hparams.output_folder) / EPOCHS_LOG, "a", encoding="utf-8") as handle:
                 handle.write(json.dumps(record) + "\n")
+            self.epoch_seconds.append(time.time() - self.stage_started)
+            report_progress(epoch_line(record, counter, self.epoch_seconds))
 
     def _end_train_epoch(self, stage_loss, epoch):
         elapsed = max(time.time() - self.stage_started, 1e-9)
@@ -197,6 +221,47 @@ def log_alignment_repairs(alignments, source) -> None:
         )
     else:
         logger.info("Alignment cache %s: %d utterances, no word needed a repair", source, len(alignments))
+
+
+def epochs_left(counter) -> tuple[int, int]:
+    """``(fewest, most)`` epochs still to run after the current one.
+
+    Fewest: if the dev loss stops improving, early stopping ends the run when patience is
+    spent; most: the epoch limit.
+
+    >>> from speechbrain.utils.epoch_loop import EpochCounterWithStopper
+    >>> counter = EpochCounterWithStopper(limit=100, limit_to_stop=3, limit_warmup=2, direction="min")
+    >>> counter.current = 1
+    >>> epochs_left(counter)  # epoch 3 is the first one watched, then 3 epochs of patience
+    (5, 99)
+    """
+    if counter.should_stop:
+        return 0, 0
+    most = counter.limit - counter.current
+    if counter.current <= counter.limit_warmup:
+        stop_at = counter.limit_warmup + 1 + counter.limit_to_stop
+    else:
+        stop_at = counter.best_limit + counter.limit_to_stop
+    return min(max(stop_at - counter.current, 0), most), most
+
+
+def epoch_line(record: dict, counter, epoch_seconds: list[float]) -> str:
+    """The console's line for a finished epoch: losses, dev error rate, speed and time left."""
+    train, valid = record["train"], record["valid"]
+    line = (
+        f"epoch {record['epoch']}/{counter.limit}: train loss {train.get('loss', float('nan')):.3f}, "
+        f"dev loss {valid['loss']:.3f}, dev error rate {valid['error_rate']:.3f}, "
+        f"{train.get('samples_per_s', 0.0):.0f} samples/s"
+    )
+    fewest, most = epochs_left(counter)
+    if fewest == most == 0:
+        return f"{line}; training done (best dev loss: epoch {counter.best_limit or record['epoch']})"
+    per_epoch = sum(epoch_seconds) / len(epoch_seconds)
+    left = format_duration(fewest * per_epoch)
+    return (
+        f"{line}; time left: {left} if the dev loss stops improving ({fewest} epoch(s)), "
+        f"at most {format_duration(most * per_epoch)} ({most} epoch(s))"
+    )
 
 
 def build_augmenter(hparams) -> SegReConcat | None:
@@ -291,8 +356,73 @@ def _overrides_with(overrides, **values) -> dict:
     return mapping
 
 
+def _detached(node):
+    """A copy of a round-trip YAML node without its comments and anchors (its tags kept)."""
+    from ruamel.yaml.comments import CommentedMap, CommentedSeq
+
+    if isinstance(node, CommentedMap):
+        copy = CommentedMap((key, _detached(value)) for key, value in node.items())
+    elif isinstance(node, CommentedSeq):
+        copy = CommentedSeq(_detached(value) for value in node)
+        copy.fa.set_flow_style()
+    else:
+        return node
+    if node.tag.value:
+        copy.yaml_set_ctag(node.tag)
+    return copy
+
+
+def inference_hparams(resolved_training_yaml: str) -> str:
+    """The export's ``hyperparams.yaml``: the training YAML's feature, normalization, embedding and
+    classifier definitions (as trained, every reference resolved) plus SpeechBrain's ``pretrainer``,
+    ``label_encoder`` and ``modules``, so that ``EncoderClassifier.from_hparams(source=<export>)`` loads it.
+
+    The Pretrainer gives no paths: every file is ``<source>/<key>.ckpt``, so the folder can be
+    moved or copied (to the VPC 2024 toolkit's ``exp/`` for instance) and still loads.
+    """
+    import io
+
+    from ruamel.yaml.comments import CommentedMap
+
+    yaml = ruamel.yaml.YAML()
+    yaml.indent(mapping=4, sequence=4, offset=2)
+    training = yaml.load(resolved_training_yaml)
+    definitions = CommentedMap((key, _detached(training[key])) for key in EXPORT_MODULES)
+    text = io.StringIO()
+    yaml.dump(definitions, text)
+    modules = "\n".join(f"    {key}: !ref <{key}>" for key in EXPORT_MODULES)
+    loadables = "\n".join(f"        {key}: !ref <{key}>" for key, saved in EXPORT_MODULES.items() if saved)
+    return f"""# ECAPA-TDNN speaker encoder trained by segreconcat-aug (recipes/train.py): the best-dev-loss
+# checkpoint. Load it as any SpeechBrain speaker model (the VPC 2024 evaluation toolkit does the same):
+#   from speechbrain.inference.speaker import EncoderClassifier
+#   encoder = EncoderClassifier.from_hparams(source="<this folder>")
+#   embeddings = encoder.encode_batch(wavs, wav_lens)  # wavs: [batch, samples] at {training["sample_rate"]} Hz
+# Files: <key>.ckpt for each loadable below; {EXPORT_LABELS} is the same label encoder under its usual name.
+
+sample_rate: {training["sample_rate"]}
+
+{text.getvalue().rstrip()}
+
+label_encoder: !new:speechbrain.dataio.encoder.CategoricalEncoder
+
+modules:
+{modules}
+
+pretrainer: !new:speechbrain.utils.parameter_transfer.Pretrainer
+    loadables:
+{loadables}
+        label_encoder: !ref <label_encoder>
+"""
+
+
 def export_best_model(hparams, hparams_file, overrides) -> Path:
-    """Copy the best-dev-loss embedding model and the resolved hyperparameters to the export folder."""
+    """The best-dev-loss checkpoint -> ``<export_folder>``, loadable by SpeechBrain's ``EncoderClassifier``.
+
+    Writes ``hyperparams.yaml`` (:func:`inference_hparams`), ``embedding_model.ckpt``,
+    ``mean_var_norm.ckpt``, ``classifier.ckpt``, the label encoder (``label_encoder.txt`` and
+    ``label_encoder.ckpt``, the name SpeechBrain's Pretrainer loads), ``train_hyperparams.yaml``
+    (the training YAML as run) and ``export_info.json`` (epoch, dev loss, checkpoint).
+    """
     checkpoint = hparams["checkpointer"].find_checkpoint(min_key="loss")
     if checkpoint is None:
         raise RuntimeError(f"{hparams['save_folder']}: no checkpoint with a dev loss to export")
@@ -300,10 +430,16 @@ def export_best_model(hparams, hparams_file, overrides) -> Path:
     export.mkdir(parents=True, exist_ok=True)
     state = torch.load(checkpoint.paramfiles["embedding_model"], map_location="cpu")
     hparams["embedding_model"].load_state_dict(state)  # fails loudly if the checkpoint does not fit
-    torch.save(hparams["embedding_model"].state_dict(), export / EXPORT_MODEL)
+    for module, recoverable in EXPORT_MODULES.items():
+        if recoverable is not None:  # the checkpointer's own file: the format its loader reads
+            shutil.copyfile(checkpoint.paramfiles[recoverable], export / f"{module}.ckpt")
+    labels = Path(hparams["save_folder"]) / EXPORT_LABELS
+    shutil.copyfile(labels, export / EXPORT_LABELS)
+    shutil.copyfile(labels, export / "label_encoder.ckpt")
     with open(hparams_file, encoding="utf-8") as fin:
         resolved = resolve_references(fin, overrides).getvalue()
-    (export / EXPORT_HPARAMS).write_text(resolved, encoding="utf-8")
+    (export / EXPORT_TRAIN_HPARAMS).write_text(resolved, encoding="utf-8")
+    (export / EXPORT_HPARAMS).write_text(inference_hparams(resolved), encoding="utf-8")
     with open(checkpoint.paramfiles["counter"], encoding="utf-8") as handle:
         epoch = ruamel.yaml.YAML(typ="safe").load(handle)["current_epoch"]
     info = {"checkpoint": str(checkpoint.path), "epoch": epoch, "dev_loss": checkpoint.meta["loss"]}
@@ -320,13 +456,12 @@ def load_hparams(hparams_file, overrides):
 
 
 def main(argv=None) -> SpeakerBrain:
-    hparams_file, run_opts, overrides = sb.parse_arguments(sys.argv[1:] if argv is None else list(argv))
+    hparams_file, run_opts, overrides = parse_recipe_arguments(argv)
+    remember_new_folders(hparams_file, overrides, "output_folder")  # removed if a user error stops the run
     sb.utils.distributed.ddp_init_group(run_opts)
     validate_hparams_file(hparams_file, overrides)  # every option value, before anything is written
     hparams = load_hparams(hparams_file, overrides)
-    sb.create_experiment_directory(
-        experiment_directory=hparams["output_folder"], hyperparams_to_save=hparams_file, overrides=overrides
-    )
+    create_experiment_directory(hparams["output_folder"], hparams_file, overrides)
 
     if not hparams["skip_prep"]:
         run_on_main(
@@ -380,6 +515,7 @@ def main(argv=None) -> SpeakerBrain:
         # Before any training: a missing alignment (or AR/SR order) stops here under the default policy.
         augmenter.check_coverage(train_rows.distinct("utt_id"))
 
+    keep_new_folders()  # the inputs are checked: from here on the output folder holds work
     # Everything built so far lives as long as training: the cyclic garbage collector need never visit
     # it, and a forked DataLoader worker then leaves those pages shared instead of copying them.
     gc.collect()
@@ -400,6 +536,8 @@ def main(argv=None) -> SpeakerBrain:
             # A row whose audio fails to read (the file changed after the check) is dropped and counted.
             train_loader_kwargs={"collate_fn": SkipFailedReads(), **hparams["train_dataloader_opts"]},
             valid_loader_kwargs=hparams["valid_dataloader_opts"],
+            # A bar within each epoch on an interactive console; none in logs and pipes (grid runs).
+            progressbar=not brain.noprogressbar and sys.stderr.isatty(),
         )
     finally:
         gc.unfreeze()  # a caller running main() again (the tests) collects this run's objects
@@ -413,4 +551,4 @@ def main(argv=None) -> SpeakerBrain:
 
 
 if __name__ == "__main__":
-    main()
+    run_main(main)

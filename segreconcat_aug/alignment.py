@@ -43,10 +43,12 @@ from typing import NamedTuple
 
 import numpy as np
 
+from segreconcat_aug.errors import UserError
+
 logger = logging.getLogger(__name__)
 
 
-class AlignmentCacheError(ValueError):
+class AlignmentCacheError(UserError, ValueError):
     """A cache line is malformed; the message names the file and line."""
 
 

@@ -11,12 +11,13 @@ import subprocess
 import numpy as np
 import soundfile
 
+from .errors import UserError
 from .kaldi import PipeCommand
 
 SAMPLE_RATE = 16000
 
 
-class AudioReadError(RuntimeError):
+class AudioReadError(UserError, RuntimeError):
     """Audio could not be read or does not have the expected form."""
 
 

@@ -56,6 +56,7 @@ import numpy as np
 import torch
 
 from .alignment import AlignmentIndex
+from .errors import UserError
 from .segments import Segments, span_rule, word_segments
 from .strategies import get_strategy, is_order_of
 
@@ -75,7 +76,7 @@ COUNT_KEYS = (
 _MAX_WORKER_SLOTS = 64  # row 0: main process; row k + 1: DataLoader worker k
 
 
-class MissingAlignmentError(KeyError):
+class MissingAlignmentError(UserError, KeyError):
     """Training utterances have no alignment and the policy is ``error``."""
 
     def __str__(self):  # KeyError would print the message with quotes

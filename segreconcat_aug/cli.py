@@ -1,19 +1,36 @@
-"""Console scripts: each runs a recipe of the source checkout with the same arguments.
+"""The recipes' command line: console scripts, ``--help`` from the YAML, and user errors as one line.
 
 ``segreconcat-train hparams/ecapa_segreconcat.yaml --system=T8-5`` is
 ``python recipes/train.py hparams/ecapa_segreconcat.yaml --system=T8-5``, from any
-directory. The recipes and YAML files live in the repository (SpeechBrain style),
-so the scripts need the editable install of the README (``pip install -e .``).
+directory: a relative ``hparams/...`` path that does not exist where the command runs is
+taken from the checkout. The recipes and YAML files live in the repository (SpeechBrain
+style), so the scripts need the editable install of the README (``pip install -e .``).
+
+Every recipe ends with ``run_main(main)``, which gives it
+
+- ``--help`` (or ``-h``): the YAML's own keys with their one-line comments (read from the
+  YAML file itself), then the recipe's usage lines; exit status 0;
+- user errors (:class:`segreconcat_aug.errors.UserError`: a wrong layout, a missing
+  alignment, a misspelt ``--key``...) as one line without a traceback, exit status 2, and
+  no results folder left behind that this run created; ``--traceback`` shows the traceback
+  (SpeechBrain's own ``--debug`` means "run a few batches").
 
 >>> sorted(RECIPES)[:3]
 ['align', 'anonymize', 'demo']
+>>> closest_key("outptu", ["output", "data_folder"])
+'output'
 """
 
 from __future__ import annotations
 
+import difflib
+import logging
 import runpy
+import shutil
 import sys
 from pathlib import Path
+
+from segreconcat_aug.errors import USAGE_EXIT_STATUS, UserError, user_message
 
 REPO = Path(__file__).resolve().parents[1]
 RECIPES = {
@@ -25,9 +42,108 @@ RECIPES = {
     "orders": "compute_orders.py",
     "train": "train.py",
 }
+# The YAML whose keys a recipe's --help lists when none is given on the command line.
+DEFAULT_HPARAMS = {
+    "align.py": "hparams/align.yaml",
+    "anonymize.py": "hparams/anonymize.yaml",
+    "run_demo.py": "hparams/demo.yaml",
+    "evaluate.py": "hparams/ecapa_segreconcat.yaml",
+    "run_grid.py": "hparams/grid.yaml",
+    "compute_orders.py": "hparams/orders.yaml",
+    "train.py": "hparams/ecapa_segreconcat.yaml",
+}
+TRACEBACK_FLAG = "--traceback"
+# Lines a recipe prints for the console even when its output goes to a log (run_grid.py shows them).
+PROGRESS_PREFIX = "progress: "
+HELP_FLAGS = ("--help", "-h")
+
+logger = logging.getLogger(__name__)
+# Folders this run created (and only those): removed when the run stops on a user error.
+_NEW_FOLDERS: list[Path] = []
 
 
-def load_recipe_hparams(argv=None, *, configure_logging: bool = True):
+class UnknownOptionError(UserError, ValueError):
+    """A ``--key=value`` whose key is not in the recipe's YAML, or a YAML file that is not there."""
+
+
+def report_progress(message: str) -> None:
+    """Print a progress line (flushed: the reader may be a pipe); run_grid.py echoes these to its console."""
+    print(f"{PROGRESS_PREFIX}{message}", flush=True)
+
+
+def format_duration(seconds: float) -> str:
+    """``seconds`` for a human.
+
+    >>> format_duration(42), format_duration(150), format_duration(7300)
+    ('42 s', '2.5 min', '2.0 h')
+    """
+    if seconds < 100:
+        return f"{seconds:.0f} s"
+    if seconds < 6000:
+        return f"{seconds / 60:.1f} min"
+    return f"{seconds / 3600:.1f} h"
+
+
+def checkout_path(path) -> str:
+    """``path`` as given when it exists (or is absolute), else the checkout's file of that relative name.
+
+    >>> checkout_path("hparams/align.yaml") == str(REPO / "hparams" / "align.yaml") or Path("hparams/align.yaml").exists()
+    True
+    """
+    given = Path(path)
+    if given.is_absolute() or given.exists() or not (REPO / given).exists():
+        return str(path)
+    return str(REPO / given)
+
+
+def closest_key(key: str, keys) -> str | None:
+    """The key of ``keys`` closest in spelling to ``key`` (None when nothing is close)."""
+    matches = difflib.get_close_matches(key, list(keys), n=1, cutoff=0.6)
+    return matches[0] if matches else None
+
+
+def yaml_keys(hparams_file) -> list[str]:
+    """The top-level keys of a hyperparameter file, in file order."""
+    return list(_load_commented(hparams_file))
+
+
+def check_override_keys(hparams_file, overrides) -> None:
+    """Every overridden key must be one of the YAML's top-level keys; a misspelt one is named with the fix."""
+    import ruamel.yaml
+
+    if isinstance(overrides, str):
+        overrides = ruamel.yaml.YAML(typ="safe").load(overrides) if overrides.strip() else None
+    keys = yaml_keys(hparams_file)
+    for key in overrides or {}:
+        if key in keys:
+            continue
+        guess = closest_key(str(key), keys)
+        hint = f"did you mean --{guess}?" if guess else "check its spelling"
+        raise UnknownOptionError(
+            f"--{key}: {hparams_file} has no key {key!r}; {hint} (--help lists the keys with their meaning)"
+        )
+
+
+def parse_recipe_arguments(argv=None):
+    """``hparams.yaml --key=value ...`` -> ``(hparams_file, run_opts, overrides)``, the keys checked.
+
+    As SpeechBrain's ``parse_arguments``; a missing YAML file or an override key the YAML does
+    not have is an :class:`UnknownOptionError`.
+    """
+    import speechbrain as sb
+
+    argv = sys.argv[1:] if argv is None else list(argv)
+    argv = [argument for argument in argv if argument != TRACEBACK_FLAG]
+    if not argv or argv[0].startswith("-"):
+        raise UnknownOptionError("expected a hyperparameter file first (hparams/...yaml); --help shows usage")
+    if not Path(argv[0]).is_file():
+        raise UnknownOptionError(f"{argv[0]}: no such hyperparameter file (give a path to hparams/...yaml)")
+    hparams_file, run_opts, overrides = sb.parse_arguments(argv)
+    check_override_keys(hparams_file, overrides)
+    return hparams_file, run_opts, overrides
+
+
+def load_recipe_hparams(argv=None, *, configure_logging: bool = True, new_folders: tuple[str, ...] = ()):
     """The start of every recipe: ``hparams.yaml --key=value ...`` -> its loaded hyperparameters.
 
     Returns ``(hparams_file, run_opts, overrides, hparams)`` as SpeechBrain's
@@ -35,16 +151,15 @@ def load_recipe_hparams(argv=None, *, configure_logging: bool = True):
     (:func:`segreconcat_aug.options.validate_hparams_file`, before loading); ``argv`` defaults to this
     process's arguments. Logging goes to the console at INFO unless told otherwise
     (a recipe that creates a SpeechBrain experiment folder lets that configure it).
+    ``new_folders``: keys of folders to remove if this run creates them and stops on a user error.
     """
-    import logging
-
-    import speechbrain as sb
     from hyperpyyaml import load_hyperpyyaml
 
     from .options import validate_hparams_file
 
-    hparams_file, run_opts, overrides = sb.parse_arguments(sys.argv[1:] if argv is None else list(argv))
+    hparams_file, run_opts, overrides = parse_recipe_arguments(argv)
     validate_hparams_file(hparams_file, overrides)  # every option value, before anything is written
+    remember_new_folders(hparams_file, overrides, *new_folders)
     with open(hparams_file, encoding="utf-8") as handle:
         hparams = load_hyperpyyaml(handle, overrides)
     if configure_logging:
@@ -52,15 +167,299 @@ def load_recipe_hparams(argv=None, *, configure_logging: bool = True):
     return hparams_file, run_opts, overrides, hparams
 
 
+def create_experiment_directory(experiment_directory, hyperparams_to_save, overrides) -> None:
+    """SpeechBrain's experiment folder (log, env.log, YAML, recipe copy), remembered when it is new.
+
+    The folder is removed again if the run stops on a user error (:func:`run_main`), and
+    ``env.log`` lists the packages of the running interpreter (SpeechBrain's runs whatever
+    ``pip`` comes first on PATH, often the system's).
+    """
+    import speechbrain as sb
+    from speechbrain.utils.distributed import if_main_process
+
+    remove_if_user_error(experiment_directory)
+    sb.create_experiment_directory(
+        experiment_directory=str(experiment_directory),
+        hyperparams_to_save=hyperparams_to_save,
+        overrides=overrides,
+        save_env_desc=False,
+    )
+    if if_main_process():
+        (Path(experiment_directory) / "env.log").write_text(environment_description(), encoding="utf-8")
+
+
+def installed_packages() -> list[str]:
+    """``name==version`` of every distribution the running interpreter imports from, sorted.
+
+    >>> any(line.startswith("torch==") for line in installed_packages())
+    True
+    """
+    from importlib import metadata
+
+    found = {}
+    for distribution in metadata.distributions():
+        name = distribution.metadata["Name"]
+        if name and name.lower() not in found:
+            found[name.lower()] = f"{name}=={distribution.version}"
+    return [found[key] for key in sorted(found)]
+
+
+def environment_description() -> str:
+    """SpeechBrain's ``env.log`` layout, for the running interpreter and this checkout.
+
+    SpeechBrain's own runs ``pip freeze`` and ``git`` through the shell, so it lists the
+    packages of whichever ``pip`` is first on PATH (often the system's, without torch) and the
+    revision of the current directory. Here: this interpreter's distributions, the checkout's revision.
+
+    >>> environment_description().splitlines()[0]
+    'SpeechBrain system description'
+    """
+    import subprocess
+
+    import torch
+
+    try:
+        revision = subprocess.run(
+            ["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"], capture_output=True, text=True
+        ).stdout.strip()
+    except OSError:
+        revision = ""
+    if torch.cuda.is_available():
+        accelerator = (
+            f"CUDA version:\n{torch.version.cuda}"
+            if torch.version.cuda
+            else f"ROCm version:\n{torch.version.hip}"
+        )
+    else:
+        accelerator = "CUDA not available"
+    rule = "=============================="
+    sections = [
+        f"Python version:\n{sys.version}\nInterpreter: {sys.executable}",
+        "Installed Python packages:\n" + "\n".join(installed_packages()),
+        f"Git revision:\n{revision}" if revision else "Could not get git revision",
+        accelerator,
+    ]
+    return f"SpeechBrain system description\n{rule}\n" + f"\n{rule}\n".join(sections) + "\n"
+
+
+def remove_if_user_error(folder) -> None:
+    """Remember ``folder`` for removal on a user error if it does not exist yet (this run creates it).
+
+    What is remembered is the outermost missing folder on its path (``results/`` itself on a
+    first run), never a folder that exists now.
+    """
+    folder = Path(folder).absolute()
+    if folder.exists():
+        return
+    while not folder.parent.exists():
+        folder = folder.parent
+    _NEW_FOLDERS.append(folder)
+
+
+def remember_new_folders(hparams_file, overrides, *keys: str) -> None:
+    """:func:`remove_if_user_error` for the folders the YAML's ``keys`` name, BEFORE the YAML is loaded
+    (loading it creates some: SpeechBrain's Checkpointer makes its folder)."""
+    import ruamel.yaml
+    from hyperpyyaml import resolve_references
+
+    with open(hparams_file, encoding="utf-8") as handle:
+        resolved = ruamel.yaml.YAML().load(resolve_references(handle, overrides).getvalue())
+    for key in keys:
+        if resolved.get(key):
+            remove_if_user_error(resolved[key])
+
+
+def keep_new_folders() -> None:
+    """From here on the run's folders hold work worth keeping: a later user error leaves them."""
+    _NEW_FOLDERS.clear()
+
+
+def _remove_new_folders() -> None:
+    from speechbrain.utils.distributed import if_main_process
+
+    while _NEW_FOLDERS:
+        folder = _NEW_FOLDERS.pop()
+        if folder.exists() and if_main_process():
+            logging.shutdown()  # SpeechBrain's log file handler holds <folder>/log.txt open
+            shutil.rmtree(folder, ignore_errors=True)
+
+
+# ---------------------------------------------------------------------------------------------------
+# --help from the YAML
+# ---------------------------------------------------------------------------------------------------
+
+
+def _load_commented(hparams_file):
+    import ruamel.yaml
+
+    with open(hparams_file, encoding="utf-8") as handle:
+        return ruamel.yaml.YAML().load(handle) or {}
+
+
+def _end_of_line_comments(node, found: dict[int, str]) -> None:
+    """The end-of-line comments under ``node`` (line number -> text), from ruamel's comment tokens.
+
+    Only tokens that start after a value on their line: a token that starts with a line break
+    carries the full-line comments below it, which :func:`yaml_help` reads from the text.
+    """
+    from ruamel.yaml.comments import CommentedBase
+    from ruamel.yaml.tokens import CommentToken
+
+    def add(token):
+        if isinstance(token, list):
+            for item in token:
+                add(item)
+        elif isinstance(token, CommentToken) and token.value.startswith("#") and token.start_mark.column > 0:
+            found.setdefault(token.start_mark.line, token.value.split("\n")[0].lstrip("#").strip())
+
+    if not isinstance(node, CommentedBase):
+        return
+    add(node.ca.comment)
+    for tokens in node.ca.items.values():
+        add(tokens)
+    for child in node.values() if hasattr(node, "values") else node:
+        _end_of_line_comments(child, found)
+
+
+def _describe_value(value) -> str:
+    from ruamel.yaml.comments import CommentedMap, CommentedSeq, TaggedScalar
+
+    tag = getattr(getattr(value, "tag", None), "value", None) or ""
+    if tag == "!PLACEHOLDER":
+        return "(required)"
+    if isinstance(value, TaggedScalar):
+        return f"{tag} {value.value}".strip() if tag == "!ref" else tag
+    if tag.startswith(("!new:", "!name:", "!apply:")):
+        return tag
+    if isinstance(value, CommentedMap):
+        return "{...}"
+    if isinstance(value, CommentedSeq):
+        text = "[" + ", ".join(str(item) for item in value) + "]"
+        return text if len(text) <= 30 else text[:27] + "...]"
+    return "null" if value is None else str(value)
+
+
+def _clip(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: width - 3] + "..."
+
+
+def yaml_help(hparams_file) -> str:
+    """The YAML's top-level keys, each with its default and its one-line comment.
+
+    The comment is the key's end-of-line comment, else the comment line right above it.
+    Keys starting with ``__`` (SpeechBrain's internal ones) are left out.
+    """
+    document = _load_commented(hparams_file)
+    comments: dict[int, str] = {}
+    _end_of_line_comments(document, comments)
+    lines = Path(hparams_file).read_text(encoding="utf-8").splitlines()
+    rows = []
+    for key, value in document.items():
+        if str(key).startswith("__"):
+            continue
+        line = document.lc.key(key)[0]
+        comment = comments.get(line)
+        if comment is None:  # the first line of the comment block right above the key
+            above = line
+            while above > 0 and lines[above - 1].lstrip().startswith("#"):
+                above -= 1
+            block = [text.lstrip().lstrip("#").strip() for text in lines[above:line]]
+            # Section headers ("---- Data ----") and blank comment lines are not about this key.
+            comment = next((text for text in block if text and not text.startswith("-")), None)
+        elif comment.startswith("-"):
+            comment = None
+        rows.append((f"--{key}", _describe_value(value), comment or ""))
+    width = max(len(row[0]) for row in rows) if rows else 0
+    value_width = min(max((len(row[1]) for row in rows), default=0), 34)
+    body = [
+        f"  {name:<{width}}  {_clip(value, value_width):<{value_width}}  {comment}".rstrip()
+        for name, value, comment in rows
+    ]
+    return f"Keys of {hparams_file} (override any with --key=value):\n" + "\n".join(body)
+
+
+def usage_lines(doc: str | None) -> str:
+    """The ``Usage`` block of a recipe's docstring (its indented command lines)."""
+    lines = (doc or "").splitlines()
+    for start, line in enumerate(lines):
+        if line.strip().lower().startswith("usage"):
+            block = []
+            for text in lines[start + 1 :]:
+                if text.strip() and not text.startswith(" "):
+                    break
+                block.append(text)
+            commands = [text.strip() for text in block if text.strip()]
+            if commands:
+                return "usage:\n" + "\n".join(f"  {text}" for text in commands)
+    return ""
+
+
+def recipe_help(script: str, argv: list[str], doc: str | None = None, extra: str = "") -> str:
+    """The ``--help`` text: the keys of the YAML on the command line (or the recipe's default one), then usage."""
+    given = [argument for argument in argv if not argument.startswith("-")]
+    hparams_file = given[0] if given and Path(given[0]).is_file() else None
+    if hparams_file is None and script in DEFAULT_HPARAMS:
+        hparams_file = str(REPO / DEFAULT_HPARAMS[script])
+    parts = [doc.strip().splitlines()[0]] if doc else []
+    if hparams_file:
+        parts.append(yaml_help(hparams_file))
+    if extra:
+        parts.append(extra.strip())
+    parts.append(
+        "Also: SpeechBrain's run options (--device=cuda:0, --precision=fp16, --distributed_backend=...), "
+        f"and {TRACEBACK_FLAG} to show the traceback of a user error."
+    )
+    usage = usage_lines(doc)
+    if usage:
+        parts.append(usage)
+    return "\n\n".join(parts) + "\n"
+
+
+# ---------------------------------------------------------------------------------------------------
+# Entry points
+# ---------------------------------------------------------------------------------------------------
+
+
+def run_main(main, argv: list[str] | None = None, *, extra_help: str = "") -> None:
+    """A recipe's ``__main__``: ``--help``, then ``main(argv)`` with user errors as one line (exit 2)."""
+    argv = sys.argv[1:] if argv is None else list(argv)
+    module = sys.modules.get(main.__module__)
+    script = Path(getattr(module, "__file__", None) or sys.argv[0]).name
+    if any(flag in argv for flag in HELP_FLAGS):
+        sys.stdout.write(recipe_help(script, argv, getattr(module, "__doc__", None), extra_help))
+        sys.exit(0)
+    _NEW_FOLDERS.clear()
+    show_traceback = TRACEBACK_FLAG in argv
+    argv = [argument for argument in argv if argument != TRACEBACK_FLAG]
+    try:
+        outcome = main(argv)
+    except UserError as error:
+        if show_traceback:
+            _remove_new_folders()
+            raise
+        logger.debug("user error", exc_info=True)
+        _remove_new_folders()
+        print(f"{script}: error: {user_message(error)}", file=sys.stderr)
+        sys.exit(USAGE_EXIT_STATUS)
+    sys.exit(outcome if isinstance(outcome, int) else 0)
+
+
 def run_recipe(name: str, argv: list[str] | None = None) -> None:
-    """Run ``recipes/<file>`` as ``__main__`` with ``argv`` (default: this process's arguments)."""
+    """Run ``recipes/<file>`` as ``__main__`` with ``argv`` (default: this process's arguments).
+
+    A relative hyperparameter file (``hparams/...``) that is not found from the current
+    directory is taken from the checkout.
+    """
     script = REPO / "recipes" / RECIPES[name]
     if not script.is_file():
         raise SystemExit(
             f"segreconcat-{name}: {script} not found; the console scripts run the recipes of a source "
             "checkout: clone the repository and install it with `pip install -e .`"
         )
-    sys.argv = [str(script), *(sys.argv[1:] if argv is None else argv)]
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and not argv[0].startswith("-"):
+        argv[0] = checkout_path(argv[0])
+    sys.argv = [str(script), *argv]
     sys.path.insert(0, str(script.parent))
     runpy.run_path(str(script), run_name="__main__")
 

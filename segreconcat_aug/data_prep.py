@@ -69,6 +69,7 @@ from tqdm import tqdm
 from .audio import SAMPLE_RATE
 from .audio_check import BAD_AUDIO_POLICIES, check_audio_files, problem_message, write_problem_list
 from .augment import MODES, seeded_rng
+from .errors import UserError
 from .kaldi import group_by_speaker, load_kaldi_folder
 from .vpac import TRAIN_SET, system_folders
 
@@ -91,7 +92,7 @@ _SPLIT_STREAM = 7  # dev draws stay independent of any other use of seeded_rng
 _DURATION_TOLERANCE = 0.05  # seconds; utt2dur is rounded to ms, headers are exact
 
 
-class DataPrepError(ValueError):
+class DataPrepError(UserError, ValueError):
     """The training data of a system cannot be prepared."""
 
 

@@ -47,6 +47,7 @@ from tqdm import tqdm
 
 from .audio import SAMPLE_RATE, audio_duration, read_audio
 from .audio_check import check_audio_files, file_signature, problem_message, write_problem_list
+from .errors import UserError
 from .kaldi import KaldiFolder, PipeCommand, group_by_speaker, load_kaldi_folder, read_trials
 from .metrics import verification_metrics
 from .report import table_averages, write_system_report
@@ -59,7 +60,11 @@ SUBSETS = ("dev_f", "dev_m", "test_f", "test_m")
 SCORE_NORMS = (None, "s-norm", "as-norm")
 
 
-class TrialListError(ValueError):
+class MissingExportError(UserError, FileNotFoundError):
+    """No exported model where evaluation looks for one."""
+
+
+class TrialListError(UserError, ValueError):
     """A trial list or enrollment folder cannot be scored as it is."""
 
 
@@ -751,7 +756,7 @@ def load_exported_model(hparams: dict, model_folder=None) -> Path:
     )
     checkpoint = folder / "embedding_model.ckpt"
     if not checkpoint.is_file():
-        raise FileNotFoundError(
+        raise MissingExportError(
             f"{checkpoint}: no exported model (recipes/train.py writes it when training ends; "
             "set eval_model_folder to evaluate another export)"
         )

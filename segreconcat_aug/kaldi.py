@@ -21,8 +21,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
 
+from segreconcat_aug.errors import UserError
 
-class KaldiFormatError(ValueError):
+
+class KaldiFormatError(UserError, ValueError):
     """A Kaldi-style list has a line the reader cannot accept."""
 
 

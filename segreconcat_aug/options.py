@@ -34,8 +34,10 @@ import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
+from .errors import UserError
 
-class OptionError(ValueError):
+
+class OptionError(UserError, ValueError):
     """An option has a value outside what it allows; the message names key, value and allowed values."""
 
 

@@ -49,6 +49,7 @@ from pathlib import Path
 import numpy as np
 
 from .alignment import AlignmentIndex, RepeatedIds, cache_files, iter_jsonl
+from .errors import UserError
 from .segments import span_rule, word_segments
 from .strategies import get_strategy, is_order_of
 
@@ -66,7 +67,7 @@ __all__ = [
 ]
 
 
-class OrderCacheError(ValueError):
+class OrderCacheError(UserError, ValueError):
     """An order cache line is malformed or conflicts with another; names file and line."""
 
 

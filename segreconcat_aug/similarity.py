@@ -74,6 +74,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from .errors import UserError
 from .segments import Segments
 from .strategies import register_strategy
 
@@ -96,7 +97,7 @@ __all__ = [
 ]
 
 
-class SimilarityInputError(ValueError):
+class SimilarityInputError(UserError, ValueError):
     """Audio or features a similarity order cannot be computed from; names the utterance."""
 
 

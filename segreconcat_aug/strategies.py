@@ -28,7 +28,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .errors import UserError
 from .segments import Segments
+
+
+class UnknownStrategyError(UserError, ValueError):
+    """A strategy name that no registered strategy has (the message lists those that are)."""
 
 
 @dataclass(frozen=True)
@@ -68,7 +73,7 @@ def get_strategy(name: str) -> Strategy:
     try:
         return STRATEGIES[name]
     except KeyError:
-        raise ValueError(f"unknown strategy {name!r}; available: {sorted(STRATEGIES)}") from None
+        raise UnknownStrategyError(f"unknown strategy {name!r}; available: {sorted(STRATEGIES)}") from None
 
 
 def is_order_of(order, count: int) -> bool:

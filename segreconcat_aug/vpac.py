@@ -25,6 +25,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from segreconcat_aug.errors import UserError
+
 VPAC_SYSTEMS = ("B3", "B4", "B5", "T8-5", "T10-2", "T12-5", "T25-1")
 TRAIN_SET = "train-clean-360"
 ENROLL_SETS = {"dev": "libri_dev_enrolls", "test": "libri_test_enrolls"}
@@ -37,7 +39,7 @@ TRIAL_SETS = {
 VPAC_SETS = (TRAIN_SET, *ENROLL_SETS.values(), *TRIAL_SETS.values())
 
 
-class VPACLayoutError(FileNotFoundError):
+class VPACLayoutError(UserError, FileNotFoundError):
     """A system or one of its folders is not where the configuration says."""
 
 

@@ -34,6 +34,7 @@ import numpy as np
 import torch
 
 from .audio import SAMPLE_RATE
+from .errors import UserError
 
 logger = logging.getLogger(__name__)
 
@@ -46,7 +47,7 @@ WINDOW_SAMPLES = int(SAMPLE_RATE * WINDOW_SECONDS)
 _DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
 
 
-class WhisperLoadError(RuntimeError):
+class WhisperLoadError(UserError, RuntimeError):
     """The model cannot be used as asked (missing alignment heads, unknown dtype)."""
 
 

@@ -1,13 +1,33 @@
-"""The console scripts run the checkout's recipes, from any directory."""
+"""The console scripts run the checkout's recipes from any directory; --help; user errors as one line."""
 
+import os
+import re
 import subprocess
 import sys
 from pathlib import Path
 
-from segreconcat_aug.alignment import load_alignments
+import pytest
+
+from segreconcat_aug import cli
+from segreconcat_aug.alignment import AlignmentWriter, iter_cache, load_alignments
 from segreconcat_aug.cli import REPO
 
 SCRIPTS = Path(sys.executable).parent
+TRAIN = REPO / "recipes" / "train.py"
+HPARAMS = REPO / "hparams" / "ecapa_segreconcat.yaml"
+ENV = {**os.environ, "OMP_NUM_THREADS": "1"}
+TINY = ["--channels=[16,16,16,16,48]", "--lin_neurons=16", "--attention_channels=8", "--batch_size=8"]
+TINY += ["--num_workers=0", "--sentence_len=2.0", "--dev_ratio=0.1", "--check_workers=2", "--device=cpu"]
+
+
+def _eol_comments(yaml_file) -> dict[str, str]:
+    """key -> its end-of-line comment, read from the YAML text (what --help must show)."""
+    found = {}
+    for line in Path(yaml_file).read_text().splitlines():
+        match = re.match(r"^([A-Za-z]\w*):.*?\s#\s*(.+)$", line)
+        if match and "'" not in line and '"' not in line:
+            found[match.group(1)] = match.group(2).strip()
+    return found
 
 
 def test_segreconcat_align_imports_a_ctm_from_another_directory(tmp_path):
@@ -17,7 +37,7 @@ def test_segreconcat_align_imports_a_ctm_from_another_directory(tmp_path):
     (tmp_path / "data" / "utt2dur").write_text("u1 1.5\nu2 2.0\n")
     command = [
         str(SCRIPTS / "segreconcat-align"),
-        str(REPO / "hparams" / "align.yaml"),
+        "hparams/align.yaml",  # the README's relative path, from another directory: the checkout's file
         "--backend=ctm",
         f"--import_from={tmp_path / 'a.ctm'}",
         f"--data_folder={tmp_path / 'data'}",
@@ -45,3 +65,96 @@ def test_every_console_script_names_an_existing_recipe():
         name = target.strip().rsplit(":", 1)[1]
         assert script.strip() == f"segreconcat-{name}"
         assert (REPO / "recipes" / cli.RECIPES[name]).is_file()
+
+
+@pytest.mark.parametrize("name", sorted(cli.RECIPES))
+def test_help_lists_the_yaml_keys_with_their_comments_then_usage(name, monkeypatch, capsys):
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    with pytest.raises(SystemExit) as stop:
+        cli.run_recipe(name, ["--help"])
+    assert stop.value.code == 0
+    text = capsys.readouterr().out
+    yaml_file = REPO / cli.DEFAULT_HPARAMS[cli.RECIPES[name]]
+    keys_section = text.split(f"Keys of {yaml_file}")[1].split("\n\n")[0]
+    shown = dict(re.findall(r"^  --(\w+) +(.*)$", keys_section, flags=re.M))
+    assert set(shown) == {key for key in cli.yaml_keys(yaml_file) if not key.startswith("__")}
+    comments = _eol_comments(yaml_file)
+    assert comments, yaml_file
+    for key, comment in comments.items():
+        assert shown[key].endswith(comment), (key, shown[key], comment)
+    assert text.index("usage:") > text.index(f"--{next(iter(shown))}")  # keys first, then usage
+    assert f"recipes/{cli.RECIPES[name]}" in text.split("usage:")[1]
+
+
+def test_console_script_help_from_another_directory(tmp_path):
+    for script in ("segreconcat-demo", "segreconcat-train"):
+        done = subprocess.run(
+            [str(SCRIPTS / script), "--help"], cwd=tmp_path, capture_output=True, text=True, timeout=300
+        )
+        assert done.returncode == 0, done.stderr[-2000:]
+        assert "--output_folder" in done.stdout and "usage:" in done.stdout
+    assert "--quick" in done.stdout or "--data_folder" in done.stdout
+
+
+def test_checkout_path_prefers_what_exists_here(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert cli.checkout_path("hparams/align.yaml") == str(REPO / "hparams" / "align.yaml")
+    (tmp_path / "hparams").mkdir()
+    (tmp_path / "hparams" / "align.yaml").write_text("output: x\n")  # the user's own file wins
+    assert cli.checkout_path("hparams/align.yaml") == "hparams/align.yaml"
+    assert cli.checkout_path("hparams/none.yaml") == "hparams/none.yaml"
+
+
+def _train(tmp_path, *args):
+    command = [sys.executable, str(TRAIN), str(HPARAMS), *TINY, "--number_of_epochs=1", *args]
+    return subprocess.run(command, cwd=tmp_path, env=ENV, capture_output=True, text=True, timeout=600)
+
+
+def _one_line_error(done, *fragments):
+    assert done.returncode == 2, done.stdout[-2000:] + done.stderr[-3000:]
+    assert "Traceback" not in done.stderr and "Traceback" not in done.stdout
+    (line,) = [text for text in done.stderr.splitlines() if "error:" in text]
+    assert line.startswith("train.py: error: ")
+    for fragment in fragments:
+        assert fragment in line, line
+
+
+def test_user_errors_print_one_line_exit_2_and_leave_no_new_folder(vpac_root, tmp_path):
+    out = tmp_path / "out"
+    # A wrong data folder: the layout error names the folder.
+    done = _train(tmp_path, f"--data_folder={tmp_path / 'nowhere'}", f"--output_folder={out}")
+    _one_line_error(done, str(tmp_path / "nowhere"))
+    assert not out.exists()
+    # A misspelt key: named, with the closest one.
+    done = _train(tmp_path, f"--data_folder={vpac_root}", f"--output_folder={out}", "--sytem=T8-5")
+    _one_line_error(done, "--sytem", "did you mean --system?")
+    assert not out.exists()
+    # A missing alignment, found after data preparation wrote into the new output folder.
+    partial = tmp_path / "partial.jsonl"
+    with AlignmentWriter(partial) as writer:
+        for _, alignment in list(iter_cache(vpac_root / "alignments" / "T8-5.jsonl"))[1:]:
+            writer.write(alignment)
+    args = [f"--data_folder={vpac_root}", f"--output_folder={out}", f"--alignment_cache={partial}"]
+    _one_line_error(_train(tmp_path, *args), "have no alignment")
+    assert not out.exists()
+    # A folder that was there before is the user's: kept, and so is what was in it.
+    out.mkdir()
+    (out / "notes.txt").write_text("mine")
+    _one_line_error(_train(tmp_path, *args), "have no alignment")
+    assert (out / "notes.txt").read_text() == "mine"
+    # --traceback shows where it came from.
+    done = _train(tmp_path, *args, "--traceback")
+    shown = done.stdout + done.stderr  # SpeechBrain logs an uncaught exception to the console
+    assert done.returncode != 0 and "Traceback" in shown and "MissingAlignmentError" in shown
+
+
+def test_misspelt_override_in_a_console_script_recipe(tmp_path):
+    done = subprocess.run(
+        [str(SCRIPTS / "segreconcat-align"), "hparams/align.yaml", "--outptu=x.jsonl"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert "did you mean --output?" in done.stderr

@@ -22,6 +22,9 @@ def test_quick_demo_prints_the_comparison_and_writes_the_det_figure(tmp_path):
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     table = [line for line in run.stdout.splitlines() if line.startswith("| MCADAMS")]
     assert [line.split("|")[2].strip() for line in table] == ["Baseline", "SegReConcat"]
+    # Each run's epoch line (losses, error rate, speed, time left) reaches the console.
+    assert "MCADAMS/baseline train: epoch 1/1: train loss " in run.stdout
+    assert "MCADAMS/rr_concat train: epoch 1/1: train loss " in run.stdout
     for config, mode in (("baseline", "none"), ("rr_concat", "concat")):
         results = json.loads((out / "MCADAMS" / config / "eval" / "results.json").read_text())
         eers = [results["table"][key] for key in ("dev_f", "dev_m", "test_f", "test_m", "avg")]

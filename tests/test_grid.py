@@ -253,7 +253,7 @@ def test_format_command_quotes_fields_but_splits_overrides():
     assert command == [sys.executable, "t.py", "--output_folder=/a b/c", "--mode=none", "--specaug=True"]
 
 
-def test_one_real_tiny_cell(vpac_root, tmp_path, monkeypatch):
+def test_one_real_tiny_cell(vpac_root, tmp_path, monkeypatch, capsys):
     """recipes/train.py (one epoch, tiny ECAPA) then recipes/evaluate.py, through the grid runner."""
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
     tiny = {
@@ -277,6 +277,10 @@ def test_one_real_tiny_cell(vpac_root, tmp_path, monkeypatch):
         "extra_overrides": tiny,
     }
     assert run_grid.main(_argv(overrides)) == 0
+    # The training's epoch line reaches the console (the rest of its output goes to grid_train.log).
+    console = capsys.readouterr().out
+    assert "T8-5/baseline train: epoch 1/1: train loss " in console
+    assert "dev loss " in console and "samples/s" in console
     cell = tmp_path / "grid" / "T8-5" / "baseline"
     assert (cell / "export" / "embedding_model.ckpt").is_file()
     results = read_results(cell / "eval")

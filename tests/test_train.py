@@ -108,21 +108,61 @@ def test_two_epochs_keep_and_export_the_best_dev_loss_model(vpac_root, tmp_path)
     info = json.loads((out / "export" / "export_info.json").read_text())
     assert info["dev_loss"] == min(losses) and info["epoch"] == 1 + losses.index(min(losses))
 
-    # The export is what evaluation loads: its hyperparameters build a model that takes the weights.
+    # The export holds the best checkpoint's weights, and the training YAML as run.
     exported = torch.load(out / "export" / "embedding_model.ckpt")
     saved = torch.load(best.paramfiles["embedding_model"])
     assert exported.keys() == saved.keys() and all(torch.equal(exported[k], saved[k]) for k in saved)
-    with open(out / "export" / "hyperparams.yaml") as fin:
-        hparams = load_hyperpyyaml(fin)
-    hparams["embedding_model"].load_state_dict(exported)
-    hparams["embedding_model"].eval()
-    assert hparams["n_speakers"] == len({row["spk_id"] for row in _train_rows(out)})
-    wav = torch.randn(1, 16000)
-    feats = hparams["mean_var_norm"](hparams["compute_features"](wav), torch.ones(1))
-    assert hparams["embedding_model"](feats).shape[-1] == 16
+    with open(out / "export" / "train_hyperparams.yaml") as fin:
+        trained = load_hyperpyyaml(fin)
+    speakers = {row["spk_id"] for row in _train_rows(out)}
+    assert trained["n_speakers"] == len(speakers)
+    _check_export_loads_in_speechbrain(out / "export", tmp_path, vpac_root, speakers)
+    # env.log lists the packages of the interpreter that ran the training.
+    packages = (out / "env.log").read_text().split("Installed Python packages:")[1]
+    torch_version = torch.__version__.split("+")[0]  # the local version label is not in the metadata
+    assert f"torch=={torch_version}" in packages and f"speechbrain=={sb.__version__}" in packages
     # Training ended by evaluating the export on every dev/test subset (recipes/evaluate.py's work).
     results = json.loads((out / "eval" / "results.json").read_text())
     assert set(results["subsets"]) == {"dev_f", "dev_m", "test_f", "test_m"}
+
+
+def _check_export_loads_in_speechbrain(export, tmp_path, vpac_root, speakers):
+    """SpeechBrain's EncoderClassifier (as SpeechBrain and the VPC 2024 toolkit load speaker models) loads a
+    moved copy of the export and embeds as evaluation.py does; its label encoder is the training's."""
+    from speechbrain.inference.speaker import EncoderClassifier
+
+    from segreconcat_aug.audio import read_audio
+    from segreconcat_aug.evaluation import EmbeddingExtractor, load_exported_model
+
+    moved = tmp_path / "moved" / "asv_anon_ecapa"  # the folder works wherever it is copied to
+    shutil.copytree(export, moved)
+    encoder = EncoderClassifier.from_hparams(
+        source=str(moved), savedir=str(tmp_path / "sb_savedir"), run_opts={"device": "cpu"}
+    )
+    assert set(encoder.hparams.label_encoder.lab2ind) == speakers
+
+    with open(HPARAMS) as fin:
+        overrides = {"data_folder": str(vpac_root), "output_folder": str(tmp_path / "unused")}
+        tiny = {"channels": [16, 16, 16, 16, 48], "lin_neurons": 16, "attention_channels": 8}
+        hparams = load_hyperpyyaml(fin, {**overrides, **tiny, "n_speakers": len(speakers)})
+    load_exported_model(hparams, moved)
+    extractor = EmbeddingExtractor(
+        hparams["compute_features"], hparams["mean_var_norm"], hparams["embedding_model"]
+    )
+    # Two real utterances of different lengths: one batch, zero-padded, with relative lengths.
+    files = sorted((vpac_root / "T8-5/data/libri_dev_trials_f_T8-5/wav").glob("*.wav"))[:2]
+    signals = [read_audio(path) for path in files]
+    assert len(signals[0]) != len(signals[1])
+    ours = extractor.embed_batch([str(path) for path in files])  # normalize_wave off: the same waveforms
+    longest = max(len(wave) for wave in signals)
+    batch = torch.zeros(len(signals), longest)
+    for row, wave in enumerate(signals):
+        batch[row, : len(wave)] = torch.from_numpy(wave)
+    lengths = torch.tensor([len(wave) / longest for wave in signals])
+    theirs = encoder.encode_batch(batch, lengths).squeeze(1).numpy()
+    assert theirs.shape == ours.shape == (2, 16)
+    assert abs(theirs - ours).max() < 1e-5
+    assert abs(ours[0] - ours[1]).max() > 1e-3  # two utterances, two embeddings: the comparison has teeth
 
 
 def test_early_stopping_after_patience_keeps_the_lowest_loss(vpac_root, tmp_path, scripted_dev_loss):
@@ -260,7 +300,10 @@ def test_specaugment_is_applied_to_training_batches_only(tmp_path):
     assert len(calls) == 1 and calls[0][-1] == 80  # on the Fbank features, batch side
 
 
-def test_table1_rows_are_reachable_by_override(tmp_path):
+def test_table1_rows_are_reachable_by_override(tmp_path, monkeypatch):
+    # The default output folders are relative (results/...) and the checkpointer creates its folder
+    # when the YAML is loaded: from the temporary folder, not the checkout.
+    monkeypatch.chdir(tmp_path)
     rows = {
         "No Augmentation": {"mode": "none"},
         "SpecAug": {"mode": "none", "specaug": True},
@@ -282,3 +325,20 @@ def test_table1_rows_are_reachable_by_override(tmp_path):
         assert hparams["embedding_model"].blocks[0].conv.conv.out_channels == 8
         folders.add(hparams["output_folder"])
     assert len(folders) == len(rows)  # each configuration trains in its own folder
+
+
+@pytest.mark.parametrize("warmup,patience,improving_epochs", [(2, 3, 0), (0, 1, 4), (1, 2, 2), (0, 1, 0)])
+def test_epochs_left_is_when_the_stopper_stops_without_improvement(warmup, patience, improving_epochs):
+    from speechbrain.utils.epoch_loop import EpochCounterWithStopper
+
+    counter = EpochCounterWithStopper(limit=50, limit_to_stop=patience, limit_warmup=warmup, direction="min")
+    last_improving = max(warmup + improving_epochs, 1)
+    predicted, loss = None, 10.0
+    for epoch in counter:
+        loss += -1.0 if epoch <= last_improving else 1.0  # from then on the dev loss only worsens
+        counter.update_metric(loss)
+        fewest, most = train_recipe.epochs_left(counter)
+        assert most == (0 if counter.should_stop else 50 - epoch) and fewest <= most
+        if epoch == last_improving:
+            predicted = epoch + fewest
+    assert counter.current == predicted < 50

@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from ..alignment import UtteranceAlignment, Word, clean_words
+from ..errors import UserError
 from ..jobs import Job, Shard
 
 logger = logging.getLogger(__name__)
@@ -41,7 +42,7 @@ logger = logging.getLogger(__name__)
 SILENCE_LABELS = frozenset({"", "sil", "sp", "spn", "<eps>", "<sil>"})
 
 
-class ImportFormatError(ValueError):
+class ImportFormatError(UserError, ValueError):
     """An alignment file cannot be parsed; the message names the file (and line)."""
 
 

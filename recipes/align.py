@@ -1,6 +1,10 @@
 #!/usr/bin/env python3
 """Word alignments of a data folder into the alignment cache (see docs/alignment.md).
 
+Default backend: faster-whisper with Whisper-medium (openai-whisper's word timing, batched);
+``--backend=openai-whisper`` is the authors' own tool, ``--backend=transformers`` the
+transformers one, ``--backend=pocketsphinx`` forced alignment to the transcript.
+
     python recipes/align.py hparams/align.yaml --data_folder=<folder> --output=<x.jsonl>
     python recipes/align.py hparams/align.yaml --data_folder=<folder> --output=<x.jsonl> --shard=0/4
     torchrun --standalone --nproc_per_node=8 recipes/align.py hparams/align.yaml --data_folder=... --output=<dir>
@@ -17,7 +21,7 @@ import logging
 import sys
 from pathlib import Path
 
-from segreconcat_aug.aligners import BACKENDS, make_aligner
+from segreconcat_aug.aligners import ALIASES, BACKENDS, make_aligner
 from segreconcat_aug.aligners.importers import import_ctm, import_textgrids
 from segreconcat_aug.alignment import UtteranceAlignment
 from segreconcat_aug.audio import SAMPLE_RATE, AudioReadError, audio_duration
@@ -34,6 +38,7 @@ from segreconcat_aug.jobs import (
     shard_files,
 )
 from segreconcat_aug.kaldi import PipeCommand, read_kaldi_map
+from segreconcat_aug.whisper import DEFAULT_MODELS, WhisperLoadError
 
 logger = logging.getLogger("align")
 IMPORTERS = ("mfa", "ctm")
@@ -41,7 +46,7 @@ IMPORTERS = ("mfa", "ctm")
 
 def build_aligner(hparams: dict, device: str | None):
     """The aligner named by ``backend`` with its YAML options."""
-    backend = hparams["backend"]
+    backend = ALIASES.get(hparams["backend"], hparams["backend"])
     if backend == "pocketsphinx":
         return make_aligner(
             "pocketsphinx",
@@ -49,20 +54,36 @@ def build_aligner(hparams: dict, device: str | None):
             recognize_without_transcript=hparams["recognize_without_transcript"],
             wide_beam_retry=hparams["wide_beam_retry"],
         )
-    options = dict(
+    model = hparams["whisper_model"] or DEFAULT_MODELS[backend]
+    options = hparams["transcribe_options"] or {}
+    if backend == "faster-whisper":
+        return make_aligner(
+            backend,
+            model=model,
+            device=device,
+            compute_type=hparams["compute_type"],
+            batch_size=hparams["batch_size"],
+            language=hparams["language"],
+            max_new_tokens=hparams["max_new_tokens"],
+            num_beams=hparams["num_beams"],
+            options=options,
+        )
+    if backend == "openai-whisper":
+        return make_aligner(
+            backend, model=model, device=device, language=hparams["language"], options=options
+        )
+    transformers_options = dict(
         batch_size=hparams["batch_size"],
-        language=hparams["language"],
+        language=hparams["language"] or "en",
         max_new_tokens=hparams["max_new_tokens"],
         num_beams=hparams["num_beams"],
     )
-    if hparams["whisper_model"] == "tiny-random-whisper":
+    if model == "tiny-random-whisper":
         from segreconcat_aug.testing import tiny_whisper
 
         logger.warning("tiny-random-whisper has random weights: its words are meaningless (tests only)")
-        return make_aligner("whisper", bundle=tiny_whisper(device=device or "cpu"), **options)
-    return make_aligner(
-        "whisper", model=hparams["whisper_model"], device=device, dtype=hparams["dtype"], **options
-    )
+        return make_aligner(backend, bundle=tiny_whisper(device=device or "cpu"), **transformers_options)
+    return make_aligner(backend, model=model, device=device, dtype=hparams["dtype"], **transformers_options)
 
 
 def align(hparams: dict, device: str | None) -> int:
@@ -79,7 +100,10 @@ def align(hparams: dict, device: str | None) -> int:
         fsync=hparams["fsync"],
     ) as job:
         todo = job.pending(items)
-        aligner = build_aligner(hparams, device) if todo else None  # no model load when all is done
+        try:
+            aligner = build_aligner(hparams, device) if todo else None  # no model load when all is done
+        except WhisperLoadError as err:
+            raise SystemExit(f"align.py: {err}") from None
         batch_size = aligner.batch_size if aligner else 1
         for batch in job.track(todo, batch_size=batch_size):
             ready, audios, texts = [], [], []
@@ -178,7 +202,7 @@ def main(argv=None) -> int:
         return merge(hparams)
     if backend in IMPORTERS:
         return run_import(hparams)
-    if backend not in BACKENDS:
+    if backend not in BACKENDS and backend not in ALIASES:
         raise SystemExit(
             f"align.py: --backend={backend!r}: expected one of {', '.join(BACKENDS + IMPORTERS)}"
         )

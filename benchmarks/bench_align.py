@@ -182,12 +182,16 @@ def main(argv=None) -> list[tuple]:
     utts = sorted(sources)[: args.utterances]
     audios = [read_audio(sources[u]) for u in utts]
     seconds = sum(len(a) for a in audios) / SAMPLE_RATE
-    print(f"{len(audios)} fixture utterances, {seconds:.1f} s of audio; Whisper dims: {args.dims} (random weights)")
+    print(
+        f"{len(audios)} fixture utterances, {seconds:.1f} s of audio; Whisper dims: {args.dims} (random weights)"
+    )
     with tempfile.TemporaryDirectory() as workdir:
         rows = bench_whisper_backends(args, audios, Path(workdir))
     if rows:
         reference = next((row[3] for row in rows if row[0] == "transformers"), float("nan"))
-        print(f"\n{'backend':<16} {'compute':>8} {'batch':>5} {'RTF':>8} {'x real time':>11} {'vs transformers':>15} {'words/utt':>9}")
+        print(
+            f"\n{'backend':<16} {'compute':>8} {'batch':>5} {'RTF':>8} {'x real time':>11} {'vs transformers':>15} {'words/utt':>9}"
+        )
         for backend, compute, batch, rtf, words in rows:
             print(
                 f"{backend:<16} {compute:>8} {batch:>5} {rtf:>8.4f} {1 / rtf:>11.1f} {reference / rtf:>15.2f} {words:>9.1f}"
@@ -198,8 +202,12 @@ def main(argv=None) -> list[tuple]:
     if "pocketsphinx" in args.backends:
         texts = read_kaldi_map(FIXTURES / "text")
         with_text = [u for u in utts if u in texts] or sorted(texts)[: args.utterances]
-        ours, theirs = bench_pocketsphinx([read_audio(sources[u]) for u in with_text], [texts[u] for u in with_text])
-        print(f"\npocketsphinx:en-us  ours RTF {ours:.4f}  bare Decoder loop RTF {theirs:.4f}  ours/ref {ours / theirs:.2f}")
+        ours, theirs = bench_pocketsphinx(
+            [read_audio(sources[u]) for u in with_text], [texts[u] for u in with_text]
+        )
+        print(
+            f"\npocketsphinx:en-us  ours RTF {ours:.4f}  bare Decoder loop RTF {theirs:.4f}  ours/ref {ours / theirs:.2f}"
+        )
     return rows
 
 

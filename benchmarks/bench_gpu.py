@@ -127,7 +127,7 @@ def whisper_alignment(device: str, batches: list[int], tiny: bool) -> dict:
     rng = np.random.default_rng(0)
     audio = [rng.normal(0, 0.05, int(MEAN_SECONDS * 16000)).astype(np.float32) for _ in range(max(batches))]
     # ~2.5 tokens per second of speech: a real 12.3 s utterance decodes ~35 words + timestamps.
-    tokens = int(3 * MEAN_SECONDS)
+    tokens = 8 if tiny else int(3 * MEAN_SECONDS)  # the smoke test only checks the plumbing
     result = {"transformers": {}, "faster-whisper": {}}
     for batch in batches:
         aligner = WhisperAligner(bundle, batch_size=batch, max_new_tokens=tokens)
@@ -156,9 +156,12 @@ def whisper_alignment(device: str, batches: list[int], tiny: bool) -> dict:
     best = min(row["rtf"] for row in result["faster-whisper"].values())
     measured = cuda and not tiny
     result["target"] = {
+        "model": "tiny dims (smoke test)" if tiny else "Whisper-medium size",
         "faster_whisper_real_time": 1 / best,
         "target_real_time": TARGET_REAL_TIME,
-        "verdict": ("MET" if 1 / best >= TARGET_REAL_TIME else "NOT MET") if measured else "unmeasured (no GPU)",
+        "verdict": ("MET" if 1 / best >= TARGET_REAL_TIME else "NOT MET")
+        if measured
+        else "unmeasured (no GPU)",
     }
     return result
 
@@ -195,7 +198,7 @@ def main(argv=None) -> dict:
             )
     target = figures["whisper"]["target"]
     print(
-        f"faster-whisper, Whisper-medium size: {target['faster_whisper_real_time']:.1f}x real time "
+        f"faster-whisper, {target['model']}: {target['faster_whisper_real_time']:.1f}x real time "
         f"(target >= {TARGET_REAL_TIME:g}x on one H200): {target['verdict']}"
     )
     print(f"Whisper encoder (SR features): {figures['whisper']['encoder_utterances_per_s']:.1f} utterances/s")

@@ -38,7 +38,7 @@ from segreconcat_aug.jobs import (
     shard_files,
 )
 from segreconcat_aug.kaldi import PipeCommand, read_kaldi_map
-from segreconcat_aug.whisper import DEFAULT_MODELS, WhisperLoadError
+from segreconcat_aug.whisper import DEFAULT_MODELS, WhisperLoadError, check_model_folder
 
 logger = logging.getLogger("align")
 IMPORTERS = ("mfa", "ctm")
@@ -90,6 +90,12 @@ def align(hparams: dict, device: str | None) -> int:
     """Align every pending utterance of this shard; returns the exit status."""
     if not hparams["data_folder"]:
         raise SystemExit("align.py: --data_folder=<Kaldi folder or CSV manifest> is required")
+    backend = ALIASES.get(hparams["backend"], hparams["backend"])
+    if backend in DEFAULT_MODELS and hparams["whisper_model"] not in (None, "tiny-random-whisper"):
+        try:  # a wrong model folder stops the run before anything is written
+            check_model_folder(hparams["whisper_model"], backend)
+        except WhisperLoadError as err:
+            raise SystemExit(f"align.py: {err}") from None
     items = read_inputs(hparams["data_folder"], allow_pipes=hparams["allow_pipes"], root=hparams["data_root"])
     shard = resolve_shard(hparams["shard"])
     with Job(

@@ -263,3 +263,26 @@ def test_default_backend_killed_with_sigkill_then_resumed(tmp_path, ct2_model):
     ids = [json.loads(line)["id"] for line in out.read_text().splitlines()]
     assert len(ids) == len(set(ids))  # none duplicated
     assert sorted([*ids, *failures]) == sorted([*expected, "short"])  # none lost
+
+
+def test_recipe_refuses_a_model_folder_of_the_wrong_kind_before_writing(recipe, tmp_path, ct2_model):
+    folder = _folder(tmp_path / "data")
+    out = tmp_path / "cache.jsonl"
+    transformers_folder = str(Path(ct2_model).parent / "transformers")
+    with pytest.raises(
+        SystemExit, match=r"transformers: not a model for --backend=faster-whisper; expected a CTranslate2"
+    ):
+        recipe.main(
+            [HPARAMS, f"--data_folder={folder}", f"--output={out}", f"--whisper_model={transformers_folder}"]
+        )
+    with pytest.raises(SystemExit, match="expected an openai-whisper checkpoint"):
+        recipe.main(
+            [
+                HPARAMS,
+                f"--data_folder={folder}",
+                f"--output={out}",
+                "--backend=openai-whisper",
+                f"--whisper_model={ct2_model}",
+            ]
+        )
+    assert not list(tmp_path.glob("cache*"))  # nothing written

@@ -230,9 +230,10 @@ def load_faster_whisper(
         loaded = WhisperModel(
             model, device=kind, device_index=index, compute_type=compute, cpu_threads=cpu_threads
         )
-    except ValueError as err:  # e.g. a compute type the device does not support
+    except (OSError, ValueError, RuntimeError) as err:  # no hub (offline), a compute type the device lacks
         raise WhisperLoadError(
-            f"{model}: cannot load with compute_type={compute} on {device}: {err}"
+            f"{model}: cannot load for faster-whisper with compute_type={compute} on {device}: {err}. "
+            "Offline, pass a converted folder (docs/alignment.md, ct2-transformers-converter)"
         ) from err
     logger.info("loaded faster-whisper %s on %s (%s)", model, device, compute)
     return loaded
@@ -250,7 +251,12 @@ def load_openai_whisper(model: str = DEFAULT_MODELS["openai-whisper"], *, device
 
     check_model_folder(model, "openai-whisper")
     device = device or default_device()
-    loaded = whisper.load_model(model, device=device)
+    try:
+        loaded = whisper.load_model(model, device=device)
+    except (OSError, RuntimeError) as err:  # no download (offline), a damaged file
+        raise WhisperLoadError(
+            f"{model}: cannot load for openai-whisper on {device}: {err}. Offline, pass a local *.pt checkpoint"
+        ) from err
     logger.info("loaded openai-whisper %s on %s", model, device)
     return loaded
 

@@ -43,6 +43,7 @@ def ct2_model(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def openai_checkpoint(tmp_path_factory):
+    pytest.importorskip("whisper", reason="openai-whisper is in the dev extra: pip install -e '.[dev]'")
     return tiny_openai_whisper(tmp_path_factory.mktemp("ow") / "tiny.pt")
 
 

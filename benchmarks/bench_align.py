@@ -10,8 +10,9 @@ and the cost per token does not depend on the weights):
 - ``transformers``: :class:`segreconcat_aug.aligners.whisper.WhisperAligner` on
   :func:`segreconcat_aug.testing.tiny_whisper` with those dimensions, float32;
 - ``faster-whisper``: the *same* model converted by CTranslate2
-  (:func:`segreconcat_aug.testing.tiny_faster_whisper`), so it decodes the same tokens,
-  float32 and int8 (the CPU default);
+  (:func:`segreconcat_aug.testing.tiny_faster_whisper`): same weights and vocabulary (its
+  prompt lacks the language and task tokens, as CTranslate2 takes a vocabulary this small
+  for an English-only model, so its random words differ), float32 and int8 (the CPU default);
 - ``openai-whisper``: a random checkpoint of the same dimensions
   (:func:`segreconcat_aug.testing.tiny_openai_whisper`; its vocabulary is the real 51,864
   tokens, so its output layer is larger), batch 1, one temperature, the same token budget.

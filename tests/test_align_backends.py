@@ -112,6 +112,13 @@ def test_faster_whisper_bad_input_fails_alone_with_its_reason(faster, ct2_model)
     results = silent.align_batch([audio, fixture_audio("19-198-0001")])
     assert all(isinstance(r, AlignmentFailed) and "no words" in str(r) for r in results)
     assert silent.stats["no_words"] == 2
+    # openai-whisper's no-speech rule, made to fire on every window: its words are dropped.
+    rule = {"no_speech_threshold": 0.0, "log_prob_threshold": None}
+    skipping = FasterWhisperAligner(
+        ct2_model, device="cpu", compute_type="float32", max_new_tokens=8, options=rule
+    )
+    assert all(isinstance(r, AlignmentFailed) for r in skipping.align_batch([audio]))
+    assert skipping.stats["no_speech_windows"] == 1 and skipping.stats["no_words"] == 1
 
 
 def test_int8_on_cpu_runs(ct2_model):

@@ -11,7 +11,9 @@ through one encoder call and one batched ``generate`` of faster-whisper's
 ``BatchedInferencePipeline``, and the word timing then runs per utterance, so an
 utterance's words do not depend on its batch neighbours. As in openai-whisper's
 ``transcribe``: timestamp tokens on (segments split at them), the first timestamp at most
-1 s, greedy decoding (``num_beams`` 1), no voice activity filter. Unlike it: no temperature
+1 s, greedy decoding (``num_beams`` 1), a window with a likely no-speech token and a low
+log probability skipped (silence then has no words: a counted failure), no voice
+activity filter. Unlike it: no temperature
 fallback and no conditioning on the previous 30 s window (the batched pipeline has neither;
 both only matter for hard or long audio; ``--backend=openai-whisper`` is the exact reference).
 
@@ -166,6 +168,14 @@ class FasterWhisperAligner:
             results[k] = finish_words(words, len(audios[k]) / SAMPLE_RATE, self.stats)
         return results
 
+    def _no_speech(self, output: dict) -> bool:
+        """openai-whisper's rule for a silent window: a likely no-speech token and a low log
+        probability (the batched pipeline leaves it out; without it silence gets made-up words)."""
+        threshold, logprob = self.options.no_speech_threshold, self.options.log_prob_threshold
+        if threshold is None or output["no_speech_prob"] <= threshold:
+            return False
+        return logprob is None or output["avg_logprob"] <= logprob
+
     @staticmethod
     def _windows(audio: np.ndarray) -> list[tuple[float, np.ndarray]]:
         """``(offset seconds, samples)`` of the 30 s windows of one utterance."""
@@ -191,6 +201,9 @@ class FasterWhisperAligner:
         encoder_output, outputs = self.pipeline.generate_segment_batched(features, tokenizer, self.options)
         segments, sizes = [], []
         for (offset, piece), output in zip(chunks, outputs):
+            if self._no_speech(output):
+                output = dict(output, tokens=[])
+                self.stats["no_speech_windows"] += 1
             duration = len(piece) / SAMPLE_RATE
             size = int(ceil(duration) * model.frames_per_second)
             parts, _, _ = model._split_segments_by_timestamps(

@@ -1,34 +1,41 @@
-"""Real-time factor of the aligners per backend and batch size, ours vs a plain reference.
+"""Real-time factor of the Whisper backends side by side, same audio, same model size, CPU.
 
 Audio: the real LibriSpeech fixture utterances (tests/fixtures/librispeech, 16 kHz).
 RTF = processing seconds / audio seconds (lower is faster; 0.01 = 100x real time).
 
-- Whisper: ours (:class:`segreconcat_aug.aligners.whisper.WhisperAligner`, batched
-  ``generate`` with the attention mask, word grouping, clamping) beside the transformers
-  ``pipeline("automatic-speech-recognition", return_timestamps="word", batch_size=N)`` on
-  the same model, per batch size.
-- pocketsphinx: ours (:class:`segreconcat_aug.aligners.pocketsphinx.PocketsphinxAligner`:
-  normalization, OOV handling, validation) beside a bare ``Decoder`` loop
-  (``set_align_text`` + ``process_raw``) on the transcribed utterances.
+The three Whisper backends of ``recipes/align.py`` run random-weight models of the same
+dimensions (``--dims``: tiny, base, small or medium; the hub cannot be assumed reachable,
+and the cost per token does not depend on the weights):
 
-By default Whisper is the tiny random model of :func:`segreconcat_aug.testing.tiny_whisper`
-on the CPU: its numbers measure plumbing overhead only (its decoding length is arbitrary).
-Real numbers need the real model on a GPU::
+- ``transformers``: :class:`segreconcat_aug.aligners.whisper.WhisperAligner` on
+  :func:`segreconcat_aug.testing.tiny_whisper` with those dimensions, float32;
+- ``faster-whisper``: the *same* model converted by CTranslate2
+  (:func:`segreconcat_aug.testing.tiny_faster_whisper`): same weights and vocabulary (its
+  prompt lacks the language and task tokens, as CTranslate2 takes a vocabulary this small
+  for an English-only model, so its random words differ), float32 and int8 (the CPU default);
+- ``openai-whisper``: a random checkpoint of the same dimensions
+  (:func:`segreconcat_aug.testing.tiny_openai_whisper`; its vocabulary is the real 51,864
+  tokens, so its output layer is larger), batch 1, one temperature, the same token budget.
 
-    python benchmarks/bench_align.py --model openai/whisper-medium --device cuda --batch_sizes 1 8 16 32
+Every backend decodes at most ``--max_new_tokens`` tokens per utterance (a real 12 s
+utterance has ~35 words, ~45 tokens). The verdict line checks the target of issue 12:
+faster-whisper at least 3x faster than the transformers backend at equal model size.
+pocketsphinx (ours vs a bare ``Decoder`` loop) is printed after it.
 
-One run each, after one warm-up batch (no repeats): a ratio, not a statistic.
+One run each after one warm-up batch (no repeats): a ratio on this machine, not a statistic.
+On a GPU: ``benchmarks/bench_gpu.py`` (Whisper-medium size, GPU-hours for the challenge data).
 
 Usage::
 
-    python benchmarks/bench_align.py [--backends whisper pocketsphinx] [--batch_sizes 1 4 8]
-        [--model tiny-random-whisper] [--device cpu] [--max_new_tokens 24] [--utterances 12]
+    python benchmarks/bench_align.py [--dims base] [--batch_size 8] [--utterances 8]
+        [--max_new_tokens 40] [--backends transformers faster-whisper openai-whisper pocketsphinx]
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -39,114 +46,170 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from vpac_fixture import FIXTURES, fixture_utterances  # noqa: E402
 
 from segreconcat_aug.aligners.pocketsphinx import PocketsphinxAligner, normalize_transcript  # noqa: E402
-from segreconcat_aug.aligners.whisper import WhisperAligner  # noqa: E402
 from segreconcat_aug.audio import SAMPLE_RATE, read_audio  # noqa: E402
 from segreconcat_aug.kaldi import read_kaldi_map  # noqa: E402
 
+# Whisper's published sizes (transformers config names); openai-whisper's names below.
+DIMS = {
+    "tiny": {"d_model": 64, "encoder_layers": 2, "decoder_layers": 2, "heads": 2, "ffn": 128},
+    "base": {"d_model": 512, "encoder_layers": 6, "decoder_layers": 6, "heads": 8, "ffn": 2048},
+    "small": {"d_model": 768, "encoder_layers": 12, "decoder_layers": 12, "heads": 12, "ffn": 3072},
+    "medium": {"d_model": 1024, "encoder_layers": 24, "decoder_layers": 24, "heads": 16, "ffn": 4096},
+}
+TARGET_SPEEDUP = 3.0
 
-def _timed(function) -> float:
+
+def transformers_sizes(name: str) -> dict:
+    d = DIMS[name]
+    return {
+        "d_model": d["d_model"],
+        "encoder_layers": d["encoder_layers"],
+        "decoder_layers": d["decoder_layers"],
+        "encoder_attention_heads": d["heads"],
+        "decoder_attention_heads": d["heads"],
+        "encoder_ffn_dim": d["ffn"],
+        "decoder_ffn_dim": d["ffn"],
+    }
+
+
+def openai_sizes(name: str) -> dict:
+    d = DIMS[name]
+    return {
+        "n_audio_state": d["d_model"],
+        "n_audio_layer": d["encoder_layers"],
+        "n_audio_head": d["heads"],
+        "n_text_state": d["d_model"],
+        "n_text_layer": d["decoder_layers"],
+        "n_text_head": d["heads"],
+    }
+
+
+def rtf_of(aligner, audios: list[np.ndarray], batch_size: int) -> tuple[float, float]:
+    """``(RTF, words per utterance)`` after one warm-up batch."""
+    batches = [audios[k : k + batch_size] for k in range(0, len(audios), batch_size)]
+    aligner.align_batch(batches[0])
     start = time.perf_counter()
-    function()
-    return time.perf_counter() - start
+    results = [r for batch in batches for r in aligner.align_batch(batch)]
+    seconds = time.perf_counter() - start
+    words = [len(r) for r in results if isinstance(r, list)]
+    return seconds / (sum(len(a) for a in audios) / SAMPLE_RATE), float(np.mean(words)) if words else 0.0
 
 
-def bench_whisper(args, audios: list[np.ndarray]) -> list[tuple]:
-    from transformers import pipeline
+def bench_whisper_backends(args, audios: list[np.ndarray], workdir: Path) -> list[tuple]:
+    from segreconcat_aug.testing import tiny_faster_whisper, tiny_openai_whisper, tiny_whisper
 
-    if args.model == "tiny-random-whisper":
-        from segreconcat_aug.testing import tiny_whisper
-
-        bundle = tiny_whisper(device=args.device)
-    else:
-        from segreconcat_aug.whisper import load_whisper
-
-        bundle = load_whisper(args.model, device=args.device, dtype=args.dtype)
-    aligner = WhisperAligner(bundle=bundle, max_new_tokens=args.max_new_tokens)
-    reference = pipeline(
-        "automatic-speech-recognition",
-        model=bundle.model,
-        tokenizer=bundle.tokenizer,
-        feature_extractor=bundle.feature_extractor,
-        device=bundle.device,
-        dtype=bundle.dtype,
-    )
-    generate = {"max_new_tokens": args.max_new_tokens} if args.max_new_tokens else {}
-    if bundle.multilingual:
-        generate.update(language="en", task="transcribe")
-    seconds = sum(len(a) for a in audios) / SAMPLE_RATE
     rows = []
-    for batch_size in args.batch_sizes:
-        batches = [audios[k : k + batch_size] for k in range(0, len(audios), batch_size)]
-        aligner.align_batch(batches[0])  # warm-up
-        start = time.perf_counter()
-        for batch in batches:
-            aligner.align_batch(batch)
-        ours = time.perf_counter() - start
-        options = {"return_timestamps": "word", "batch_size": batch_size, "generate_kwargs": generate}
-        try:
-            # Fresh input dicts each call: the pipeline pops their keys.
-            reference([{"raw": a, "sampling_rate": SAMPLE_RATE} for a in batches[0]], **options)  # warm-up
-            inputs = [{"raw": a, "sampling_rate": SAMPLE_RATE} for a in audios]
-            start = time.perf_counter()
-            reference(inputs, **options)
-            theirs = time.perf_counter() - start
-        except Exception as err:  # the reference is optional: report why it did not run
-            print(f"  (pipeline reference failed at batch {batch_size}: {type(err).__name__}: {err})")
-            theirs = float("nan")
-        rows.append((f"whisper:{bundle.name}", batch_size, ours / seconds, theirs / seconds))
+    if "transformers" in args.backends:
+        from segreconcat_aug.aligners.whisper import WhisperAligner
+
+        aligner = WhisperAligner(
+            bundle=tiny_whisper(**transformers_sizes(args.dims)),
+            batch_size=args.batch_size,
+            max_new_tokens=args.max_new_tokens,
+        )
+        rows.append(("transformers", "float32", args.batch_size, *rtf_of(aligner, audios, args.batch_size)))
+    if "faster-whisper" in args.backends:
+        from segreconcat_aug.aligners.faster_whisper import FasterWhisperAligner
+
+        folder = tiny_faster_whisper(workdir / "fw", **transformers_sizes(args.dims))
+        for compute_type in ("float32", "int8"):
+            aligner = FasterWhisperAligner(
+                folder,
+                device="cpu",
+                compute_type=compute_type,
+                batch_size=args.batch_size,
+                max_new_tokens=args.max_new_tokens,
+            )
+            rows.append(
+                ("faster-whisper", compute_type, args.batch_size, *rtf_of(aligner, audios, args.batch_size))
+            )
+    if "openai-whisper" in args.backends:
+        from segreconcat_aug.aligners.openai_whisper import OpenAIWhisperAligner
+
+        checkpoint = tiny_openai_whisper(workdir / "openai.pt", **openai_sizes(args.dims))
+        options = {"temperature": 0.0, "sample_len": args.max_new_tokens, "condition_on_previous_text": False}
+        aligner = OpenAIWhisperAligner(checkpoint, device="cpu", options=options)
+        rows.append(("openai-whisper", "float32", 1, *rtf_of(aligner, audios, 1)))
     return rows
 
 
-def bench_pocketsphinx(args, audios: list[np.ndarray], texts: list[str]) -> list[tuple]:
+def bench_pocketsphinx(audios: list[np.ndarray], texts: list[str]) -> tuple[float, float]:
+    """``(ours RTF, bare decoder RTF)``."""
     from pocketsphinx import Decoder
 
     aligner = PocketsphinxAligner()
     aligner.align(audios[0], texts[0])  # warm-up (loads the model)
-    ours = _timed(lambda: [aligner.align(a, t) for a, t in zip(audios, texts)])
+    start = time.perf_counter()
+    for audio, text in zip(audios, texts):
+        aligner.align(audio, text)
+    ours = time.perf_counter() - start
     decoder = Decoder(samprate=SAMPLE_RATE, bestpath=False, loglevel="FATAL")
     for word, phones in aligner._added.items():  # same dictionary: OOV words added by ours
         decoder.add_word(word, phones, True)
-
-    def bare():
-        for audio, text in zip(audios, texts):
-            decoder.set_align_text(" ".join(normalize_transcript(text)))
-            decoder.start_utt()
-            decoder.process_raw((np.clip(audio, -1, 1) * 32767).astype("<i2").tobytes(), full_utt=True)
-            decoder.end_utt()
-            list(decoder.seg())
-
-    theirs = _timed(bare)
+    start = time.perf_counter()
+    for audio, text in zip(audios, texts):
+        decoder.set_align_text(" ".join(normalize_transcript(text)))
+        decoder.start_utt()
+        decoder.process_raw((np.clip(audio, -1, 1) * 32767).astype("<i2").tobytes(), full_utt=True)
+        decoder.end_utt()
+        list(decoder.seg())
+    theirs = time.perf_counter() - start
     seconds = sum(len(a) for a in audios) / SAMPLE_RATE
-    return [("pocketsphinx:en-us", 1, ours / seconds, theirs / seconds)]
+    return ours / seconds, theirs / seconds
 
 
-def main(argv=None) -> None:
+def verdict(rows: list[tuple]) -> str | None:
+    """The target line: best faster-whisper RTF against the transformers backend's."""
+    reference = [row[3] for row in rows if row[0] == "transformers"]
+    faster = [row[3] for row in rows if row[0] == "faster-whisper"]
+    if not (reference and faster):
+        return None
+    speedup = reference[0] / min(faster)
+    met = "MET" if speedup >= TARGET_SPEEDUP else "NOT MET"
+    return f"faster-whisper is {speedup:.1f}x the transformers backend at equal size (target >= {TARGET_SPEEDUP:g}x): {met}"
+
+
+def main(argv=None) -> list[tuple]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--backends", nargs="+", default=["whisper", "pocketsphinx"])
-    parser.add_argument("--batch_sizes", nargs="+", type=int, default=[1, 4, 8])
-    parser.add_argument("--model", default="tiny-random-whisper")
-    parser.add_argument("--device", default="cpu")
-    parser.add_argument("--dtype", default="auto")
-    parser.add_argument("--max_new_tokens", type=int, default=24, help="0: the model's limit")
-    parser.add_argument("--utterances", type=int, default=12)
-    args = parser.parse_args(argv)
-    args.max_new_tokens = args.max_new_tokens or None
-    sources = fixture_utterances()
-    texts = read_kaldi_map(FIXTURES / "text")
-    rows = []
-    if "whisper" in args.backends:
-        utts = sorted(sources)[: args.utterances]
-        rows += bench_whisper(args, [read_audio(sources[u]) for u in utts])
-    if "pocketsphinx" in args.backends:
-        utts = sorted(texts)[: args.utterances]
-        rows += bench_pocketsphinx(args, [read_audio(sources[u]) for u in utts], [texts[u] for u in utts])
-    print(f"\n{'aligner':<34} {'batch':>5} {'ours RTF':>9} {'reference RTF':>14} {'ours/ref':>9}")
-    for name, batch, ours, theirs in rows:
-        print(f"{name:<34} {batch:>5} {ours:>9.4f} {theirs:>14.4f} {ours / theirs:>9.2f}")
-    print(
-        "\nreference: transformers ASR pipeline (whisper), bare pocketsphinx Decoder loop (pocketsphinx)."
-        "\nThe tiny random Whisper on CPU measures overhead only; run the real model on a GPU for RTFs."
+    parser.add_argument(
+        "--backends", nargs="+", default=["transformers", "faster-whisper", "openai-whisper", "pocketsphinx"]
     )
+    parser.add_argument("--dims", choices=sorted(DIMS), default="base")
+    parser.add_argument("--batch_size", type=int, default=8)
+    parser.add_argument("--max_new_tokens", type=int, default=40)
+    parser.add_argument("--utterances", type=int, default=8)
+    args = parser.parse_args(argv)
+    sources = fixture_utterances()
+    utts = sorted(sources)[: args.utterances]
+    audios = [read_audio(sources[u]) for u in utts]
+    seconds = sum(len(a) for a in audios) / SAMPLE_RATE
+    print(
+        f"{len(audios)} fixture utterances, {seconds:.1f} s of audio; Whisper dims: {args.dims} (random weights)"
+    )
+    with tempfile.TemporaryDirectory() as workdir:
+        rows = bench_whisper_backends(args, audios, Path(workdir))
+    if rows:
+        reference = next((row[3] for row in rows if row[0] == "transformers"), float("nan"))
+        print(
+            f"\n{'backend':<16} {'compute':>8} {'batch':>5} {'RTF':>8} {'x real time':>11} {'vs transformers':>15} {'words/utt':>9}"
+        )
+        for backend, compute, batch, rtf, words in rows:
+            print(
+                f"{backend:<16} {compute:>8} {batch:>5} {rtf:>8.4f} {1 / rtf:>11.1f} {reference / rtf:>15.2f} {words:>9.1f}"
+            )
+        line = verdict(rows)
+        if line:
+            print("\n" + line)
+    if "pocketsphinx" in args.backends:
+        texts = read_kaldi_map(FIXTURES / "text")
+        with_text = [u for u in utts if u in texts] or sorted(texts)[: args.utterances]
+        ours, theirs = bench_pocketsphinx(
+            [read_audio(sources[u]) for u in with_text], [texts[u] for u in with_text]
+        )
+        print(
+            f"\npocketsphinx:en-us  ours RTF {ours:.4f}  bare Decoder loop RTF {theirs:.4f}  ours/ref {ours / theirs:.2f}"
+        )
+    return rows
 
 
 if __name__ == "__main__":

@@ -3,9 +3,12 @@
 1. Training step of the paper's ECAPA-TDNN (hparams/ecapa_segreconcat.yaml: 1024 channels,
    Fbank, AAM softmax, Adam), fp32 beside bf16 autocast: samples/s and the GPU-hours of one
    epoch of one system (104k utterances, 2 x 3 s crops per 12.3 s utterance x 2 for concat).
-2. Whisper word timestamps with a whisper-medium-sized model (random weights: the hub cannot
-   be reached from the GPU machine either; the cost per token is the same), fp16, through the
-   project's aligner: real-time factor and the hours for 7 x 104k utterances.
+2. Whisper word timestamps with Whisper-medium-sized models (random weights: the hub cannot
+   be reached from the GPU machine either; the cost per token is the same), fp16, through
+   each backend's aligner: faster-whisper (the default; the random transformers model
+   converted by CTranslate2, batched), transformers (batched) and openai-whisper (the
+   authors' tool, batch 1): real-time factor and the GPU-hours for the challenge's training
+   data (7 systems x ~363 h). Target: faster-whisper >= 100x real time on one H200.
 3. Whisper-medium encoder features (the SR strategy), utterances/s.
 
 Usage::
@@ -13,7 +16,8 @@ Usage::
     python benchmarks/bench_gpu.py --device cuda --out gpu.json      # on a GPU machine, ~3 minutes
     python benchmarks/bench_gpu.py --device cpu --tiny               # a smoke test of this script
 
-Figures are printed side by side (fp32 vs bf16; ours per batch size) and saved as JSON.
+Figures are printed side by side (fp32 vs bf16; each Whisper backend per batch size) and saved
+as JSON. Without a GPU the Whisper-medium target is reported as unmeasured.
 """
 
 from __future__ import annotations
@@ -31,6 +35,9 @@ from hyperpyyaml import load_hyperpyyaml
 REPO = Path(__file__).resolve().parents[1]
 UTTERANCES = 104_014  # train-clean-360, per system
 MEAN_SECONDS = 12.3
+SYSTEMS = 7
+HOURS_PER_SYSTEM = 363.0  # anonymized train-clean-360 audio per system
+TARGET_REAL_TIME = 100.0  # faster-whisper, Whisper-medium, one H200
 MEDIUM = {
     "d_model": 1024,
     "encoder_layers": 24,
@@ -39,6 +46,14 @@ MEDIUM = {
     "decoder_attention_heads": 16,
     "encoder_ffn_dim": 4096,
     "decoder_ffn_dim": 4096,
+}
+OPENAI_MEDIUM = {
+    "n_audio_state": 1024,
+    "n_audio_layer": 24,
+    "n_audio_head": 16,
+    "n_text_state": 1024,
+    "n_text_layer": 24,
+    "n_text_head": 16,
 }
 
 
@@ -85,35 +100,71 @@ def ecapa_step(device: str, batch: int, steps: int, tiny: bool) -> dict:
     return result
 
 
+def _gpu_hours(rtf: float) -> float:
+    """GPU-hours to align the challenge's training data (7 systems x ~363 h) at ``rtf``."""
+    return SYSTEMS * HOURS_PER_SYSTEM * rtf
+
+
+def _timed_rtf(aligner, audio: list, batch: int, device: str) -> float:
+    aligner.align_batch(audio[:batch])  # warm-up
+    _sync(device)
+    start = time.perf_counter()
+    aligner.align_batch(audio[:batch])
+    _sync(device)
+    return (time.perf_counter() - start) / (batch * MEAN_SECONDS)
+
+
 def whisper_alignment(device: str, batches: list[int], tiny: bool) -> dict:
-    """Real-time factor of batched word-timestamp decoding, fp16 on GPU."""
+    """Real-time factor of word-timestamp decoding per backend, fp16 on GPU, and the GPU-hours."""
+    from segreconcat_aug.aligners.faster_whisper import FasterWhisperAligner
+    from segreconcat_aug.aligners.openai_whisper import OpenAIWhisperAligner
     from segreconcat_aug.aligners.whisper import WhisperAligner
-    from segreconcat_aug.testing import tiny_whisper
+    from segreconcat_aug.testing import tiny_faster_whisper, tiny_openai_whisper, tiny_whisper
     from segreconcat_aug.whisper import encoder_features
 
-    dtype = torch.float16 if device.startswith("cuda") else torch.float32
-    bundle = tiny_whisper(0, device=device, dtype=dtype, **({} if tiny else MEDIUM))
+    cuda = device.startswith("cuda")
+    dtype = torch.float16 if cuda else torch.float32
+    sizes = {} if tiny else MEDIUM
+    bundle = tiny_whisper(0, device=device, dtype=dtype, **sizes)
     rng = np.random.default_rng(0)
     audio = [rng.normal(0, 0.05, int(MEAN_SECONDS * 16000)).astype(np.float32) for _ in range(max(batches))]
-    result = {}
+    # ~2.5 tokens per second of speech: a real 12.3 s utterance decodes ~35 words + timestamps.
+    tokens = 8 if tiny else int(3 * MEAN_SECONDS)  # the smoke test only checks the plumbing
+    result = {"transformers": {}, "faster-whisper": {}}
     for batch in batches:
-        # ~2.5 tokens per second of speech: a real 12.3 s utterance decodes ~35 words + timestamps.
-        aligner = WhisperAligner(bundle, batch_size=batch, max_new_tokens=int(3 * MEAN_SECONDS))
-        aligner.align_batch(audio[:batch])  # warm-up
-        _sync(device)
-        start = time.perf_counter()
-        aligner.align_batch(audio[:batch])
-        _sync(device)
-        seconds = time.perf_counter() - start
-        rtf = seconds / (batch * MEAN_SECONDS)
-        result[f"batch{batch}"] = {
-            "rtf": rtf,
-            "gpu_hours_7_systems": 7 * UTTERANCES * MEAN_SECONDS * rtf / 3600,
-        }
+        aligner = WhisperAligner(bundle, batch_size=batch, max_new_tokens=tokens)
+        rtf = _timed_rtf(aligner, audio, batch, device)
+        result["transformers"][f"batch{batch}"] = {"rtf": rtf, "gpu_hours_7_systems": _gpu_hours(rtf)}
     start = time.perf_counter()
     encoder_features(bundle, audio, batch_size=max(batches))
     _sync(device)
     result["encoder_utterances_per_s"] = len(audio) / (time.perf_counter() - start)
+    del bundle
+    with tempfile.TemporaryDirectory() as workdir:
+        folder = tiny_faster_whisper(Path(workdir) / "fw", **sizes)
+        for batch in batches:
+            aligner = FasterWhisperAligner(
+                folder, device=device, compute_type="auto", batch_size=batch, max_new_tokens=tokens
+            )
+            rtf = _timed_rtf(aligner, audio, batch, device)
+            result["faster-whisper"][f"batch{batch}"] = {"rtf": rtf, "gpu_hours_7_systems": _gpu_hours(rtf)}
+            del aligner
+        openai_sizes = {} if tiny else OPENAI_MEDIUM
+        checkpoint = tiny_openai_whisper(Path(workdir) / "openai.pt", **openai_sizes)
+        options = {"temperature": 0.0, "sample_len": tokens, "condition_on_previous_text": False}
+        aligner = OpenAIWhisperAligner(checkpoint, device=device, options=options)
+        rtf = _timed_rtf(aligner, audio, 1, device)
+        result["openai-whisper"] = {"batch1": {"rtf": rtf, "gpu_hours_7_systems": _gpu_hours(rtf)}}
+    best = min(row["rtf"] for row in result["faster-whisper"].values())
+    measured = cuda and not tiny
+    result["target"] = {
+        "model": "tiny dims (smoke test)" if tiny else "Whisper-medium size",
+        "faster_whisper_real_time": 1 / best,
+        "target_real_time": TARGET_REAL_TIME,
+        "verdict": ("MET" if 1 / best >= TARGET_REAL_TIME else "NOT MET")
+        if measured
+        else "unmeasured (no GPU)",
+    }
     return result
 
 
@@ -141,11 +192,17 @@ def main(argv=None) -> dict:
     print(f"bf16 vs fp32: {speedup:.2f}x")
     batches = [int(b) for b in args.whisper_batches.split(",")]
     figures["whisper"] = whisper_alignment(args.device, batches, args.tiny)
-    for batch in batches:
-        row = figures["whisper"][f"batch{batch}"]
-        print(
-            f"Whisper word timestamps batch {batch:3d}: RTF {row['rtf']:.4f}  {row['gpu_hours_7_systems']:.1f} h for 7 x 104k"
-        )
+    for backend in ("faster-whisper", "transformers", "openai-whisper"):
+        for key, row in figures["whisper"][backend].items():
+            print(
+                f"Whisper word timestamps {backend:<15} {key:>8}: RTF {row['rtf']:.4f} "
+                f"({1 / row['rtf']:7.1f}x real time)  {row['gpu_hours_7_systems']:8.1f} GPU-h for 7 x {HOURS_PER_SYSTEM:g} h"
+            )
+    target = figures["whisper"]["target"]
+    print(
+        f"faster-whisper, {target['model']}: {target['faster_whisper_real_time']:.1f}x real time "
+        f"(target >= {TARGET_REAL_TIME:g}x on one H200): {target['verdict']}"
+    )
     print(f"Whisper encoder (SR features): {figures['whisper']['encoder_utterances_per_s']:.1f} utterances/s")
     if args.out:
         Path(args.out).write_text(json.dumps(figures, indent=2) + "\n")

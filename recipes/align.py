@@ -1,6 +1,10 @@
 #!/usr/bin/env python3
 """Word alignments of a data folder into the alignment cache (see docs/alignment.md).
 
+Default backend: faster-whisper with Whisper-medium (openai-whisper's word timing, batched);
+``--backend=openai-whisper`` is the authors' own tool, ``--backend=transformers`` the
+transformers one, ``--backend=pocketsphinx`` forced alignment to the transcript.
+
 Usage::
 
     python recipes/align.py hparams/align.yaml --data_folder=<folder> --output=<x.jsonl>
@@ -18,7 +22,7 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-from segreconcat_aug.aligners import BACKENDS, make_aligner
+from segreconcat_aug.aligners import ALIASES, BACKENDS, make_aligner
 from segreconcat_aug.aligners.importers import import_ctm, import_textgrids
 from segreconcat_aug.alignment import UtteranceAlignment
 from segreconcat_aug.audio import SAMPLE_RATE, AudioReadError, audio_duration
@@ -35,6 +39,7 @@ from segreconcat_aug.jobs import (
     shard_files,
 )
 from segreconcat_aug.kaldi import PipeCommand, read_kaldi_map
+from segreconcat_aug.whisper import DEFAULT_MODELS, WhisperLoadError, check_model_folder
 
 logger = logging.getLogger("align")
 IMPORTERS = ("mfa", "ctm")
@@ -42,7 +47,7 @@ IMPORTERS = ("mfa", "ctm")
 
 def build_aligner(hparams: dict, device: str | None):
     """The aligner named by ``backend`` with its YAML options."""
-    backend = hparams["backend"]
+    backend = ALIASES.get(hparams["backend"], hparams["backend"])
     if backend == "pocketsphinx":
         return make_aligner(
             "pocketsphinx",
@@ -50,26 +55,48 @@ def build_aligner(hparams: dict, device: str | None):
             recognize_without_transcript=hparams["recognize_without_transcript"],
             wide_beam_retry=hparams["wide_beam_retry"],
         )
-    options = dict(
+    model = hparams["whisper_model"] or DEFAULT_MODELS[backend]
+    options = hparams["transcribe_options"] or {}
+    if backend == "faster-whisper":
+        return make_aligner(
+            backend,
+            model=model,
+            device=device,
+            compute_type=hparams["compute_type"],
+            batch_size=hparams["batch_size"],
+            language=hparams["language"],
+            max_new_tokens=hparams["max_new_tokens"],
+            num_beams=hparams["num_beams"],
+            options=options,
+        )
+    if backend == "openai-whisper":
+        return make_aligner(
+            backend, model=model, device=device, language=hparams["language"], options=options
+        )
+    transformers_options = dict(
         batch_size=hparams["batch_size"],
-        language=hparams["language"],
+        language=hparams["language"] or "en",
         max_new_tokens=hparams["max_new_tokens"],
         num_beams=hparams["num_beams"],
     )
-    if hparams["whisper_model"] == "tiny-random-whisper":
+    if model == "tiny-random-whisper":
         from segreconcat_aug.testing import tiny_whisper
 
         logger.warning("tiny-random-whisper has random weights: its words are meaningless (tests only)")
-        return make_aligner("whisper", bundle=tiny_whisper(device=device or "cpu"), **options)
-    return make_aligner(
-        "whisper", model=hparams["whisper_model"], device=device, dtype=hparams["dtype"], **options
-    )
+        return make_aligner(backend, bundle=tiny_whisper(device=device or "cpu"), **transformers_options)
+    return make_aligner(backend, model=model, device=device, dtype=hparams["dtype"], **transformers_options)
 
 
 def align(hparams: dict, device: str | None) -> int:
     """Align every pending utterance of this shard; returns the exit status."""
     if not hparams["data_folder"]:
         raise SystemExit("align.py: --data_folder=<Kaldi folder or CSV manifest> is required")
+    backend = ALIASES.get(hparams["backend"], hparams["backend"])
+    if backend in DEFAULT_MODELS and hparams["whisper_model"] not in (None, "tiny-random-whisper"):
+        try:  # a wrong model folder stops the run before anything is written
+            check_model_folder(hparams["whisper_model"], backend)
+        except WhisperLoadError as err:
+            raise SystemExit(f"align.py: {err}") from None
     items = read_inputs(hparams["data_folder"], allow_pipes=hparams["allow_pipes"], root=hparams["data_root"])
     shard = resolve_shard(hparams["shard"])
     with Job(
@@ -80,7 +107,10 @@ def align(hparams: dict, device: str | None) -> int:
         fsync=hparams["fsync"],
     ) as job:
         todo = job.pending(items)
-        aligner = build_aligner(hparams, device) if todo else None  # no model load when all is done
+        try:
+            aligner = build_aligner(hparams, device) if todo else None  # no model load when all is done
+        except WhisperLoadError as err:
+            raise SystemExit(f"align.py: {err}") from None
         batch_size = aligner.batch_size if aligner else 1
         for batch in job.track(todo, batch_size=batch_size):
             ready, audios, texts = [], [], []
@@ -179,7 +209,7 @@ def main(argv=None) -> int:
         return merge(hparams)
     if backend in IMPORTERS:
         return run_import(hparams)
-    if backend not in BACKENDS:
+    if backend not in BACKENDS and backend not in ALIASES:
         raise SystemExit(
             f"align.py: --backend={backend!r}: expected one of {', '.join(BACKENDS + IMPORTERS)}"
         )

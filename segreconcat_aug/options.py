@@ -202,7 +202,9 @@ OPTION_RULES: dict[str, Rule] = {
     "eval_save_every": number(ge=1, integer=True),
     "eval_det_plot": FLAG,
     # Alignment and order jobs
-    "backend": one_of("whisper", "pocketsphinx", "mfa", "ctm"),
+    "backend": one_of(
+        "faster-whisper", "openai-whisper", "transformers", "whisper", "pocketsphinx", "mfa", "ctm"
+    ),
     "dtype": one_of("auto", "float32", "float16", "bfloat16"),
     "oov": one_of("add", "skip"),
     "allow_pipes": FLAG,

@@ -139,3 +139,70 @@ def tiny_whisper(seed: int = 0, *, device: str = "cpu", dtype=torch.float32, **s
     )
     bundle = WhisperBundle(model, WhisperFeatureExtractor(), tokenizer, "tiny-random-whisper", device, dtype)
     return prepare(bundle)
+
+
+def tiny_faster_whisper(folder, seed: int = 0, **sizes) -> str:
+    """:func:`tiny_whisper` converted to CTranslate2 in ``folder`` (for faster-whisper); its path.
+
+    The transformers model is saved to ``folder/transformers`` and converted by CTranslate2's
+    ``TransformersConverter`` into ``folder/ctranslate2`` with the tokenizer and feature
+    extractor files faster-whisper reads: the same weights, vocabulary and suppressed tokens
+    as :func:`tiny_whisper`. CTranslate2 takes a vocabulary under 51,865 tokens for an
+    English-only model (no language and task tokens in the prompt), so the two backends'
+    random words differ. ``sizes`` as there.
+    """
+    from pathlib import Path
+
+    from ctranslate2.converters import TransformersConverter
+
+    folder = Path(folder)
+    source, target = folder / "transformers", folder / "ctranslate2"
+    bundle = tiny_whisper(seed, **sizes)
+    for part in (bundle.model, bundle.tokenizer, bundle.feature_extractor):
+        part.save_pretrained(source)
+    converter = TransformersConverter(str(source), copy_files=["tokenizer.json", "preprocessor_config.json"])
+    converter.convert(str(target), force=True)
+    return str(target)
+
+
+OPENAI_TINY_DIMS = {
+    "n_mels": 80,
+    "n_audio_ctx": 1500,
+    "n_audio_state": 64,
+    "n_audio_head": 2,
+    "n_audio_layer": 2,
+    "n_vocab": 51864,  # openai-whisper's English-only tokenizer (GPT-2 + Whisper's special tokens)
+    "n_text_ctx": 448,
+    "n_text_state": 64,
+    "n_text_head": 2,
+    "n_text_layer": 2,
+}
+
+
+def tiny_openai_whisper(path, seed: int = 0, **dims) -> str:
+    """A random openai-whisper checkpoint (``ModelDimensions`` + state dict) written to ``path``.
+
+    ``whisper.load_model(path)`` loads it like a downloaded one. The output rows of the
+    one-letter words `` a`` ... `` z`` are scaled up as in :func:`tiny_whisper`, so the random
+    decoder writes words rather than only timestamps. ``dims`` override
+    :data:`OPENAI_TINY_DIMS` (e.g. Whisper-medium's for a benchmark).
+    """
+    import dataclasses
+
+    from whisper.model import ModelDimensions, Whisper
+    from whisper.tokenizer import get_tokenizer
+
+    dimensions = ModelDimensions(**{**OPENAI_TINY_DIMS, **dims})
+    with torch.random.fork_rng():
+        torch.manual_seed(seed)
+        model = Whisper(dimensions)
+        # openai-whisper leaves the decoder's positions uninitialized (torch.empty): a checkpoint
+        # always fills them. Random ones keep the model (and its output) deterministic.
+        torch.nn.init.normal_(model.decoder.positional_embedding, std=0.01)
+    tokenizer = get_tokenizer(multilingual=dimensions.n_vocab >= 51865)
+    word_starts = [tokenizer.encode(" " + letter)[0] for letter in LETTERS]
+    with torch.no_grad():
+        model.decoder.token_embedding.weight[word_starts] *= TEXT_BOOST
+    state = {"dims": dataclasses.asdict(dimensions), "model_state_dict": model.state_dict()}
+    torch.save(state, path)
+    return str(path)

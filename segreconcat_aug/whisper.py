@@ -1,11 +1,20 @@
-"""Loading Whisper (transformers) for word timestamps and for encoder features.
+"""Loading Whisper for word timestamps and for encoder features, for each backend.
+
+Three backends give word timestamps (see docs/alignment.md): ``faster-whisper``
+(CTranslate2, :func:`load_faster_whisper`), ``openai-whisper`` (the authors' tool,
+:func:`load_openai_whisper`) and ``transformers`` (:func:`load_whisper`). A local model
+folder is checked against what its backend reads (:func:`check_model_folder`), so a wrong
+folder gives one message naming it and what was expected.
 
 One :class:`WhisperBundle` holds the model, feature extractor and tokenizer on a device
 and dtype. The aligner (:mod:`segreconcat_aug.aligners.whisper`) decodes with it; the
 semantic strategy uses :func:`encoder_pooled` (each word segment encoded on its own, the
 paper's SR) or :func:`encoder_features` (frames of 20 ms, 50 per second, of a whole utterance).
 
-Word timestamps need ``generation_config.alignment_heads`` (the cross-attention heads
+Word timestamps through transformers need a release where a token's timestamp is the *end*
+of the token (transformers pull request 36632, first released in 4.50.0):
+:func:`check_token_timestamp_convention` refuses an older one. They also need
+``generation_config.alignment_heads`` (the cross-attention heads
 that follow the audio; published for every OpenAI checkpoint). :func:`load_whisper`
 refuses a model without them rather than producing meaningless times.
 
@@ -29,6 +38,7 @@ from __future__ import annotations
 import logging
 import math
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -39,6 +49,10 @@ from .errors import UserError
 logger = logging.getLogger(__name__)
 
 DEFAULT_MODEL = "openai/whisper-medium"
+# The paper's Whisper-medium under each backend's name for it.
+DEFAULT_MODELS = {"faster-whisper": "medium", "openai-whisper": "medium", "transformers": DEFAULT_MODEL}
+# transformers pull request 36632 ("timestamp token is end of token time") first shipped here.
+END_OF_TOKEN_TRANSFORMERS = "4.50.0"
 WINDOW_SECONDS = 30.0
 FRAME_SECONDS = 0.02  # one encoder frame: 2 mel hops of 10 ms
 SAMPLES_PER_FRAME = int(SAMPLE_RATE * FRAME_SECONDS)
@@ -89,6 +103,168 @@ def resolve_dtype(dtype, device: str) -> torch.dtype:
     return _DTYPES[dtype]
 
 
+def installed_transformers() -> str:
+    """The version of the transformers package this process imports."""
+    import transformers
+
+    return transformers.__version__
+
+
+def check_token_timestamp_convention(version: str | None = None) -> None:
+    """Refuse a transformers release that times a token by its start (before 4.50.0).
+
+    Our word grouping (:func:`segreconcat_aug.aligners.whisper.tokens_to_words`) reads
+    ``token_timestamps[i]`` as the end of token ``i``, the convention of transformers pull
+    request 36632; with an older release every word would silently shift by one token.
+
+    >>> check_token_timestamp_convention("4.50.0")
+    >>> check_token_timestamp_convention("4.49.0")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    segreconcat_aug.whisper.WhisperLoadError: transformers 4.49.0 ...
+    """
+    from packaging.version import Version
+
+    version = installed_transformers() if version is None else version
+    if Version(version) < Version(END_OF_TOKEN_TRANSFORMERS):
+        raise WhisperLoadError(
+            f"transformers {version} times each Whisper token by its start, so word times would "
+            f"shift by one token (fixed by transformers pull request 36632): "
+            f"pip install 'transformers>={END_OF_TOKEN_TRANSFORMERS}', or use --backend=faster-whisper"
+        )
+
+
+# What each backend reads from a local model (folder or file), for one clear message.
+MODEL_LAYOUTS = {
+    "faster-whisper": "a CTranslate2 Whisper folder (model.bin, config.json, tokenizer.json; written by "
+    "ct2-transformers-converter --copy_files tokenizer.json preprocessor_config.json) or a size name "
+    "such as medium",
+    "openai-whisper": "an openai-whisper checkpoint file (*.pt holding dims and model_state_dict) or a "
+    "size name such as medium",
+    "transformers": "a transformers Whisper folder (config.json with model_type whisper, weights, "
+    "tokenizer and preprocessor files) or a hub name such as openai/whisper-medium",
+}
+
+
+def check_model_folder(model: str, backend: str) -> None:
+    """Raise :class:`WhisperLoadError` when ``model`` is a local path its backend cannot read.
+
+    Names that are not local paths (hub names, openai-whisper sizes) pass: the backend
+    resolves them.
+
+    >>> check_model_folder("medium", "faster-whisper")
+    >>> check_model_folder(".", "faster-whisper")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    segreconcat_aug.whisper.WhisperLoadError: .: not a model for --backend=faster-whisper; expected a CTranslate2 ...
+    """
+    path = Path(model)
+    if not path.exists():
+        return
+    if backend == "faster-whisper":
+        ok = path.is_dir() and all((path / name).is_file() for name in ("model.bin", "config.json"))
+        ok = ok and (path / "tokenizer.json").is_file()
+    elif backend == "openai-whisper":
+        ok = path.is_file() and _is_openai_checkpoint(path)
+    else:
+        ok = path.is_dir() and _config_model_type(path / "config.json") == "whisper"
+    if not ok:
+        raise WhisperLoadError(
+            f"{model}: not a model for --backend={backend}; expected {MODEL_LAYOUTS[backend]}"
+        )
+
+
+def _config_model_type(config: Path) -> str | None:
+    import json
+
+    try:
+        return json.loads(config.read_text(encoding="utf-8")).get("model_type")
+    except (OSError, ValueError, AttributeError):
+        return None
+
+
+def _is_openai_checkpoint(path: Path) -> bool:
+    checkpoint = None
+    for mmap in (True, False):  # memory-mapped first: a Whisper-medium checkpoint is 1.5 GB
+        try:
+            checkpoint = torch.load(path, map_location="cpu", weights_only=True, mmap=mmap)
+            break
+        except Exception:  # any unreadable file is "not a checkpoint"; the message says what is expected
+            continue
+    return isinstance(checkpoint, dict) and {"dims", "model_state_dict"} <= set(checkpoint)
+
+
+def resolve_compute_type(compute_type: str, device: str) -> str:
+    """CTranslate2 compute type: ``auto`` = float16 on CUDA, int8 on the CPU.
+
+    >>> resolve_compute_type("auto", "cpu"), resolve_compute_type("auto", "cuda:0")
+    ('int8', 'float16')
+    """
+    if compute_type in (None, "auto"):
+        return "float16" if str(device).startswith("cuda") else "int8"
+    return str(compute_type)
+
+
+def _device_and_index(device: str) -> tuple[str, int]:
+    kind, _, index = str(device).partition(":")
+    return kind, int(index or 0)
+
+
+def load_faster_whisper(
+    model: str = DEFAULT_MODELS["faster-whisper"],
+    *,
+    device: str | None = None,
+    compute_type: str = "auto",
+    cpu_threads: int = 0,
+):
+    """A ``faster_whisper.WhisperModel`` (CTranslate2) on ``device``.
+
+    ``model``: a size name (``medium``: downloaded once from the hub as a converted model) or
+    a local CTranslate2 folder. ``compute_type``: see :func:`resolve_compute_type`.
+    """
+    from faster_whisper import WhisperModel
+
+    from .jobs import default_device
+
+    check_model_folder(model, "faster-whisper")
+    device = device or default_device()
+    kind, index = _device_and_index(device)
+    compute = resolve_compute_type(compute_type, device)
+    try:
+        loaded = WhisperModel(
+            model, device=kind, device_index=index, compute_type=compute, cpu_threads=cpu_threads
+        )
+    except (OSError, ValueError, RuntimeError) as err:  # no hub (offline), a compute type the device lacks
+        raise WhisperLoadError(
+            f"{model}: cannot load for faster-whisper with compute_type={compute} on {device}: {err}. "
+            "Offline, pass a converted folder (docs/alignment.md, ct2-transformers-converter)"
+        ) from err
+    logger.info("loaded faster-whisper %s on %s (%s)", model, device, compute)
+    return loaded
+
+
+def load_openai_whisper(model: str = DEFAULT_MODELS["openai-whisper"], *, device: str | None = None):
+    """An openai-whisper model (``pip install segreconcat-aug[whisper]``): size name or ``*.pt`` path."""
+    try:
+        import whisper
+    except ImportError as err:
+        raise WhisperLoadError(
+            "--backend=openai-whisper needs the openai-whisper package: pip install 'segreconcat-aug[whisper]'"
+        ) from err
+    from .jobs import default_device
+
+    check_model_folder(model, "openai-whisper")
+    device = device or default_device()
+    try:
+        loaded = whisper.load_model(model, device=device)
+    except (OSError, RuntimeError) as err:  # no download (offline), a damaged file
+        raise WhisperLoadError(
+            f"{model}: cannot load for openai-whisper on {device}: {err}. Offline, pass a local *.pt checkpoint"
+        ) from err
+    logger.info("loaded openai-whisper %s on %s", model, device)
+    return loaded
+
+
 def check_alignment_heads(model, name: str) -> None:
     """Raise unless ``generation_config.alignment_heads`` lists valid (layer, head) pairs."""
     heads = getattr(model.generation_config, "alignment_heads", None)
@@ -106,8 +282,9 @@ def check_alignment_heads(model, name: str) -> None:
 
 
 def prepare(bundle: WhisperBundle, *, word_timestamps: bool = True) -> WhisperBundle:
-    """Move to device/dtype, eval mode, and check alignment heads when words are wanted."""
+    """Move to device/dtype, eval mode; for words, check the transformers release and the heads."""
     if word_timestamps:
+        check_token_timestamp_convention()
         check_alignment_heads(bundle.model, bundle.name)
     bundle.model.to(device=bundle.device, dtype=bundle.dtype).eval()
     return bundle
@@ -142,6 +319,7 @@ def load_whisper(
 
     from .jobs import default_device
 
+    check_model_folder(name, "transformers")
     device = device or default_device()
     torch_dtype = resolve_dtype(dtype, device)
     attention = "eager" if word_timestamps else "sdpa"

@@ -168,6 +168,7 @@ def test_whisper_backend_through_the_recipe(recipe, tmp_path):
     args = [
         f"--data_folder={folder}",
         f"--output={out}",
+        "--backend=transformers",
         "--whisper_model=tiny-random-whisper",
         "--batch_size=2",
         "--max_new_tokens=12",
@@ -176,7 +177,7 @@ def test_whisper_backend_through_the_recipe(recipe, tmp_path):
     assert _run(recipe, *args) == 0
     index = load_alignments(out)
     assert sorted(index.ids) == sorted(utts)
-    assert set(index.aligners) == {"whisper:tiny-random-whisper"}
+    assert set(index.aligners) == {"transformers:tiny-random-whisper"}
     for utt in utts:
         starts, ends = index.spans(utt)
         assert np.all(ends <= index.duration(utt)) and np.all(starts[1:] >= ends[:-1])

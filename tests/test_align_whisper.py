@@ -53,7 +53,7 @@ def test_batch_structure_order_bounds_and_equal_to_single(aligner, singles):
         assert [w.word for w in words] == [w.word for w in singles[utt]]
         np.testing.assert_allclose([w.start for w in words], [w.start for w in singles[utt]], atol=0.021)
     assert max(len(words) for words in batch) >= 2  # order is really exercised
-    assert aligner.name == "whisper:tiny-random-whisper"
+    assert aligner.name == "transformers:tiny-random-whisper"
 
 
 def test_over_30_seconds_in_a_batch_with_a_short_one(aligner, singles):

@@ -1,6 +1,8 @@
-"""Whisper word timestamps (the paper's aligner: ``openai/whisper-medium``, English).
+"""Whisper word timestamps through transformers (``--backend=transformers``).
 
-Batched ``model.generate`` with ``return_token_timestamps`` (cross-attention DTW over the
+Kept beside the faster-whisper default (:mod:`.faster_whisper`) because the SR strategy's
+encoder features use transformers; it needs transformers >= 4.50 (checked at load, see
+:func:`segreconcat_aug.whisper.check_token_timestamp_convention`). Batched ``model.generate`` with ``return_token_timestamps`` (cross-attention DTW over the
 checkpoint's alignment heads), the ``attention_mask`` passed so each utterance is aligned
 over its own frames rather than the padded 30 s window. Utterances over 30 s go through
 Whisper's long-form (sequential 30 s windows) decoding in the same batch. Tokens become
@@ -8,8 +10,11 @@ words at leading spaces and timestamp tokens; word text is lower-cased without
 surrounding punctuation; times are clamped to the audio and validated
 (:func:`segreconcat_aug.alignment.clean_words`, fixes counted in ``stats``).
 
-Whisper's words are contiguous: a pause is absorbed into a neighbouring word and the
-first word starts at 0. The transcript of the folder is not used (Whisper transcribes).
+Unlike openai-whisper's timing (a start and an end per word from the alignment path, which
+:mod:`.openai_whisper` and :mod:`.faster_whisper` give), these words are contiguous: a pause
+is absorbed into a neighbouring word and the first word starts at 0. Audio under 0.2 s and
+an utterance with no word are failures with their reason (:mod:`.common`). The transcript
+of the folder is not used (Whisper transcribes).
 
 Example
 -------
@@ -17,38 +22,29 @@ Example
 >>> from segreconcat_aug.testing import tiny_whisper
 >>> aligner = WhisperAligner(bundle=tiny_whisper(), batch_size=2, max_new_tokens=8)
 >>> aligner.name
-'whisper:tiny-random-whisper'
->>> results = aligner.align_batch([np.zeros(16000, np.float32), np.zeros(8000, np.float32)])
->>> all(w.end <= 1.0 for w in results[0]) and all(w.end <= 0.5 for w in results[1])
+'transformers:tiny-random-whisper'
+>>> results = aligner.align_batch([np.zeros(16000, np.float32), np.zeros(1600, np.float32)])
+>>> all(w.end <= 1.0 for w in results[0])
 True
+>>> results[1]
+AlignmentFailed('audio of 0.100 s is shorter than 0.2 s')
 """
 
 from __future__ import annotations
 
 import logging
-import re
 from collections import Counter
 
 import numpy as np
 import torch
 
-from ..alignment import Word, clean_words
+from ..alignment import Word
 from ..audio import SAMPLE_RATE
 from ..whisper import DEFAULT_MODEL, WINDOW_SAMPLES, WhisperBundle, load_whisper
 from . import AlignmentFailed
+from .common import finish_words, normalize_word, unusable
 
 logger = logging.getLogger(__name__)
-
-_EDGE_PUNCTUATION = re.compile(r"^[^\w']+|[^\w']+$")
-
-
-def normalize_word(text: str) -> str:
-    """Lower case, surrounding punctuation removed.
-
-    >>> normalize_word(' "Hello,'), normalize_word("don't."), normalize_word(" -")
-    ('hello', "don't", '')
-    """
-    return _EDGE_PUNCTUATION.sub("", text.strip().lower()).strip("'")
 
 
 def tokens_to_words(tokenizer, token_ids, times, text_limit: int) -> list[Word]:
@@ -123,7 +119,7 @@ class WhisperAligner:
         self.language = language
         self.max_new_tokens = max_new_tokens
         self.num_beams = num_beams
-        self.name = f"whisper:{self.bundle.name}"
+        self.name = f"transformers:{self.bundle.name}"
         self.stats: Counter = Counter()
         self._text_limit = int(self.bundle.tokenizer.eos_token_id)
 
@@ -144,8 +140,9 @@ class WhisperAligner:
         results: list = [None] * len(audios)
         good = []
         for k, audio in enumerate(audios):
-            if audio.ndim != 1 or len(audio) == 0:
-                results[k] = AlignmentFailed("empty audio")
+            reason = unusable(audio)
+            if reason:
+                results[k] = AlignmentFailed(reason)
             else:
                 good.append(k)
         if not good:
@@ -162,11 +159,7 @@ class WhisperAligner:
                 results[k] = self.align_batch([audios[k]])[0]
             return results
         for k, words in zip(good, decoded):
-            duration = len(audios[k]) / SAMPLE_RATE
-            cleaned = clean_words(words, duration, self.stats)
-            if not cleaned:
-                self.stats["no_words"] += 1
-            results[k] = cleaned
+            results[k] = finish_words(words, len(audios[k]) / SAMPLE_RATE, self.stats)
         return results
 
     @torch.inference_mode()

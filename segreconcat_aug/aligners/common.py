@@ -1,0 +1,63 @@
+"""What every Whisper backend does the same way: refuse unusable audio, clean the words.
+
+An utterance shorter than :data:`MIN_SECONDS` or with no word found (silence, noise,
+non-speech, clipped audio that Whisper cannot read) is an :class:`AlignmentFailed` with
+its reason: the recipe counts it in the failures file and the exit status, and goes on.
+
+Example
+-------
+>>> import numpy as np
+>>> from collections import Counter
+>>> unusable(np.zeros(1000, np.float32))
+'audio of 0.062 s is shorter than 0.2 s'
+>>> stats = Counter()
+>>> words = finish_words([Word("Hi,", 0.1, 0.4), Word("you", 0.6, 0.9)], 1.0, stats)
+>>> [w.word for w in words]
+['hi', 'you']
+>>> finish_words([], 1.0, stats)
+AlignmentFailed('no words found (silence, non-speech or unreadable speech)')
+>>> stats["no_words"]
+1
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+
+import numpy as np
+
+from ..alignment import Word, clean_words
+from ..audio import SAMPLE_RATE
+from . import AlignmentFailed
+
+MIN_SECONDS = 0.2  # shorter than a syllable: Whisper hallucinates rather than aligns
+_EDGE_PUNCTUATION = re.compile(r"^[^\w']+|[^\w']+$")
+
+
+def normalize_word(text: str) -> str:
+    """Lower case, surrounding punctuation removed.
+
+    >>> normalize_word(' "Hello,'), normalize_word("don't."), normalize_word(" -")
+    ('hello', "don't", '')
+    """
+    return _EDGE_PUNCTUATION.sub("", text.strip().lower()).strip("'")
+
+
+def unusable(audio: np.ndarray) -> str | None:
+    """Why ``audio`` (16 kHz mono) cannot be aligned, or None."""
+    if audio.ndim != 1 or len(audio) == 0:
+        return "empty audio"
+    if len(audio) < MIN_SECONDS * SAMPLE_RATE:
+        return f"audio of {len(audio) / SAMPLE_RATE:.3f} s is shorter than {MIN_SECONDS} s"
+    return None
+
+
+def finish_words(words: list[Word], duration: float, stats: Counter):
+    """Normalized, cleaned words (:func:`clean_words`), or :class:`AlignmentFailed` if none."""
+    words = [Word(normalize_word(w.word), w.start, w.end) for w in words]
+    cleaned = clean_words([w for w in words if w.word], duration, stats)
+    if not cleaned:
+        stats["no_words"] += 1
+        return AlignmentFailed("no words found (silence, non-speech or unreadable speech)")
+    return cleaned

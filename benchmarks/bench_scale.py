@@ -269,8 +269,9 @@ def stage_orders(root: Path, output: Path) -> dict:
 
 
 def stage_scoring(root: Path, output: Path) -> dict:
-    from segreconcat_aug.evaluation import TrialList, score_trials, speaker_models
+    from segreconcat_aug.evaluation import TrialList, score_trials
     from segreconcat_aug.metrics import verification_metrics
+    from segreconcat_aug.scoring import speaker_models
 
     rng = np.random.default_rng(0)
     dim, results = 192, {}

@@ -36,8 +36,8 @@ from segreconcat_aug.jobs import (
     read_inputs,
     read_item_audio,
     resolve_shard,
-    shard_files,
 )
+from segreconcat_aug.jsonl_files import shard_files
 from segreconcat_aug.kaldi import PipeCommand, read_kaldi_map
 from segreconcat_aug.whisper import DEFAULT_MODELS, WhisperLoadError, check_model_folder
 

@@ -43,7 +43,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-from segreconcat_aug.errors import UserError
+from .errors import UserError
+from .jsonl_files import cache_files, truncate_partial_tail
 
 logger = logging.getLogger(__name__)
 
@@ -208,41 +209,6 @@ class AlignmentWriter:
         self.close()
 
 
-def truncate_partial_tail(path) -> bool:
-    """Cut a last line that has no newline (a write interrupted by a kill).
-
-    Returns True when something was cut.
-    """
-    path = Path(path)
-    size = path.stat().st_size
-    if size == 0:
-        return False
-    with open(path, "rb+") as handle:
-        handle.seek(-1, os.SEEK_END)
-        if handle.read(1) == b"\n":
-            return False
-        # Walk back to the previous newline in blocks (lines are short).
-        position = size
-        while position > 0:
-            step = min(4096, position)
-            position -= step
-            handle.seek(position)
-            block = handle.read(step)
-            newline = block.rfind(b"\n")
-            if newline >= 0:
-                handle.truncate(position + newline + 1)
-                break
-        else:
-            handle.truncate(0)
-    kept = path.stat().st_size
-    logger.warning(
-        "%s: removed a half-written last line (%d bytes, from a killed run); its utterance is redone",
-        path,
-        size - kept,
-    )
-    return True
-
-
 def iter_jsonl(path, *, partial_tail: str = "error", error=None):
     """Yield ``(where, record, line)`` for each JSON line of an append-only cache file.
 
@@ -283,31 +249,6 @@ def completed_ids(path) -> set[str]:
         return set()
     truncate_partial_tail(path)
     return {alignment.id for _, alignment in iter_cache(path)}
-
-
-def cache_files(path, *, what: str = "alignment cache", required: bool = True) -> list[Path]:
-    """The files of a JSON Lines cache, sorted: a folder's ``*.jsonl``, or ``x.jsonl`` and its shards.
-
-    The shards of a sharded run into ``x.jsonl`` (``x.part-002-of-008.jsonl``)
-    are read beside it, merged or not: after a merge, ``x.jsonl`` and the parts
-    hold the same lines, which :class:`RepeatedIds` lets the loaders read once.
-    Shared by the alignment and order caches; ``required`` raises
-    :class:`FileNotFoundError` (naming ``what``) when there is nothing to read.
-    """
-    from .jobs import shard_files  # jobs imports this module
-
-    path = Path(path)
-    if path.is_dir():
-        files = sorted(path.glob("*.jsonl"))
-        if required and not files:
-            raise FileNotFoundError(f"{path}: no *.jsonl files of the {what} in this folder")
-        return files
-    files = sorted({*shard_files(path), *([path] if path.is_file() else [])})
-    if required and not files:
-        raise FileNotFoundError(
-            f"{path}: {what} not found (neither this file nor shards {path.stem}.part-*-of-*.jsonl)"
-        )
-    return files
 
 
 class RepeatedIds:

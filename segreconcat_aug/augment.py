@@ -7,7 +7,7 @@ For one anonymized utterance ``u`` with cached word times:
    (``segment_policy: authors``; ``cover`` and the others are options).
 2. *Rearrangement* (:mod:`segreconcat_aug.strategies`): a strategy gives an
    order ``g``. RR draws one permutation per utterance for the whole training,
-   from ``(seed, utterance id)``, as the paper's fixed rearranged copy
+   from ``(seed, utterance id)`` (:mod:`segreconcat_aug.seeding`), as the paper's fixed rearranged copy
    (``rr_redraw: once``; ``epoch`` draws a new one every epoch); AR/SR read
    their fixed order from the order cache.
 3. *Concatenation*: the output is ``u`` itself, untouched, followed by the
@@ -48,7 +48,6 @@ from __future__ import annotations
 
 import functools
 import logging
-import zlib
 from typing import NamedTuple
 
 import numba
@@ -57,6 +56,7 @@ import torch
 
 from .alignment import AlignmentIndex
 from .errors import UserError
+from .seeding import KeyedRandom
 from .segments import Segments, span_rule, word_segments
 from .strategies import get_strategy, is_order_of
 
@@ -81,61 +81,6 @@ class MissingAlignmentError(UserError, KeyError):
 
     def __str__(self):  # KeyError would print the message with quotes
         return str(self.args[0])
-
-
-def seeded_rng(seed: int, epoch: int, key: str, stream: int = 0) -> np.random.Generator:
-    """A generator fixed by ``(seed, epoch, key, stream)``, equal in every process.
-
-    ``zlib.crc32`` is used, not ``hash``: Python salts string hashes per process.
-
-    >>> int(seeded_rng(1, 2, "u").integers(1000)) == int(seeded_rng(1, 2, "u").integers(1000))
-    True
-    """
-    return np.random.default_rng([seed, epoch, zlib.crc32(key.encode("utf-8")), stream])
-
-
-_MASK64 = (1 << 64) - 1
-
-
-def _mix64(*values: int) -> int:
-    """A 64-bit hash of integers (splitmix64 finalizer steps), the same in every process."""
-    h = 0x9E3779B97F4A7C15
-    for value in values:
-        h = ((h ^ (value & _MASK64)) * 0xBF58476D1CE4E5B9) & _MASK64
-        h ^= h >> 31
-        h = (h * 0x94D049BB133111EB) & _MASK64
-        h ^= h >> 29
-    return h
-
-
-class KeyedRandom:
-    """Per-sample draws for the DataLoader hot path, fixed by ``(seed, epoch, key, stream)``.
-
-    Like :func:`seeded_rng`, but one generator is re-keyed in place (about 3 us instead of
-    11 us), so the generator returned is valid only until the next call in this process:
-    draw from it at once. Each DataLoader worker holds its own copy.
-
-    >>> draw = KeyedRandom(1986)
-    >>> first = draw(3, "utt").permutation(10).tolist()
-    >>> first == draw(3, "utt").permutation(10).tolist() != draw(4, "utt").permutation(10).tolist()
-    True
-    """
-
-    def __init__(self, seed: int):
-        self.seed = int(seed)
-        self._bits = np.random.PCG64(0)
-        self._generator = np.random.Generator(self._bits)
-
-    def __call__(self, epoch: int, key: str, stream: int = 0) -> np.random.Generator:
-        high = _mix64(self.seed, epoch, zlib.crc32(key.encode("utf-8")), stream)
-        low = _mix64(high, stream, 0x5EED)
-        self._bits.state = {
-            "bit_generator": "PCG64",
-            "state": {"state": (high << 64) | low, "inc": ((low << 64) | high) | 1},
-            "has_uint32": 0,
-            "uinteger": 0,
-        }
-        return self._generator
 
 
 class Plan(NamedTuple):

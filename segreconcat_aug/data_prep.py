@@ -68,9 +68,10 @@ from tqdm import tqdm
 
 from .audio import SAMPLE_RATE
 from .audio_check import BAD_AUDIO_POLICIES, check_audio_files, problem_message, write_problem_list
-from .augment import MODES, seeded_rng
+from .augment import MODES
 from .errors import UserError
 from .kaldi import group_by_speaker, load_kaldi_folder
+from .seeding import seeded_rng
 from .vpac import TRAIN_SET, system_folders
 
 logger = logging.getLogger(__name__)

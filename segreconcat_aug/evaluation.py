@@ -8,11 +8,11 @@ Per system, for each of dev / test and female / male:
 2. embed every enrollment and trial utterance WHOLE with the trained model
    (Fbank -> sentence mean normalization -> ECAPA-TDNN), batched by similar
    duration and cached to disk, so rescoring is instant; each wave is first
-   normalized as the challenge's extraction does (:func:`vpc_normalize_wave`:
-   pyloudnorm to -30 LUFS, then division by the peak) and its leading and
-   trailing zeros are trimmed (:func:`trim_zeros`);
+   normalized as the challenge's extraction does (pyloudnorm to -30 LUFS, then
+   division by the peak) and its leading and trailing zeros are trimmed
+   (:mod:`segreconcat_aug.embeddings`);
 3. enrollment model = mean of the speaker's raw embeddings; score = cosine
-   similarity of enrollment model and test embedding;
+   similarity of enrollment model and test embedding (:mod:`segreconcat_aug.scoring`);
 4. EER (SpeechBrain's definition, :mod:`segreconcat_aug.metrics`) and
    normalized minDCF per subset; the table averages as the paper's Table 2.
 
@@ -22,42 +22,34 @@ off by default as the paper uses none (``s-norm`` or ``as-norm`` against a
 cohort drawn from the system's training speakers).
 
 :func:`evaluate_system` is the entry point used by ``recipes/evaluate.py`` and
-by the training recipe's last stage.
-
-Example
--------
->>> enroll, test = np.array([[1.0, 0.0], [0.0, 2.0]]), np.array([[3.0, 0.0], [1.0, 1.0]])
->>> [round(float(s), 4) for s in cosine_scores(enroll, test)]
-[1.0, 0.7071]
+by the training recipe's last stage; this module holds it, the trial lists it
+reads and the result types it returns (:class:`SystemResults`).
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
 import logging
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 import torch
 from speechbrain.utils.distributed import infer_device
-from tqdm import tqdm
 
-from .audio import SAMPLE_RATE, audio_duration, read_audio
-from .audio_check import check_audio_files, file_signature, problem_message, write_problem_list
+from .audio import SAMPLE_RATE
+from .audio_check import check_audio_files, problem_message, write_problem_list
+from .embeddings import EmbeddingExtractor, model_fingerprint
 from .errors import UserError
-from .kaldi import KaldiFolder, PipeCommand, group_by_speaker, load_kaldi_folder, read_trials
+from .kaldi import KaldiFolder, group_by_speaker, load_kaldi_folder, read_trials
 from .metrics import verification_metrics
 from .report import table_averages, write_system_report
+from .scoring import SCORE_NORMS, cohort_utterances, cosine_scores, normalize_scores, speaker_models
 from .vpac import ENROLL_SETS, TRAIN_SET, TRIAL_SETS, system_folders
 
 logger = logging.getLogger(__name__)
 
 #: Subset names in the order of the paper's Table 2.
 SUBSETS = ("dev_f", "dev_m", "test_f", "test_m")
-SCORE_NORMS = (None, "s-norm", "as-norm")
 
 
 class MissingExportError(UserError, FileNotFoundError):
@@ -66,10 +58,6 @@ class MissingExportError(UserError, FileNotFoundError):
 
 class TrialListError(UserError, ValueError):
     """A trial list or enrollment folder cannot be scored as it is."""
-
-
-class EmbeddingError(RuntimeError):
-    """An utterance gave no usable (finite) embedding; the message names the utterance and its file."""
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -240,381 +228,8 @@ def load_system_trials(
 
 
 # ---------------------------------------------------------------------------------------------------
-# Embeddings
+# Scored trials and results
 # ---------------------------------------------------------------------------------------------------
-
-
-#: The loudness VPC 2024's ``normalize_wave`` scales to before dividing by the peak.
-TARGET_LUFS = -30.0
-
-
-def loudness_block_size(duration: float) -> float:
-    """pyloudnorm's gating block (seconds) as VPC 2024 sets it: 0.4 s, shorter for waves under 0.4 s.
-
-    >>> loudness_block_size(3.0), loudness_block_size(0.3), round(loudness_block_size(0.05), 4)
-    (0.4, 0.19999999999999998, 0.0499)
-    """
-    return 0.4 if duration >= 0.4 else min(duration - 0.0001, abs(duration - 0.1))
-
-
-def vpc_normalize_wave(audio: np.ndarray, sample_rate: int = SAMPLE_RATE) -> tuple[np.ndarray, bool]:
-    """VPC 2024's evaluation wave normalization (``evaluation/privacy/asv/utils.py: normalize_wave``).
-
-    pyloudnorm measures the integrated loudness (block size :func:`loudness_block_size`),
-    scales the wave to :data:`TARGET_LUFS`, then divides it by its peak, with the same
-    numpy operations (float64 product and quotient, float32 result).
-
-    Returns ``(wave, normalized)``. Where the loudness cannot be measured (every
-    block below pyloudnorm's -70 LUFS gate, e.g. digital silence, so the gain
-    would be infinite; or fewer samples than one block), the wave is returned
-    unchanged with ``normalized`` False: what VPC's code means by its fallback
-    (``except ZeroDivisionError: norm_wave = wave``), where the installed pyloudnorm
-    would otherwise give NaN samples.
-
-    >>> tone = 0.01 * np.sin(np.arange(16000) / 5.0).astype(np.float32)
-    >>> wave, normalized = vpc_normalize_wave(tone)
-    >>> normalized, round(float(np.abs(wave).max()), 6), wave.dtype
-    (True, 1.0, dtype('float32'))
-    >>> vpc_normalize_wave(np.zeros(8000, dtype=np.float32))[1]
-    False
-    """
-    import warnings
-
-    import pyloudnorm
-
-    audio = np.asarray(audio, dtype=np.float32)
-    duration = len(audio) / sample_rate
-    block = loudness_block_size(duration)
-    if len(audio) == 0 or block <= 0 or len(audio) < block * sample_rate:
-        return audio, False
-    meter = pyloudnorm.Meter(sample_rate, block_size=block)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # pyloudnorm warns of clipping; the peak division follows
-        loudness = meter.integrated_loudness(audio)
-        if not np.isfinite(loudness):
-            return audio, False
-        scaled = pyloudnorm.normalize.loudness(audio, loudness, TARGET_LUFS)
-    peak = np.amax(np.abs(scaled))
-    if not peak > 0 or not np.isfinite(peak):
-        return audio, False
-    return np.divide(scaled, peak).astype(np.float32), True
-
-
-def trim_zeros(audio: np.ndarray) -> np.ndarray:
-    """Drop leading and trailing exact zeros (VPC 2024's extractor: ``np.trim_zeros``).
-
-    An all-zero wave is returned whole (trimming would leave nothing to embed).
-
-    >>> trim_zeros(np.array([0, 0, 0.5, 0, -0.5, 0], dtype=np.float32)).tolist()
-    [0.5, 0.0, -0.5]
-    """
-    trimmed = np.trim_zeros(audio)
-    return trimmed if len(trimmed) else audio
-
-
-def model_fingerprint(path, extra: dict | None = None) -> str:
-    """A short hash of a checkpoint file's bytes and the extraction options (names the cache)."""
-    digest = hashlib.sha1()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    digest.update(json.dumps(extra or {}, sort_keys=True).encode())
-    return digest.hexdigest()[:16]
-
-
-def source_signature(source) -> str:
-    """What identifies an audio source's content for the embedding cache: size and mtime, or the pipe.
-
-    >>> source_signature("/no/such/file")
-    'missing'
-    """
-    if isinstance(source, PipeCommand):
-        return f"pipe:{source}"
-    signature = file_signature(source)
-    return "missing" if signature is None else f"{signature[1]}:{signature[2]}"
-
-
-class EmbeddingCache:
-    """Embeddings of one folder, as ``shard-*.npz`` files (ids, file signatures, float32 matrix).
-
-    Shards are written atomically while embedding runs, so an interrupted run
-    resumes where it stopped. Each embedding is stored with its audio file's
-    signature (:func:`source_signature`), so a file changed since is embedded
-    again (a later shard's entry wins); a non-finite embedding is never stored,
-    and one found in an older cache is not used.
-
-    Example
-    -------
-    >>> import tempfile
-    >>> cache = EmbeddingCache(tempfile.mkdtemp())
-    >>> cache.add(["u1", "u2"], np.array([[1.0, 2.0], [np.nan, 0.0]]), ["10:1", "10:2"]); cache.flush()
-    >>> again = EmbeddingCache(cache.folder); sorted(again.load()), again.signatures
-    (['u1'], {'u1': '10:1'})
-    """
-
-    def __init__(self, folder):
-        self.folder = Path(folder)
-        self.signatures: dict[str, str] = {}
-        self._pending_ids: list[str] = []
-        self._pending_signatures: list[str] = []
-        self._pending: list[np.ndarray] = []
-
-    def load(self) -> dict[str, np.ndarray]:
-        """Cached embeddings by id; ``self.signatures`` gets their files' signatures ("" if unknown)."""
-        found: dict[str, np.ndarray] = {}
-        for shard in sorted(self.folder.glob("shard-*.npz")):
-            with np.load(shard) as data:
-                ids = data["ids"].tolist()
-                signatures = data["signatures"].tolist() if "signatures" in data else [""] * len(ids)
-                for utt, signature, vector in zip(ids, signatures, data["embeddings"]):
-                    if np.isfinite(vector).all():
-                        found[utt], self.signatures[utt] = vector, signature
-        return found
-
-    def add(self, ids, embeddings: np.ndarray, signatures=None) -> None:
-        """Queue embeddings (rows) of ``ids`` for the next shard; non-finite rows are left out."""
-        embeddings = np.asarray(embeddings, dtype=np.float32)
-        signatures = [""] * len(ids) if signatures is None else list(signatures)
-        keep = np.isfinite(embeddings).all(axis=1)
-        self._pending_ids.extend(utt for utt, ok in zip(ids, keep) if ok)
-        self._pending_signatures.extend(sig for sig, ok in zip(signatures, keep) if ok)
-        self._pending.append(embeddings[keep])
-
-    def flush(self) -> None:
-        if not self._pending_ids:
-            self._pending = []
-            return
-        self.folder.mkdir(parents=True, exist_ok=True)
-        number = len(list(self.folder.glob("shard-*.npz")))
-        target = self.folder / f"shard-{number:05d}.npz"
-        partial = self.folder / f".partial-{number:05d}.npz"
-        np.savez(
-            partial,
-            ids=np.array(self._pending_ids),
-            signatures=np.array(self._pending_signatures),
-            embeddings=np.concatenate(self._pending),
-        )
-        os.replace(partial, target)
-        self._pending_ids, self._pending_signatures, self._pending = [], [], []
-
-
-def duration_batches(durations: dict[str, float], batch_size: int, max_batch_seconds: float | None = None):
-    """Utterance ids in batches of similar duration (sorted, longest first).
-
-    A batch holds at most ``batch_size`` utterances and, when set, at most
-    ``max_batch_seconds`` of padded audio (a longer single utterance still
-    gets its own batch).
-
-    >>> duration_batches({"a": 1.0, "b": 9.0, "c": 2.0, "d": 8.5}, batch_size=2)
-    [['b', 'd'], ['c', 'a']]
-    >>> duration_batches({"a": 1.0, "b": 9.0, "c": 2.0}, batch_size=8, max_batch_seconds=10)
-    [['b'], ['c', 'a']]
-    """
-    if batch_size < 1:
-        raise ValueError(f"batch_size must be >= 1, got {batch_size}")
-    order = sorted(durations, key=lambda utt: (-durations[utt], utt))
-    batches, current = [], []
-    for utt in order:
-        # Sorted longest first, so the padded size of a batch is its first item's duration x its size.
-        longest = durations[current[0]] if current else durations[utt]
-        full = len(current) >= batch_size or (
-            max_batch_seconds is not None and current and longest * (len(current) + 1) > max_batch_seconds
-        )
-        if full:
-            batches.append(current)
-            current = []
-        current.append(utt)
-    if current:
-        batches.append(current)
-    return batches
-
-
-class EmbeddingExtractor:
-    """Embeds whole utterances: Fbank -> sentence mean normalization -> embedding model.
-
-    Parameters
-    ----------
-    compute_features, mean_var_norm, embedding_model : torch.nn.Module
-        The training YAML's modules (the model already loaded with its weights).
-    device : str
-    batch_size : int
-        Utterances per batch; batches group similar durations so padding stays small.
-    max_batch_seconds : float or None
-        Cap on padded seconds per batch (memory).
-    normalize_wave : bool
-        :func:`vpc_normalize_wave` each waveform first (VPC 2024's extraction does).
-    trim_zeros : bool
-        Then drop its leading and trailing zeros (:func:`trim_zeros`; VPC 2024 does).
-    sample_rate : int
-    allow_pipes : bool
-        Accept ``wav.scp`` shell pipes.
-    """
-
-    def __init__(
-        self,
-        compute_features,
-        mean_var_norm,
-        embedding_model,
-        device: str = "cpu",
-        batch_size: int = 16,
-        max_batch_seconds: float | None = 600.0,
-        normalize_wave: bool = True,
-        sample_rate: int = SAMPLE_RATE,
-        save_every: int = 50,
-        trim_zeros: bool = True,
-    ):
-        self.compute_features = compute_features.to(device).eval()
-        self.mean_var_norm = mean_var_norm.to(device).eval()
-        self.embedding_model = embedding_model.to(device).eval()
-        self.device = device
-        self.batch_size = int(batch_size)
-        self.max_batch_seconds = max_batch_seconds
-        self.normalize_wave = bool(normalize_wave)
-        self.trim_zeros = bool(trim_zeros)
-        self.not_normalized: list[str] = []  # sources whose loudness could not be measured
-        self.sample_rate = int(sample_rate)
-        self.save_every = int(save_every)
-
-    def load_wave(self, source) -> np.ndarray:
-        """The wave the model embeds: read, normalized and trimmed as the options say."""
-        signal = read_audio(source, sample_rate=self.sample_rate)
-        if self.normalize_wave:
-            signal, normalized = vpc_normalize_wave(signal, self.sample_rate)
-            if not normalized:
-                self.not_normalized.append(str(source))
-        if self.trim_zeros:
-            signal = trim_zeros(signal)
-        return signal
-
-    @torch.no_grad()
-    def embed_batch(self, sources: list) -> np.ndarray:
-        """Embeddings (rows, float32) of a list of audio sources, zero-padded to the longest."""
-        signals = [self.load_wave(source) for source in sources]
-        longest = max(len(signal) for signal in signals)
-        batch = torch.zeros(len(signals), longest)
-        for row, signal in enumerate(signals):
-            batch[row, : len(signal)] = torch.from_numpy(signal)
-        lengths = torch.tensor([len(signal) / longest for signal in signals])
-        batch, lengths = batch.to(self.device), lengths.to(self.device)
-        feats = self.compute_features(batch)
-        feats = self.mean_var_norm(feats, lengths)
-        embeddings = self.embedding_model(feats, lengths)
-        return embeddings.reshape(len(signals), -1).float().cpu().numpy()
-
-    def embed(
-        self,
-        wav: dict[str, str],
-        cache_folder,
-        durations: dict[str, float] | None = None,
-        desc: str = "embed",
-    ) -> dict[str, np.ndarray]:
-        """Embeddings of the utterances in ``wav`` (id -> source), read from / added to the cache.
-
-        A cached embedding is used only if its file has not changed since (same
-        size and modification time). A non-finite embedding is not cached: an
-        :class:`EmbeddingError` names its utterances and files.
-        """
-        cache = EmbeddingCache(cache_folder)
-        found = cache.load()
-        signatures = {utt: source_signature(wav[utt]) for utt in wav}
-        missing = [utt for utt in wav if utt not in found or cache.signatures.get(utt) != signatures[utt]]
-        if missing:
-            durations = durations or {}
-            lengths = {
-                utt: durations[utt] if utt in durations else audio_duration(wav[utt]) for utt in missing
-            }
-            batches = duration_batches(lengths, self.batch_size, self.max_batch_seconds)
-            with tqdm(total=len(missing), desc=desc, unit="utt") as progress:
-                for number, batch in enumerate(batches, start=1):
-                    vectors = self.embed_batch([wav[utt] for utt in batch])
-                    cache.add(batch, vectors, [signatures[utt] for utt in batch])
-                    bad = [utt for utt, vector in zip(batch, vectors) if not np.isfinite(vector).all()]
-                    if bad:
-                        cache.flush()  # the finite ones are kept; the bad ones are embedded again next run
-                        named = ", ".join(f"{utt} ({wav[utt]})" for utt in bad[:5])
-                        raise EmbeddingError(
-                            f"{len(bad)} utterance(s) gave a NaN or infinite embedding: {named}; check their "
-                            "audio for NaN or infinite samples (check_audio: full finds them) or the model"
-                        )
-                    found.update(zip(batch, vectors))
-                    progress.update(len(batch))
-                    if number % self.save_every == 0:
-                        cache.flush()
-            cache.flush()
-            if self.not_normalized:
-                logger.warning(
-                    "%s: %d wave(s) too quiet or too short for a loudness measure were embedded "
-                    "unnormalized, first: %s",
-                    desc,
-                    len(self.not_normalized),
-                    self.not_normalized[:3],
-                )
-                self.not_normalized = []
-        return {utt: found[utt] for utt in wav}
-
-
-# ---------------------------------------------------------------------------------------------------
-# Scoring
-# ---------------------------------------------------------------------------------------------------
-
-
-def _unit_rows(matrix: np.ndarray) -> np.ndarray:
-    matrix = np.asarray(matrix, dtype=np.float32)
-    norms = np.linalg.norm(matrix, axis=-1, keepdims=True)
-    return matrix / np.maximum(norms, np.float32(1e-12))
-
-
-def cosine_scores(enroll: np.ndarray, test: np.ndarray) -> np.ndarray:
-    """Row-wise cosine similarity of two ``(n, d)`` matrices, float32."""
-    return np.einsum("ij,ij->i", _unit_rows(enroll), _unit_rows(test)).astype(np.float32)
-
-
-def speaker_models(
-    speakers: dict[str, list[str]], embeddings: dict[str, np.ndarray]
-) -> dict[str, np.ndarray]:
-    """Model per speaker (``speaker -> utterances``): the mean of the raw (not length-normalized) embeddings.
-
-    The enrollment models, and the cohort's for score normalization.
-    """
-    return {
-        spk: np.mean([embeddings[utt] for utt in utts], axis=0).astype(np.float32)
-        for spk, utts in speakers.items()
-    }
-
-
-def normalize_scores(
-    scores: np.ndarray,
-    enroll_vectors: np.ndarray,
-    test_vectors: np.ndarray,
-    cohort: np.ndarray,
-    method: str = "s-norm",
-    top_k: int | None = None,
-) -> np.ndarray:
-    """Symmetric (``s-norm``) or adaptive symmetric (``as-norm``, top-``k`` cohort) score normalization.
-
-    ``s = ((s - mu_e) / sd_e + (s - mu_t) / sd_t) / 2`` with the mean and
-    standard deviation of each side's cosine scores against the cohort (its
-    ``top_k`` highest for ``as-norm``).
-
-    >>> rng = np.random.default_rng(0)
-    >>> e, t, c = rng.normal(size=(3, 4)), rng.normal(size=(3, 4)), rng.normal(size=(20, 4))
-    >>> normalize_scores(cosine_scores(e, t), e, t, c).shape
-    (3,)
-    """
-    if method not in ("s-norm", "as-norm"):
-        raise ValueError(f"unknown score normalization {method!r}; choose from {list(SCORE_NORMS)}")
-    cohort_unit = _unit_rows(cohort)
-
-    def stats(vectors):
-        against = _unit_rows(vectors) @ cohort_unit.T
-        if method == "as-norm":
-            k = min(int(top_k or against.shape[1]), against.shape[1])
-            against = -np.partition(-against, k - 1, axis=1)[:, :k]
-        return against.mean(axis=1), np.maximum(against.std(axis=1), 1e-6)
-
-    mean_e, std_e = stats(enroll_vectors)
-    mean_t, std_t = stats(test_vectors)
-    return (((scores - mean_e) / std_e + (scores - mean_t) / std_t) / 2).astype(np.float32)
 
 
 @dataclass
@@ -689,19 +304,6 @@ def score_trials(
         trials.skipped,
         trials.test_speakers,
     )
-
-
-def cohort_utterances(folder: KaldiFolder, per_speaker: int, seed: int) -> dict[str, list[str]]:
-    """Up to ``per_speaker`` utterances of each speaker of a folder, drawn with ``seed``."""
-    by_speaker = group_by_speaker(folder.utterances, folder.utt2spk)
-    rng = np.random.default_rng(seed)
-    chosen = {}
-    for spk in sorted(by_speaker):
-        utts = sorted(by_speaker[spk])
-        if len(utts) > per_speaker:
-            utts = sorted(rng.choice(utts, size=per_speaker, replace=False).tolist())
-        chosen[spk] = utts
-    return chosen
 
 
 # ---------------------------------------------------------------------------------------------------

@@ -62,7 +62,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
-from .alignment import cache_files, truncate_partial_tail
+from .jsonl_files import _is_folder_target, cache_files, shard_files, truncate_partial_tail
 from .kaldi import KaldiFormatError, PipeCommand, load_kaldi_folder
 
 logger = logging.getLogger(__name__)
@@ -81,7 +81,6 @@ __all__ = [
     "read_inputs",
     "read_item_audio",
     "resolve_shard",
-    "shard_files",
     "shard_path",
 ]
 
@@ -154,13 +153,6 @@ def default_device(env=None) -> str:
     return "cpu"
 
 
-_PART = re.compile(r"part-(\d+)-of-(\d+)\.jsonl$")
-
-
-def _is_folder_target(output: Path) -> bool:
-    return output.is_dir() or output.suffix != ".jsonl"
-
-
 def shard_path(output, shard: Shard = Shard()) -> Path:
     """The file one shard writes (see module doc).
 
@@ -176,14 +168,6 @@ def shard_path(output, shard: Shard = Shard()) -> Path:
     if shard.count == 1:
         return output
     return output.with_name(f"{output.stem}.{part}")
-
-
-def shard_files(output) -> list[Path]:
-    """The part files written for ``output`` (a folder's ``*.jsonl`` or ``x.part-*.jsonl``), sorted."""
-    output = Path(output)
-    if _is_folder_target(output):
-        return sorted(output.glob("*.jsonl")) if output.is_dir() else []
-    return sorted(p for p in output.parent.glob(f"{output.stem}.part-*-of-*.jsonl") if _PART.search(p.name))
 
 
 def failures_path(path) -> Path:

@@ -50,7 +50,6 @@ from pathlib import Path
 import numpy as np
 
 from .audio import SAMPLE_RATE, AudioReadError, audio_duration, read_audio, write_audio
-from .augment import seeded_rng
 from .kaldi import (
     group_by_speaker,
     load_kaldi_folder,
@@ -59,6 +58,7 @@ from .kaldi import (
     read_trials,
     write_kaldi_map,
 )
+from .seeding import seeded_rng
 
 logger = logging.getLogger(__name__)
 

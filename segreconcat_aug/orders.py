@@ -48,8 +48,9 @@ from pathlib import Path
 
 import numpy as np
 
-from .alignment import AlignmentIndex, RepeatedIds, cache_files, iter_jsonl
+from .alignment import AlignmentIndex, RepeatedIds, iter_jsonl
 from .errors import UserError
+from .jsonl_files import cache_files
 from .segments import span_rule, word_segments
 from .strategies import get_strategy, is_order_of
 
@@ -231,7 +232,7 @@ def load_orders(
     ----------
     path : path
         A cache file with its shards ``x.part-*.jsonl`` (merged or not), or a
-        folder of ``*.jsonl`` shards (see :func:`segreconcat_aug.alignment.cache_files`).
+        folder of ``*.jsonl`` shards (see :func:`segreconcat_aug.jsonl_files.cache_files`).
     strategy : str
         The strategy the augmenter uses; orders of another strategy are an error.
     alignments : AlignmentIndex

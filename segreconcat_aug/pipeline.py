@@ -26,7 +26,8 @@ import torch
 from speechbrain.dataio.batch import PaddedBatch
 
 from .audio import SAMPLE_RATE, AudioFile, AudioReadError, read_audio
-from .augment import KeyedRandom, SegReConcat, render
+from .augment import SegReConcat, render
+from .seeding import KeyedRandom
 
 logger = logging.getLogger(__name__)
 

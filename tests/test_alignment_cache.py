@@ -16,9 +16,9 @@ from segreconcat_aug.alignment import (
     clean_words,
     completed_ids,
     load_alignments,
-    truncate_partial_tail,
 )
 from segreconcat_aug.jobs import Shard, merge_jsonl, shard_path
+from segreconcat_aug.jsonl_files import truncate_partial_tail
 
 
 def _write_lines(path, lines):

@@ -24,7 +24,8 @@ from segreconcat_aug.alignment import AlignmentWriter, UtteranceAlignment, Word,
 from segreconcat_aug.audio import AudioReadError, read_audio, write_audio
 from segreconcat_aug.audio_check import check_audio_files
 from segreconcat_aug.data_prep import PROBLEMS_FILE, AudioCheckError, prepare_vpac_training
-from segreconcat_aug.evaluation import EmbeddingError, EvaluationAudioError, evaluate_system
+from segreconcat_aug.embeddings import EmbeddingError
+from segreconcat_aug.evaluation import EvaluationAudioError, evaluate_system
 from segreconcat_aug.jobs import ItemError, Job, JobItem, read_item_audio
 from segreconcat_aug.kaldi import read_kaldi_map, write_kaldi_map
 from segreconcat_aug.options import OPTION_RULES, OptionError, validate_options

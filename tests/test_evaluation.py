@@ -14,19 +14,11 @@ from hyperpyyaml import load_hyperpyyaml
 
 from segreconcat_aug import evaluation
 from segreconcat_aug.audio import read_audio
-from segreconcat_aug.evaluation import (
-    EmbeddingCache,
-    EmbeddingExtractor,
-    TrialListError,
-    cosine_scores,
-    duration_batches,
-    evaluate_system,
-    load_system_trials,
-    normalize_scores,
-    speaker_models,
-)
+from segreconcat_aug.embeddings import EmbeddingCache, EmbeddingExtractor, duration_batches
+from segreconcat_aug.evaluation import TrialListError, evaluate_system, load_system_trials
 from segreconcat_aug.kaldi import read_kaldi_map, read_trials
 from segreconcat_aug.report import read_results, read_scores
+from segreconcat_aug.scoring import cosine_scores, normalize_scores, speaker_models
 
 REPO = Path(__file__).resolve().parents[1]
 HPARAMS = REPO / "hparams" / "ecapa_segreconcat.yaml"
@@ -140,7 +132,7 @@ def test_rescoring_reads_the_embedding_cache(evaluated, monkeypatch):
     def no_model(*args, **kwargs):
         raise AssertionError("the cache should have every embedding")
 
-    monkeypatch.setattr(evaluation.EmbeddingExtractor, "embed_batch", no_model)
+    monkeypatch.setattr(EmbeddingExtractor, "embed_batch", no_model)
     again = evaluate_system(hparams, write_report=False)
     for name in results.subsets:
         np.testing.assert_array_equal(again.subsets[name].scores, results.subsets[name].scores)
@@ -247,13 +239,13 @@ def test_silent_wave_is_embedded_unnormalized_and_counted(evaluated, tmp_path):
 def test_changing_the_wave_options_re_embeds(evaluated, monkeypatch):
     hparams, results = evaluated
     embedded = []
-    original = evaluation.EmbeddingExtractor.embed_batch
+    original = EmbeddingExtractor.embed_batch
 
     def counting(self, sources):
         embedded.extend(sources)
         return original(self, sources)
 
-    monkeypatch.setattr(evaluation.EmbeddingExtractor, "embed_batch", counting)
+    monkeypatch.setattr(EmbeddingExtractor, "embed_batch", counting)
     for option in ("eval_normalize_wave", "eval_trim_zeros"):
         embedded.clear()
         changed = {**hparams, option: False, "eval_subsets": ["dev_f"]}

@@ -15,9 +15,9 @@ from segreconcat_aug.jobs import (
     read_failures,
     read_inputs,
     resolve_shard,
-    shard_files,
     shard_path,
 )
+from segreconcat_aug.jsonl_files import shard_files
 from segreconcat_aug.kaldi import PipeCommand
 
 

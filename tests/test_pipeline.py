@@ -8,7 +8,7 @@ import torch
 
 from segreconcat_aug.alignment import load_alignments
 from segreconcat_aug.audio import read_audio
-from segreconcat_aug.augment import KeyedRandom, SegReConcat, render
+from segreconcat_aug.augment import SegReConcat, render
 from segreconcat_aug.kaldi import read_wav_scp
 from segreconcat_aug.pipeline import (
     _CROP_STREAM,
@@ -17,6 +17,7 @@ from segreconcat_aug.pipeline import (
     crop_start,
     random_crop,
 )
+from segreconcat_aug.seeding import KeyedRandom
 from segreconcat_aug.strategies import STRATEGIES, register_strategy
 
 

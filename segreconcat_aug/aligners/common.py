@@ -22,6 +22,7 @@ AlignmentFailed('no words found (silence, non-speech or unreadable speech)')
 
 from __future__ import annotations
 
+import logging
 import re
 from collections import Counter
 
@@ -30,6 +31,8 @@ import numpy as np
 from ..alignment import Word, clean_words
 from ..audio import SAMPLE_RATE
 from . import AlignmentFailed
+
+logger = logging.getLogger(__name__)
 
 MIN_SECONDS = 0.2  # shorter than a syllable: Whisper hallucinates rather than aligns
 _EDGE_PUNCTUATION = re.compile(r"^[^\w']+|[^\w']+$")
@@ -61,3 +64,54 @@ def finish_words(words: list[Word], duration: float, stats: Counter):
         stats["no_words"] += 1
         return AlignmentFailed("no words found (silence, non-speech or unreadable speech)")
     return cleaned
+
+
+class BatchedAligner:
+    """The batch loop every batched Whisper backend shares; a backend adds ``_decode``.
+
+    ``_decode(audios) -> list[list[Word]]`` decodes usable utterances together. Unusable
+    audio fails alone; a batch that fails as a whole (e.g. out of memory) is retried one
+    utterance at a time, so one bad utterance does not fail its neighbours. ``label`` names
+    the backend in messages; ``stats`` counts retries and word fixes.
+    """
+
+    label = "whisper"
+    stats: Counter
+
+    def _decode(self, audios: list[np.ndarray]) -> list[list[Word]]:
+        raise NotImplementedError
+
+    def align(self, audio, transcript: str | None = None) -> list[Word]:
+        """Words of one utterance (``transcript`` is ignored)."""
+        result = self.align_batch([audio])[0]
+        if isinstance(result, Exception):
+            raise result
+        return result
+
+    def align_batch(self, audios, transcripts=None) -> list:
+        """One word list per utterance, or an exception for an utterance that failed."""
+        audios = [np.asarray(audio, dtype=np.float32) for audio in audios]
+        results: list = [None] * len(audios)
+        good = []
+        for k, audio in enumerate(audios):
+            reason = unusable(audio)
+            if reason:
+                results[k] = AlignmentFailed(reason)
+            else:
+                good.append(k)
+        if not good:
+            return results
+        try:
+            decoded = self._decode([audios[k] for k in good])
+        except (RuntimeError, ValueError, IndexError) as err:
+            if len(good) == 1:
+                results[good[0]] = AlignmentFailed(f"{self.label} failed: {err}")
+                return results
+            logger.warning("%s batch of %d failed (%s); retrying one by one", self.label, len(good), err)
+            self.stats["batch_retried_singly"] += 1
+            for k in good:
+                results[k] = self.align_batch([audios[k]])[0]
+            return results
+        for k, words in zip(good, decoded):
+            results[k] = finish_words(words, len(audios[k]) / SAMPLE_RATE, self.stats)
+        return results

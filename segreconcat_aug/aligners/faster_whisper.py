@@ -36,13 +36,12 @@ import numpy as np
 from ..alignment import Word
 from ..audio import SAMPLE_RATE
 from ..whisper import DEFAULT_MODELS, WINDOW_SAMPLES, load_faster_whisper
-from . import AlignmentFailed
-from .common import finish_words, unusable
+from .common import BatchedAligner
 
 logger = logging.getLogger(__name__)
 
 
-class FasterWhisperAligner:
+class FasterWhisperAligner(BatchedAligner):
     """Word timestamps from a CTranslate2 Whisper, batched across utterances.
 
     Parameters
@@ -65,6 +64,8 @@ class FasterWhisperAligner:
     cpu_threads : int
         CTranslate2 threads on the CPU (0: its default).
     """
+
+    label = "faster-whisper"
 
     needs_transcript = False
 
@@ -129,44 +130,6 @@ class FasterWhisperAligner:
         self.batch_size = int(batch_size)
         self.name = f"faster-whisper:{model}"
         self.stats: Counter = Counter()
-
-    def align(self, audio, transcript: str | None = None) -> list[Word]:
-        """Words of one utterance (``transcript`` is ignored)."""
-        result = self.align_batch([audio])[0]
-        if isinstance(result, Exception):
-            raise result
-        return result
-
-    def align_batch(self, audios, transcripts=None) -> list:
-        """One word list per utterance, or an exception for an utterance that failed.
-
-        A batch that fails as a whole (e.g. out of memory) is retried one utterance at a time.
-        """
-        audios = [np.asarray(audio, dtype=np.float32) for audio in audios]
-        results: list = [None] * len(audios)
-        good = []
-        for k, audio in enumerate(audios):
-            reason = unusable(audio)
-            if reason:
-                results[k] = AlignmentFailed(reason)
-            else:
-                good.append(k)
-        if not good:
-            return results
-        try:
-            decoded = self._decode([audios[k] for k in good])
-        except (RuntimeError, ValueError, IndexError) as err:
-            if len(good) == 1:
-                results[good[0]] = AlignmentFailed(f"faster-whisper failed: {err}")
-                return results
-            logger.warning("faster-whisper batch of %d failed (%s); retrying one by one", len(good), err)
-            self.stats["batch_retried_singly"] += 1
-            for k in good:
-                results[k] = self.align_batch([audios[k]])[0]
-            return results
-        for k, words in zip(good, decoded):
-            results[k] = finish_words(words, len(audios[k]) / SAMPLE_RATE, self.stats)
-        return results
 
     def _no_speech(self, output: dict) -> bool:
         """openai-whisper's rule for a silent window: a likely no-speech token and a low log

@@ -41,8 +41,7 @@ import torch
 from ..alignment import Word
 from ..audio import SAMPLE_RATE
 from ..whisper import DEFAULT_MODEL, WINDOW_SAMPLES, WhisperBundle, load_whisper
-from . import AlignmentFailed
-from .common import finish_words, normalize_word, unusable
+from .common import BatchedAligner, normalize_word
 
 logger = logging.getLogger(__name__)
 
@@ -82,7 +81,7 @@ def tokens_to_words(tokenizer, token_ids, times, text_limit: int) -> list[Word]:
     return words
 
 
-class WhisperAligner:
+class WhisperAligner(BatchedAligner):
     """Word timestamps from Whisper, batched.
 
     Parameters
@@ -99,6 +98,8 @@ class WhisperAligner:
         Per 30 s window (None: the model's limit). Tests cap it; real runs leave it.
     num_beams : int
     """
+
+    label = "whisper"
 
     needs_transcript = False
 
@@ -123,47 +124,8 @@ class WhisperAligner:
         self.stats: Counter = Counter()
         self._text_limit = int(self.bundle.tokenizer.eos_token_id)
 
-    def align(self, audio, transcript: str | None = None) -> list[Word]:
-        """Words of one utterance (``transcript`` is ignored)."""
-        result = self.align_batch([audio])[0]
-        if isinstance(result, Exception):
-            raise result
-        return result
-
-    def align_batch(self, audios, transcripts=None) -> list:
-        """One word list per utterance, or an exception for an utterance that failed.
-
-        A batch that fails as a whole (e.g. out of memory) is retried one utterance at a
-        time, so one bad utterance does not fail its neighbours.
-        """
-        audios = [np.asarray(audio, dtype=np.float32) for audio in audios]
-        results: list = [None] * len(audios)
-        good = []
-        for k, audio in enumerate(audios):
-            reason = unusable(audio)
-            if reason:
-                results[k] = AlignmentFailed(reason)
-            else:
-                good.append(k)
-        if not good:
-            return results
-        try:
-            decoded = self._generate([audios[k] for k in good])
-        except (RuntimeError, ValueError, IndexError) as err:
-            if len(good) == 1:
-                results[good[0]] = AlignmentFailed(f"whisper failed: {err}")
-                return results
-            logger.warning("whisper batch of %d failed (%s); retrying one by one", len(good), err)
-            self.stats["batch_retried_singly"] += 1
-            for k in good:
-                results[k] = self.align_batch([audios[k]])[0]
-            return results
-        for k, words in zip(good, decoded):
-            results[k] = finish_words(words, len(audios[k]) / SAMPLE_RATE, self.stats)
-        return results
-
     @torch.inference_mode()
-    def _generate(self, audios: list[np.ndarray]) -> list[list[Word]]:
+    def _decode(self, audios: list[np.ndarray]) -> list[list[Word]]:
         bundle = self.bundle
         long_form = any(len(audio) > WINDOW_SAMPLES for audio in audios)
         # Short batches use the standard 30 s padding; a batch with a long utterance is

@@ -9,17 +9,14 @@ failures and the load errors, which run the same code as Whisper-medium.
 
 import importlib.util
 import json
-import os
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
 import pytest
 import soundfile
-from vpac_fixture import FIXTURES, fixture_audio
+from vpac_fixture import FIXTURES, fixture_audio, kill_when_written
 
 from segreconcat_aug import whisper
 from segreconcat_aug.aligners import AlignmentFailed, make_aligner
@@ -254,15 +251,7 @@ def test_default_backend_killed_with_sigkill_then_resumed(tmp_path, ct2_model):
         *_backend_args("faster-whisper", ct2_model, None),
         "--batch_size=1",
     ]
-    process = subprocess.Popen(command, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.time() + 120
-    while time.time() < deadline and process.poll() is None:
-        if out.exists() and out.read_bytes().count(b"\n") >= 3:
-            break
-        time.sleep(0.02)
-    assert process.poll() is None, "the run ended before it could be killed"
-    os.kill(process.pid, signal.SIGKILL)
-    process.wait()
+    kill_when_written(command, out, lines=3, cwd=REPO)
     assert 3 <= out.read_bytes().count(b"\n") < len(expected)
     result = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=600)
     assert result.returncode == 1, result.stderr[-2000:]  # "short" failed

@@ -2,17 +2,14 @@
 
 import importlib.util
 import json
-import os
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
 import pytest
 import soundfile
-from vpac_fixture import FIXTURES
+from vpac_fixture import FIXTURES, kill_when_written
 
 from segreconcat_aug.alignment import load_alignments
 from segreconcat_aug.audio import resample_audio
@@ -136,16 +133,7 @@ def test_kill_9_mid_run_then_resume_loses_nothing_duplicates_nothing(tmp_path):
         "--backend=pocketsphinx",
         "--noprogressbar",
     ]
-    process = subprocess.Popen(command, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    deadline = time.time() + 120
-    while time.time() < deadline and process.poll() is None:
-        if out.exists() and out.read_bytes().count(b"\n") >= 3:
-            break
-        time.sleep(0.02)
-    assert process.poll() is None, "the run ended before it could be killed"
-    os.kill(process.pid, signal.SIGKILL)
-    process.wait()
-    process.stderr.close()
+    kill_when_written(command, out, lines=3, cwd=REPO)
     data = out.read_bytes()
     assert 3 <= data.count(b"\n") < len(wav)
     # As if the kill had landed in the middle of writing a record: cut the last line in two.

@@ -129,3 +129,26 @@ def write_uniform_alignments(folder: Path, cache: Path) -> Path:
             aligned = [Word(word, k * step, (k + 1) * step) for k, word in enumerate(words)]
             writer.write(UtteranceAlignment(utt, duration, aligned, "uniform"))
     return cache
+
+
+def kill_when_written(
+    command: list[str], output: Path, lines: int = 3, cwd=None, timeout: float = 120.0
+) -> None:
+    """Run ``command`` and ``kill -9`` it once ``output`` holds ``lines`` complete lines.
+
+    Fails the test if the run ends by itself first (too fast to be interrupted).
+    """
+    import os
+    import signal
+    import subprocess
+    import time
+
+    process = subprocess.Popen(command, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + timeout
+    while time.time() < deadline and process.poll() is None:
+        if output.exists() and output.read_bytes().count(b"\n") >= lines:
+            break
+        time.sleep(0.02)
+    assert process.poll() is None, "the run ended before it could be killed"
+    os.kill(process.pid, signal.SIGKILL)
+    process.wait()

@@ -46,6 +46,7 @@ from segreconcat_aug.cli import (
     run_main,
 )
 from segreconcat_aug.data_prep import DataPrepError, prepare_vpac_training
+from segreconcat_aug.errors import UserError
 from segreconcat_aug.manifest import ManifestDataset, read_manifest
 from segreconcat_aug.options import validate_hparams_file
 from segreconcat_aug.pipeline import SkipFailedReads, TrainAudioPipeline, chunk_audio_pipeline
@@ -455,13 +456,83 @@ def load_hparams(hparams_file, overrides):
         return load_hyperpyyaml(fin, overrides)
 
 
+# What makes a run the run it is: a rerun into the same output folder resumes its checkpoints, so it
+# must not differ in any of these (experiment_name names only strategy, mode, SpecAugment and seed).
+RUN_SETTINGS_FILE = "run_settings.json"
+RUN_SETTING_KEYS = (
+    "system",
+    "mode",
+    "strategy",
+    "segment_policy",
+    "crossfade",
+    "min_leading_silence",
+    "rr_redraw",
+    "sr_pad_normalize",
+    "sr_context",
+    "orders_variant",
+    "missing_alignment",
+    "specaug",
+    "seed",
+    "sentence_len",
+    "dev_ratio",
+    "min_chunk_amplitude",
+    "sample_rate",
+    "channels",
+    "attention_channels",
+    "lin_neurons",
+    "batch_size",
+    "lr",
+    "base_lr",
+    "step_size",
+    "weight_decay",
+)
+
+
+class RunSettingsError(UserError, ValueError):
+    """The output folder holds a run made with other method settings."""
+
+
+def run_settings(hparams) -> dict:
+    """The values of :data:`RUN_SETTING_KEYS` this run has, as JSON gives them back."""
+    values = {key: hparams[key] for key in RUN_SETTING_KEYS if key in hparams}
+    return json.loads(json.dumps(values, default=str))
+
+
+def check_run_settings(hparams) -> None:
+    """Refuse to resume a run of the same folder made with other settings (named, with the fix)."""
+    path = Path(hparams["output_folder"]) / RUN_SETTINGS_FILE
+    if not path.is_file():
+        return
+    saved = json.loads(path.read_text(encoding="utf-8"))
+    current = run_settings(hparams)
+    changed = [key for key in sorted(saved.keys() | current.keys()) if saved.get(key) != current.get(key)]
+    if changed:
+        differences = "; ".join(
+            f"{key}: {saved.get(key)!r} there, {current.get(key)!r} now" for key in changed
+        )
+        raise RunSettingsError(
+            f"{hparams['output_folder']} holds a run made with other settings ({differences}), and a "
+            "rerun into it would resume that run's checkpoints: choose another --output_folder (or "
+            "--experiment_name), or remove that folder to start over"
+        )
+
+
+def save_run_settings(hparams) -> None:
+    """Write :func:`run_settings` into the output folder (a later rerun is checked against it)."""
+    folder = Path(hparams["output_folder"])
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / RUN_SETTINGS_FILE).write_text(json.dumps(run_settings(hparams), indent=2), encoding="utf-8")
+
+
 def main(argv=None) -> SpeakerBrain:
     hparams_file, run_opts, overrides = parse_recipe_arguments(argv)
     remember_new_folders(hparams_file, overrides, "output_folder")  # removed if a user error stops the run
     sb.utils.distributed.ddp_init_group(run_opts)
     validate_hparams_file(hparams_file, overrides)  # every option value, before anything is written
     hparams = load_hparams(hparams_file, overrides)
+    check_run_settings(hparams)  # before anything in the folder is written: never resume another run
     create_experiment_directory(hparams["output_folder"], hparams_file, overrides)
+    run_on_main(save_run_settings, args=[hparams])
 
     if not hparams["skip_prep"]:
         run_on_main(

@@ -342,3 +342,22 @@ def test_epochs_left_is_when_the_stopper_stops_without_improvement(warmup, patie
         if epoch == last_improving:
             predicted = epoch + fewest
     assert counter.current == predicted < 50
+
+
+def test_a_rerun_with_other_method_settings_does_not_resume_the_folder(vpac_root, tmp_path):
+    out = tmp_path / "out"
+    train_recipe.main(_args(vpac_root, out, "--number_of_epochs=1"))
+    saved = json.loads((out / train_recipe.RUN_SETTINGS_FILE).read_text())
+    assert saved["crossfade"] == 0.0 and saved["rr_redraw"] == "once" and saved["segment_policy"] == "authors"
+    # (log.txt aside: in this one process the first run's log handler is still attached.)
+    before = {p: p.read_bytes() for p in out.rglob("*") if p.is_file() and p.name != "log.txt"}
+    # experiment_name does not name the crossfade: the same folder, another method. Refused, untouched.
+    with pytest.raises(
+        train_recipe.RunSettingsError, match=r"crossfade: 0\.0 there, 0\.005 now.*--output_folder"
+    ):
+        train_recipe.main(_args(vpac_root, out, "--number_of_epochs=2", "--crossfade=0.005"))
+    assert {p: p.read_bytes() for p in out.rglob("*") if p.is_file() and p.name != "log.txt"} == before
+    # More epochs of the same run are a resume, not another run.
+    train_recipe.check_run_settings(
+        {**saved, "output_folder": str(out), "number_of_epochs": 3, "patience": 9}
+    )

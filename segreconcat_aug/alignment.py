@@ -3,7 +3,7 @@
 This is the contract between the aligners (``recipes/align.py``), the order
 cache and the augmenter::
 
-    {"id": "1272-128104-0000", "duration": 5.855, "aligner": "whisper:openai/whisper-medium",
+    {"id": "1272-128104-0000", "duration": 5.855, "aligner": "faster-whisper:medium",
      "words": [{"word": "mister", "start": 0.42, "end": 0.71}, ...]}
 
 Times are seconds. On reading and writing, words are cleaned (see

@@ -189,7 +189,8 @@ def stage_loader(
     )
     train_data, _, _ = recipe.dataio_prep(hparams, train_audio, speakers, train_rows)
     train_audio.set_epoch(1)
-    gc.freeze()  # as recipes/train.py does before training
+    recipe.warm_up_before_workers(train_data, augmenter)  # as recipes/train.py does before training
+    gc.freeze()
     main_mib = _rollup_mib(os.getpid())
     results = {"rows": len(train_data), "main": main_mib}
     for workers in (1, 2):

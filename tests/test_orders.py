@@ -474,6 +474,7 @@ def test_training_reads_sr_orders_of_its_sr_context_only(vpac_root, tmp_path):
                 "strategy": "semantic",
                 "alignment_cache": str(alignment_cache),
                 "orders_cache": str(cache),
+                "output_folder": str(tmp_path / "out"),  # the checkpointer makes its folder at load
                 "segment_policy": "cover",
                 "channels": [8, 8, 8, 8, 24],
             },

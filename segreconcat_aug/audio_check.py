@@ -108,6 +108,7 @@ class AudioCheckReport:
     problems: list[AudioProblem] = field(default_factory=list)
     from_cache: int = 0
     unchecked: list[str] = field(default_factory=list)
+    chunk_means: dict[str, np.ndarray] = field(default_factory=dict)  # with ``chunk``: per usable file
 
     @property
     def fatal(self) -> list[AudioProblem]:
@@ -118,14 +119,41 @@ class AudioCheckReport:
         return [p for p in self.problems if not p.fatal]
 
 
-def measure_file(path: str, *, full: bool = True) -> dict:
+class _ChunkMeans:
+    """Mean ``|x|`` of consecutive ``chunk``-sample chunks of a stream read block by block (tail left out)."""
+
+    def __init__(self, chunk: int):
+        self.chunk, self.sums, self._carry, self._carried = int(chunk), [], 0.0, 0
+
+    def add(self, block: np.ndarray) -> None:
+        magnitudes = np.abs(block).astype(np.float64)
+        if self._carried:
+            head = magnitudes[: self.chunk - self._carried]
+            self._carry += float(head.sum())
+            self._carried += len(head)
+            magnitudes = magnitudes[len(head) :]
+            if self._carried < self.chunk:
+                return
+            self.sums.append(self._carry)
+        whole = len(magnitudes) // self.chunk
+        self.sums.extend(magnitudes[: whole * self.chunk].reshape(whole, self.chunk).sum(axis=1).tolist())
+        tail = magnitudes[whole * self.chunk :]
+        self._carry, self._carried = float(tail.sum()), len(tail)
+
+    def means(self) -> list[float]:
+        return [total / self.chunk for total in self.sums]
+
+
+def measure_file(path: str, *, full: bool = True, chunk: int | None = None) -> dict:
     """What the check needs to know of one file (the cache record, without the signature).
 
     ``rate``, ``frames`` and ``channels`` from the header; with ``full``, also
     ``decoded`` (samples read before the end or an error), ``read_error`` (text or
     None), ``nonfinite`` (NaN or infinite samples), ``peak`` and ``mean_square`` (of
-    the finite samples, channels averaged). Raises :class:`OSError` or soundfile's
-    errors when the file cannot be opened.
+    the finite samples, channels averaged), and with ``chunk`` (samples) the mean
+    ``|x|`` of each consecutive chunk, ``chunk_means[str(chunk)]`` (VPC's silent-chunk
+    filter, measured in the same decoding pass). Raises :class:`OSError` or
+    soundfile's errors when the file cannot be opened.
     """
     with soundfile.SoundFile(path) as handle:
         record = {"rate": handle.samplerate, "frames": int(handle.frames), "channels": handle.channels}
@@ -134,6 +162,7 @@ def measure_file(path: str, *, full: bool = True) -> dict:
         decoded = nonfinite = 0
         peak = square_sum = 0.0
         read_error = None
+        chunks = _ChunkMeans(chunk) if chunk else None
         try:
             while True:
                 block = handle.read(_BLOCK, dtype="float32", always_2d=True)
@@ -141,6 +170,8 @@ def measure_file(path: str, *, full: bool = True) -> dict:
                     break
                 block = block.mean(axis=1) if block.shape[1] > 1 else block[:, 0]
                 decoded += len(block)
+                if chunks is not None:
+                    chunks.add(block)
                 finite = np.isfinite(block)
                 if not finite.all():
                     nonfinite += int(len(block) - finite.sum())
@@ -157,6 +188,8 @@ def measure_file(path: str, *, full: bool = True) -> dict:
             peak=peak,
             mean_square=square_sum / max(decoded - nonfinite, 1),
         )
+        if chunks is not None:
+            record["chunk_means"] = {str(chunk): chunks.means()}
         return record
 
 
@@ -219,12 +252,14 @@ class AudioCheckCache:
                         continue
         self._pending: list[dict] = []
 
-    def get(self, signature, full: bool) -> dict | None:
+    def get(self, signature, full: bool, chunk: int | None = None) -> dict | None:
         record = self.records.get(signature[0])
         if record is None or (record["size"], record["mtime_ns"]) != signature[1:]:
             return None
         if full and "decoded" not in record:
             return None  # only the header was read then
+        if full and chunk and str(chunk) not in record.get("chunk_means", {}):
+            return None  # measured without this chunk length
         return record
 
     def add(self, signature, record: dict) -> None:
@@ -258,6 +293,7 @@ def check_audio_files(
     silence_db: float | None = -60.0,
     workers: int = 8,
     cache=None,
+    chunk: int | None = None,
     desc: str = "checking audio",
     progress: bool = True,
 ) -> AudioCheckReport:
@@ -279,6 +315,9 @@ def check_audio_files(
         Threads (decoding in libsndfile releases the GIL).
     cache : path or None
         The JSON Lines cache of measurements (see :class:`AudioCheckCache`).
+    chunk : int or None
+        With ``mode="full"``: also measure the mean ``|x|`` of each consecutive
+        ``chunk``-sample chunk (``report.chunk_means``), in the same decoding pass.
     """
     if mode not in CHECK_MODES:
         raise ValueError(f"check_audio: unknown mode {mode!r}; choose from {CHECK_MODES}")
@@ -294,7 +333,7 @@ def check_audio_files(
         signature = file_signature(source)
         if signature is None:
             continue  # missing: reported below
-        cached = store.get(signature, full) if store is not None else None
+        cached = store.get(signature, full, chunk) if store is not None else None
         if cached is not None:
             measured[utt] = cached
             report.from_cache += 1
@@ -304,7 +343,7 @@ def check_audio_files(
     def run(job):
         utt, signature = job
         try:
-            return utt, signature, measure_file(str(wav[utt]), full=full), None
+            return utt, signature, measure_file(str(wav[utt]), full=full, chunk=chunk), None
         except (RuntimeError, OSError, soundfile.LibsndfileError) as err:
             return utt, signature, None, " ".join(str(err).split())
 
@@ -346,6 +385,8 @@ def check_audio_files(
         report.problems.extend(AudioProblem(utt, path, kind, detail) for kind, detail in found)
         if not any(kind in FATAL_KINDS for kind, _ in found):
             report.frames[utt] = int(record["frames"])
+            if full and chunk:
+                report.chunk_means[utt] = np.asarray(record["chunk_means"][str(chunk)], dtype=np.float64)
     if report.unchecked:
         logger.info(
             "%d shell-pipe entries of wav.scp are not checked (first: %s)",

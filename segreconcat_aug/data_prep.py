@@ -171,9 +171,12 @@ def check_training_audio(
     min_duration: float = 0.0,
     silence_db: float | None = None,
     cache=None,
-) -> dict[str, int]:
-    """Check every file (:func:`segreconcat_aug.audio_check.check_audio_files`); utterance -> samples.
+    chunk: int | None = None,
+) -> tuple[dict[str, int], dict[str, np.ndarray]]:
+    """Check every file (:func:`segreconcat_aug.audio_check.check_audio_files`).
 
+    Returns ``(frames, chunk_means)``: utterance -> samples, and (full check with
+    ``chunk``) utterance -> mean ``|x|`` of each ``chunk``-sample chunk.
     ``mode`` ``"full"`` decodes each file (NaN samples, truncation, silence),
     ``"header"`` opens it. Files with a problem are listed in ``problems_file``;
     under ``bad_audio="skip"`` they are left out of the result (and logged),
@@ -194,16 +197,17 @@ def check_training_audio(
         silence_db=silence_db,
         workers=workers,
         cache=cache,
+        chunk=chunk if mode == "full" else None,
     )
     if not report.problems:
-        return report.frames
+        return report.frames, report.chunk_means
     listed = write_problem_list(report.problems, problems_file) if problems_file is not None else None
     message = problem_message(report.problems, len(wav), "audio files", listed)
     if bad_audio == "error":
         raise AudioCheckError(f"{message}\n(bad_audio: skip leaves them out of training instead)")
     logger.warning("%s\nbad_audio: skip -> these utterances are left out of training", message)
     bad = {problem.utt for problem in report.problems}
-    return {utt: frames for utt, frames in report.frames.items() if utt not in bad}
+    return {utt: frames for utt, frames in report.frames.items() if utt not in bad}, report.chunk_means
 
 
 def split_dev(
@@ -325,9 +329,14 @@ def prepare_vpac_training(
         raise ValueError(f"sentence_len must be > 0 seconds, got {sentence_len}")
     # The audio check runs every time, even when the manifests are reused: its cache makes
     # a rerun a stat per file, and a file changed since the last run is checked again.
+    if min_chunk_amplitude is not None and not 0 <= float(min_chunk_amplitude) < 1:
+        raise ValueError(f"min_chunk_amplitude must be in [0, 1) or null, got {min_chunk_amplitude}")
+    min_chunk_amplitude = float(min_chunk_amplitude or 0.0)
+    chunk = int(round(sentence_len * sample_rate))
     kaldi = load_kaldi_folder(folder, root=data_folder)
     output.mkdir(parents=True, exist_ok=True)
-    frames = check_training_audio(
+    # The full check decodes every file anyway: it measures the chunk amplitudes in the same pass.
+    frames, chunk_means = check_training_audio(
         kaldi.wav,
         sample_rate,
         workers=check_workers,
@@ -337,11 +346,9 @@ def prepare_vpac_training(
         min_duration=min_audio_duration,
         silence_db=silence_db,
         cache=audio_check_cache or output / AUDIO_CHECK_CACHE,
+        chunk=chunk if min_chunk_amplitude > 0 else None,
     )
     bad = sorted(set(kaldi.wav) - set(frames))
-    if min_chunk_amplitude is not None and not 0 <= float(min_chunk_amplitude) < 1:
-        raise ValueError(f"min_chunk_amplitude must be in [0, 1) or null, got {min_chunk_amplitude}")
-    min_chunk_amplitude = float(min_chunk_amplitude or 0.0)
     params = {
         "data_folder": str(Path(data_folder).resolve()),
         "system": system,
@@ -383,9 +390,10 @@ def prepare_vpac_training(
 
     utt2spk = {utt: kaldi.utt2spk[utt] for utt in kaldi.wav}
     dev = split_dev(utt2spk, durations, dev_ratio=dev_ratio, min_duration=sentence_len, seed=seed)
-    chunk = int(round(sentence_len * sample_rate))
     silent = {}
-    if min_chunk_amplitude > 0:
+    if min_chunk_amplitude > 0 and check_audio == "full":
+        silent = {utt: chunk_means[utt] < min_chunk_amplitude for utt in kaldi.wav}
+    elif min_chunk_amplitude > 0:  # the header check decoded nothing: one decoding pass for the filter
         silent = silent_chunk_flags(kaldi.wav, chunk, min_chunk_amplitude, workers=check_workers)
     train_rows, short, all_silent, silent_train_chunks = [], [], [], 0
     for utt in kaldi.wav:

@@ -217,3 +217,36 @@ def test_amplitude_filter_drops_silent_dev_chunks(vpac_root, tmp_path):
     second = prepare_vpac_training(root, "T8-5", tmp_path / "b", sentence_len=1.0)
     assert sorted(r["ID"] for r in _rows(second["dev"])) == sorted(r["ID"] for r in dev[1:])
     assert second["summary"]["silent_dev_chunks_dropped"] == 1
+
+
+def test_the_full_check_measures_the_chunk_amplitudes_in_its_one_decoding_pass(
+    vpac_root, tmp_path, monkeypatch
+):
+    import segreconcat_aug.audio_check as audio_check
+    import segreconcat_aug.data_prep as data_prep
+
+    root = _copy_system(vpac_root, tmp_path)
+    wavs = read_wav_scp(root / TRAIN / "wav.scp", root=root)
+    frames = _true_frames(root)
+    utt = next(u for u in sorted(frames) if frames[u] >= 6 * SR)
+    audio, rate = soundfile.read(wavs[utt], dtype="float32")
+    audio[2 * SR : 6 * SR] *= 1e-4  # near silent across a chunk boundary: the second 3 s chunk silent
+    soundfile.write(wavs[utt], audio, rate, subtype="FLOAT")
+    # Blocks that do not divide the chunk: chunk sums carried across block boundaries.
+    monkeypatch.setattr(audio_check, "_BLOCK", 10007)
+    measured = audio_check.measure_file(str(wavs[utt]), chunk=3 * SR)["chunk_means"][str(3 * SR)]
+    np.testing.assert_allclose(measured, data_prep.chunk_amplitudes(audio, 3 * SR), rtol=1e-9)
+
+    header = prepare_vpac_training(root, "T8-5", tmp_path / "header", mode="concat", check_audio="header")
+
+    def second_pass(*args, **kwargs):
+        raise AssertionError("the full check already measured the chunks: no second decoding pass")
+
+    monkeypatch.setattr(data_prep, "silent_chunk_flags", second_pass)
+    full = prepare_vpac_training(root, "T8-5", tmp_path / "full", mode="concat")  # check_audio: full
+    assert full["summary"]["silent_train_chunks_dropped"] + full["summary"]["silent_dev_chunks_dropped"] >= 1
+    for name in ("train", "dev"):
+        assert full[name].read_text() == header[name].read_text()
+    # A rerun of the check reads the chunk amplitudes from its cache.
+    again = prepare_vpac_training(root, "T8-5", tmp_path / "full", mode="concat")
+    assert again["skipped"]

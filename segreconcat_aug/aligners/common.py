@@ -56,6 +56,15 @@ def unusable(audio: np.ndarray) -> str | None:
     return None
 
 
+def words_of(segments) -> list[Word]:
+    """The words of openai-whisper-style segments (dicts with a ``words`` list of ``word``/``start``/``end``)."""
+    return [
+        Word(w["word"], float(w["start"]), float(w["end"]))
+        for segment in segments
+        for w in segment.get("words", [])
+    ]
+
+
 def finish_words(words: list[Word], duration: float, stats: Counter):
     """Normalized, cleaned words (:func:`clean_words`), or :class:`AlignmentFailed` if none."""
     words = [Word(normalize_word(w.word), w.start, w.end) for w in words]

@@ -36,7 +36,7 @@ import numpy as np
 from ..alignment import Word
 from ..audio import SAMPLE_RATE
 from ..whisper import DEFAULT_MODELS, WINDOW_SAMPLES, load_faster_whisper
-from .common import BatchedAligner
+from .common import BatchedAligner, words_of
 
 logger = logging.getLogger(__name__)
 
@@ -207,10 +207,7 @@ class FasterWhisperAligner(BatchedAligner):
             )
             del keep
             for chunk in mine:
-                for part in chunk:
-                    words[k].extend(
-                        Word(w["word"], float(w["start"]), float(w["end"])) for w in part.get("words", [])
-                    )
+                words[k].extend(words_of(chunk))
         return words
 
 

@@ -5,8 +5,8 @@ calls ``model.transcribe(audio_path, word_timestamps=True)`` with every other op
 default, one file at a time, and keeps each word's ``start`` and ``end`` from every
 segment. This backend does the same on the decoded 16 kHz audio (batch 1): temperature
 fallback, conditioning on the previous window, timestamp tokens, no voice activity filter.
-``language`` is passed when set (``en`` for the English challenge data; the authors passed
-none, so openai-whisper detected it per utterance: ``--language=null`` reproduces that);
+``language`` is passed when set (``--language=en`` forces English; the recipe's default, null,
+lets openai-whisper detect it per utterance, as the authors' call did);
 ``fp16`` follows the device. ``options`` adds keyword arguments to ``transcribe`` (tests
 shorten the decoding; real runs leave it empty, as the authors did).
 
@@ -26,15 +26,13 @@ from collections import Counter
 import numpy as np
 
 from ..alignment import Word
-from ..audio import SAMPLE_RATE
 from ..whisper import DEFAULT_MODELS, load_openai_whisper
-from . import AlignmentFailed
-from .common import finish_words, unusable
+from .common import BatchedAligner, words_of
 
 logger = logging.getLogger(__name__)
 
 
-class OpenAIWhisperAligner:
+class OpenAIWhisperAligner(BatchedAligner):
     """``whisper.load_model(model).transcribe(audio, word_timestamps=True)`` per utterance.
 
     Parameters
@@ -49,6 +47,7 @@ class OpenAIWhisperAligner:
         More keyword arguments for ``transcribe``.
     """
 
+    label = "openai-whisper"
     batch_size = 1
     needs_transcript = False
 
@@ -68,32 +67,7 @@ class OpenAIWhisperAligner:
         self.name = f"openai-whisper:{model}"
         self.stats: Counter = Counter()
 
-    def align(self, audio, transcript: str | None = None) -> list[Word]:
-        """Words of one utterance (``transcript`` is ignored)."""
-        audio = np.asarray(audio, dtype=np.float32)
-        reason = unusable(audio)
-        if reason:
-            raise AlignmentFailed(reason)
-        try:
-            result = self.model.transcribe(audio, **self.options)
-        except (RuntimeError, ValueError, IndexError) as err:
-            raise AlignmentFailed(f"openai-whisper failed: {err}") from err
-        words = [
-            Word(w["word"], float(w["start"]), float(w["end"]))
-            for segment in result.get("segments", [])
-            for w in segment.get("words", [])
+    def _decode(self, audios: list[np.ndarray]) -> list[list[Word]]:
+        return [
+            words_of(self.model.transcribe(audio, **self.options).get("segments", [])) for audio in audios
         ]
-        outcome = finish_words(words, len(audio) / SAMPLE_RATE, self.stats)
-        if isinstance(outcome, Exception):
-            raise outcome
-        return outcome
-
-    def align_batch(self, audios, transcripts=None) -> list:
-        """One word list per utterance (one at a time), or the exception of one that failed."""
-        results: list = []
-        for audio in audios:
-            try:
-                results.append(self.align(audio))
-            except AlignmentFailed as err:
-                results.append(err)
-        return results

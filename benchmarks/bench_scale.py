@@ -379,7 +379,11 @@ def main(argv=None) -> None:
         indexed = run_stage("load", root, output)
         print(f"\nalignment cache ({first['utterances']:,} utterances, {first['words']:,} words)")
         _row("first load: parse + clean + write index", f"{first['seconds']:.1f} s", "once per cache change")
-        _row("load from the index", f"{indexed['seconds']:.2f} s", _verdict(indexed["seconds"], 2.0))
+        _row(
+            "load from the index",
+            f"{indexed['seconds']:.2f} s",
+            _verdict(indexed["seconds"], TARGETS["load_indexed_s"]),
+        )
         _row("memory: peak / held (first load)", f"{first['peak_mib']:.0f} / {first['held_mib']:.0f} MiB", "")
         _row(
             "memory: peak / held (from the index)",
@@ -411,7 +415,7 @@ def main(argv=None) -> None:
         _row(
             "start-up to the first training batch",
             f"{batch['seconds']:.1f} s",
-            _verdict(batch["seconds"], 30.0),
+            _verdict(batch["seconds"], TARGETS["first_batch_s"]),
         )
         _row("peak resident memory (main process)", f"{batch['peak_mib']:.0f} MiB", "")
 
@@ -425,7 +429,7 @@ def main(argv=None) -> None:
                 _row(
                     f"  worker {k}: memory beyond the main process's",
                     f"USS {worker['uss']:.0f} MiB, PSS {worker['pss']:.0f}",
-                    _verdict(worker["uss"], 100.0),
+                    _verdict(worker["uss"], TARGETS["worker_uss_mb"]),
                 )
 
         for key, title in (("touched", "this recipe's"), ("touched_reference", "from_csv (reference)")):
@@ -433,7 +437,7 @@ def main(argv=None) -> None:
             _row(
                 f"after {touched['rows']:,} rows read, {title} dataset",
                 "USS " + ", ".join(f"{worker['uss']:.0f}" for worker in touched["workers"]) + " MiB",
-                _verdict(max(worker["uss"] for worker in touched["workers"]), 100.0)
+                _verdict(max(worker["uss"] for worker in touched["workers"]), TARGETS["worker_uss_mb"])
                 if key == "touched"
                 else "each worker's copy, for comparison",
             )

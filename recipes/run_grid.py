@@ -49,6 +49,7 @@ from segreconcat_aug.report import (
     BOOTSTRAP_DEFAULTS,
     TABLE_COLUMNS,
     ablation_table,
+    blank,
     bootstrap_note,
     compare_runs,
     comparison_table,
@@ -238,13 +239,25 @@ def run_cell(grid, system: str, config: str, seed: int | None = None) -> str:
 
 
 def collect(grid) -> dict[tuple[str, str], list[dict]]:
-    """``(system, configuration) -> runs``: per evaluated seed ``{"seed", "folder", "table", "results"}``."""
+    """``(system, configuration) -> runs``: per evaluated seed ``{"seed", "folder", "table", "results", "scores"}``.
+
+    ``scores`` holds each subset's score file, read once for the intervals and the DET curves.
+    """
     found: dict[tuple[str, str], list[dict]] = {}
     for system, config, seed in grid_runs(grid):
         folder = cell_folder(grid, system, config, seed) / EVAL_SUBFOLDER
         if (folder / "results.json").is_file():
             results = read_results(folder)
-            run = {"seed": seed, "folder": folder, "table": results["table"], "results": results}
+            scores = {
+                name: read_score_file(folder / path) for name, path in results.get("scores", {}).items()
+            }
+            run = {
+                "seed": seed,
+                "folder": folder,
+                "table": results["table"],
+                "results": results,
+                "scores": scores,
+            }
             found.setdefault((system, config), []).append(run)
     return found
 
@@ -261,15 +274,7 @@ def analyse(grid, results: dict) -> dict[tuple[str, str], dict]:
             if cell_system != system:
                 continue
             runs[config] = [
-                {
-                    "seed": run["seed"],
-                    "table": run["table"],
-                    "scores": {
-                        name: read_score_file(run["folder"] / path)
-                        for name, path in run["results"].get("scores", {}).items()
-                    },
-                }
-                for run in config_runs
+                {"seed": run["seed"], "table": run["table"], "scores": run["scores"]} for run in config_runs
             ]
         if resamples:
             for config, summary in compare_runs(runs, baseline, resamples, seed, key=system).items():
@@ -356,9 +361,8 @@ def assemble(grid) -> dict[str, Path]:
                 if cell_system != system:
                     continue
                 for run in runs:
-                    score_file = run["results"].get("scores", {}).get(subset)
-                    if score_file:
-                        scores = read_score_file(run["folder"] / score_file)
+                    scores = run["scores"].get(subset)
+                    if scores is not None:
                         name = labels.get(config, config) + (f" seed {run['seed']}" if len(runs) > 1 else "")
                         curves[name] = det_curve(
                             scores.scores[scores.targets], scores.scores[~scores.targets]
@@ -408,16 +412,12 @@ def write_grid_results(out: Path, cells: dict) -> dict[str, Path]:
                 diff = difference.get("avg") or {}
                 writer.writerow(
                     [system, config, "" if seed is None else seed, *(table.get(c, "") for c in TABLE_COLUMNS)]
-                    + [_blank(avg.get("low")), _blank(avg.get("high")), _blank((std or {}).get("avg"))]
-                    + [_blank(diff.get(k)) for k in ("difference", "low", "high", "p_value", "significant")]
+                    + [blank(avg.get("low")), blank(avg.get("high")), blank((std or {}).get("avg"))]
+                    + [blank(diff.get(k)) for k in ("difference", "low", "high", "p_value", "significant")]
                 )
     payload = {f"{system}/{config}": cell for (system, config), cell in cells.items()}
     (out / "grid_results.json").write_text(json.dumps(payload, indent=2, default=float), encoding="utf-8")
     return {"csv": out / "grid_results.csv", "json": out / "grid_results.json"}
-
-
-def _blank(value):
-    return "" if value is None else value
 
 
 def main(argv=None) -> int:

@@ -139,6 +139,18 @@ def _missing_policies() -> tuple:
     return MISSING_POLICIES
 
 
+def _rr_redraws() -> tuple:
+    from .augment import RR_REDRAWS
+
+    return RR_REDRAWS
+
+
+def _sr_contexts() -> tuple:
+    from .similarity import SR_CONTEXTS
+
+    return SR_CONTEXTS
+
+
 def _segment_policies() -> tuple:
     from .segments import SEGMENT_POLICIES
 
@@ -155,8 +167,8 @@ OPTION_RULES: dict[str, Rule] = {
     "missing_alignment": Rule(choices=_missing_policies),
     "crossfade": number(ge=0),
     "min_leading_silence": number(ge=0),
-    "rr_redraw": one_of("once", "epoch"),
-    "sr_context": one_of("segment", "segment_padded", "utterance"),
+    "rr_redraw": Rule(choices=_rr_redraws),
+    "sr_context": Rule(choices=_sr_contexts),
     "sr_pad_normalize": FLAG,
     # Data preparation and the audio check (segreconcat_aug.audio_check)
     "sentence_len": number(gt=0),

@@ -254,10 +254,11 @@ def system_intervals(results, resamples: int, seed: int, p_targets=(0.01, 0.05))
 def _interval_cells(interval: dict | None) -> list:
     if not interval:
         return ["", "", ""]
-    return [_blank(interval["low"]), _blank(interval["high"]), interval.get("reason") or ""]
+    return [blank(interval["low"]), blank(interval["high"]), interval.get("reason") or ""]
 
 
-def _blank(value):
+def blank(value):
+    """``value``, or an empty cell for None."""
     return "" if value is None else value
 
 

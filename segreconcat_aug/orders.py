@@ -40,6 +40,7 @@ segreconcat_aug.orders.StaleOrderError: ...orders.jsonl:1: the acoustic order of
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import logging
@@ -191,15 +192,14 @@ def resolved_options(strategy: str, options: Mapping | None) -> dict:
     >>> resolved_options("acoustic", {"fixed_frames": 100})["n_fft"], resolved_options("acoustic", {})["scale"]
     (2048, 32768.0)
     """
-    import inspect
+    return json.loads(_resolved_text(strategy, _canonical(options)))
 
-    parameters = inspect.signature(get_strategy(strategy).fn).parameters.values()
-    defaults = {
-        p.name: p.default
-        for p in parameters
-        if p.kind is p.KEYWORD_ONLY and p.name not in _NOT_OPTIONS and p.default is not p.empty
-    }
-    return json.loads(_canonical({**defaults, **dict(options or {})}))
+
+@functools.lru_cache(maxsize=256)
+def _resolved_text(strategy: str, options_text: str) -> str:
+    # Loading a cache resolves the same options for every line: computed once per distinct options.
+    _, defaults = _keyword_options(get_strategy(strategy).fn)
+    return _canonical({**defaults, **json.loads(options_text)})
 
 
 def _records(file: Path):
@@ -355,11 +355,23 @@ def stale_orders(
 _NOT_OPTIONS = {"sample_rate", "utt_id", "frames", "vectors", "whisper"}
 
 
-def _option_names(fn) -> set[str]:
+@functools.cache
+def _keyword_options(fn) -> tuple[frozenset, dict]:
+    """A strategy function's options (keyword-only, not runtime inputs) and the defaults they have."""
     import inspect
 
-    parameters = inspect.signature(fn).parameters.values()
-    return {p.name for p in parameters if p.kind is p.KEYWORD_ONLY} - _NOT_OPTIONS
+    parameters = [
+        p
+        for p in inspect.signature(fn).parameters.values()
+        if p.kind is p.KEYWORD_ONLY and p.name not in _NOT_OPTIONS
+    ]
+    return frozenset(p.name for p in parameters), {
+        p.name: p.default for p in parameters if p.default is not p.empty
+    }
+
+
+def _option_names(fn) -> set[str]:
+    return set(_keyword_options(fn)[0])
 
 
 class OrderComputer:

@@ -67,7 +67,13 @@ import soundfile
 from tqdm import tqdm
 
 from .audio import SAMPLE_RATE
-from .audio_check import BAD_AUDIO_POLICIES, check_audio_files, problem_message, write_problem_list
+from .audio_check import (
+    BAD_AUDIO_POLICIES,
+    check_audio_files,
+    measure_file,
+    problem_message,
+    write_problem_list,
+)
 from .augment import MODES
 from .errors import UserError
 from .kaldi import group_by_speaker, load_kaldi_folder
@@ -129,15 +135,19 @@ def silent_chunk_flags(
 ) -> dict[str, np.ndarray]:
     """Utterance -> one bool per fixed chunk: True where the chunk's mean ``|x|`` is below ``threshold``.
 
-    Reads every file whole (threads: the work is mostly disk reads and decoding).
+    Decodes every file (threads: the work is mostly disk reads and decoding) with the full
+    audio check's measurement (:func:`segreconcat_aug.audio_check.measure_file`), so both
+    checks see the same amplitudes. Used when the audio check read only the headers.
     """
 
     def measure(utt):
         try:
-            audio, _ = soundfile.read(wav[utt], dtype="float32", always_2d=True)
+            record = measure_file(str(wav[utt]), chunk=chunk)
         except (RuntimeError, OSError, soundfile.LibsndfileError) as err:
             raise AudioCheckError(f"{utt} {wav[utt]}: cannot read the samples ({err})") from None
-        return utt, chunk_amplitudes(audio.mean(axis=1), chunk) < threshold
+        if record["read_error"] is not None:
+            raise AudioCheckError(f"{utt} {wav[utt]}: cannot read the samples ({record['read_error']})")
+        return utt, np.asarray(record["chunk_means"][str(chunk)]) < threshold
 
     with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
         results = pool.map(measure, list(wav), chunksize=16)

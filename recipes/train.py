@@ -217,8 +217,8 @@ def log_alignment_repairs(alignments, source) -> None:
             "Alignment cache %s: words repaired while loading %s, in %d utterance(s), first: %s",
             source,
             repairs,
-            getattr(alignments, "repaired_count", 0),
-            getattr(alignments, "repaired_ids", [])[:5],
+            alignments.repaired_count,
+            alignments.repaired_ids[:5],
         )
     else:
         logger.info("Alignment cache %s: %d utterances, no word needed a repair", source, len(alignments))

@@ -298,7 +298,19 @@ class AlignmentIndex:
     quick to load, and cheap to share with forked DataLoader workers.
     """
 
-    def __init__(self, ids, durations, offsets, starts, ends, aligners, words=None, stats=None):
+    def __init__(
+        self,
+        ids,
+        durations,
+        offsets,
+        starts,
+        ends,
+        aligners,
+        words=None,
+        stats=None,
+        repaired_ids=(),
+        repaired_count: int = 0,
+    ):
         self._row = {utt: k for k, utt in enumerate(ids)}
         self.ids = list(ids)
         self.durations = np.asarray(durations, dtype=np.float64)
@@ -308,6 +320,9 @@ class AlignmentIndex:
         self.aligners = list(aligners)
         self.words = words
         self.stats: Counter = stats if stats is not None else Counter()
+        # The loader's repairs by utterance: how many utterances needed a fix, and the first of them.
+        self.repaired_ids = list(repaired_ids)
+        self.repaired_count = int(repaired_count)
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -522,7 +537,7 @@ def _combine(parts: list[_FileAlignments], keep_words: bool, path) -> AlignmentI
     def joined(arrays):
         return np.concatenate(arrays) if arrays else np.zeros(0)
 
-    index = AlignmentIndex(
+    return AlignmentIndex(
         ids,
         joined(durations),
         offsets,
@@ -531,9 +546,9 @@ def _combine(parts: list[_FileAlignments], keep_words: bool, path) -> AlignmentI
         aligners,
         texts if keep_words else None,
         stats,
+        repaired_ids=repaired,
+        repaired_count=repaired_count,
     )
-    index.repaired_ids, index.repaired_count = repaired, repaired_count
-    return index
 
 
 def _user_cache_folder() -> Path:

@@ -40,6 +40,7 @@ from segreconcat_aug.cli import (
     create_experiment_directory,
     format_duration,
     keep_new_folders,
+    overrides_mapping,
     parse_recipe_arguments,
     remember_new_folders,
     report_progress,
@@ -363,11 +364,7 @@ def dataio_prep(
 
 def _overrides_with(overrides, **values) -> dict:
     """The command-line overrides (a YAML string) as a mapping, plus ``values``."""
-    if isinstance(overrides, str):
-        overrides = ruamel.yaml.YAML().load(overrides) if overrides.strip() else None
-    mapping = dict(overrides or {})
-    mapping.update(values)
-    return mapping
+    return {**overrides_mapping(overrides), **values}
 
 
 def _detached(node):
@@ -539,9 +536,9 @@ def save_run_settings(hparams) -> None:
 
 def main(argv=None) -> SpeakerBrain:
     hparams_file, run_opts, overrides = parse_recipe_arguments(argv)
-    remember_new_folders(hparams_file, overrides, "output_folder")  # removed if a user error stops the run
+    values = validate_hparams_file(hparams_file, overrides)  # every option value, before anything is written
+    remember_new_folders(values, "output_folder")  # removed if a user error stops the run
     sb.utils.distributed.ddp_init_group(run_opts)
-    validate_hparams_file(hparams_file, overrides)  # every option value, before anything is written
     hparams = load_hparams(hparams_file, overrides)
     check_run_settings(hparams)  # before anything in the folder is written: never resume another run
     create_experiment_directory(hparams["output_folder"], hparams_file, overrides)

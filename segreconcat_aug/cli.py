@@ -107,14 +107,23 @@ def yaml_keys(hparams_file) -> list[str]:
     return list(_load_commented(hparams_file))
 
 
-def check_override_keys(hparams_file, overrides) -> None:
-    """Every overridden key must be one of the YAML's top-level keys; a misspelt one is named with the fix."""
+def overrides_mapping(overrides) -> dict:
+    """SpeechBrain's command-line overrides (a YAML string, or a mapping) as a mapping.
+
+    >>> overrides_mapping("{system: B3, seed: 7}"), overrides_mapping("")
+    ({'system': 'B3', 'seed': 7}, {})
+    """
     import ruamel.yaml
 
     if isinstance(overrides, str):
-        overrides = ruamel.yaml.YAML(typ="safe").load(overrides) if overrides.strip() else None
+        overrides = ruamel.yaml.YAML().load(overrides) if overrides.strip() else None
+    return dict(overrides or {})
+
+
+def check_override_keys(hparams_file, overrides) -> None:
+    """Every overridden key must be one of the YAML's top-level keys; a misspelt one is named with the fix."""
     keys = yaml_keys(hparams_file)
-    for key in overrides or {}:
+    for key in overrides_mapping(overrides):
         if key in keys:
             continue
         guess = closest_key(str(key), keys)
@@ -158,8 +167,8 @@ def load_recipe_hparams(argv=None, *, configure_logging: bool = True, new_folder
     from .options import validate_hparams_file
 
     hparams_file, run_opts, overrides = parse_recipe_arguments(argv)
-    validate_hparams_file(hparams_file, overrides)  # every option value, before anything is written
-    remember_new_folders(hparams_file, overrides, *new_folders)
+    values = validate_hparams_file(hparams_file, overrides)  # every option value, before anything is written
+    remember_new_folders(values, *new_folders)
     with open(hparams_file, encoding="utf-8") as handle:
         hparams = load_hyperpyyaml(handle, overrides)
     if configure_logging:
@@ -256,14 +265,13 @@ def remove_if_user_error(folder) -> None:
     _NEW_FOLDERS.append(folder)
 
 
-def remember_new_folders(hparams_file, overrides, *keys: str) -> None:
+def remember_new_folders(resolved, *keys: str) -> None:
     """:func:`remove_if_user_error` for the folders the YAML's ``keys`` name, BEFORE the YAML is loaded
-    (loading it creates some: SpeechBrain's Checkpointer makes its folder)."""
-    import ruamel.yaml
-    from hyperpyyaml import resolve_references
+    (loading it creates some: SpeechBrain's Checkpointer makes its folder).
 
-    with open(hparams_file, encoding="utf-8") as handle:
-        resolved = ruamel.yaml.YAML().load(resolve_references(handle, overrides).getvalue())
+    ``resolved``: the YAML's values with their references resolved, as
+    :func:`segreconcat_aug.options.validate_hparams_file` returns them.
+    """
     for key in keys:
         if resolved.get(key):
             remove_if_user_error(resolved[key])

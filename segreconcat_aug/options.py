@@ -249,8 +249,8 @@ def validate_options(hparams: Mapping, rules: Mapping[str, Rule] | None = None) 
         raise OptionError(f"{len(problems)} option values are not allowed:\n  " + "\n  ".join(problems))
 
 
-def validate_hparams_file(hparams_file, overrides=None) -> None:
-    """:func:`validate_options` on a YAML file with its overrides, without loading it.
+def validate_hparams_file(hparams_file, overrides=None) -> Mapping:
+    """:func:`validate_options` on a YAML file with its overrides, without loading it; the values checked.
 
     The references are resolved (``!ref``) and the text parsed without building
     any object (``!new:``, ``!apply:`` stay tags), so nothing is created or
@@ -262,5 +262,7 @@ def validate_hparams_file(hparams_file, overrides=None) -> None:
     with open(hparams_file, encoding="utf-8") as handle:
         text = resolve_references(handle, overrides or {}).getvalue()
     values = ruamel.yaml.YAML(typ="rt").load(text)
-    if isinstance(values, Mapping):
-        validate_options(values)
+    if not isinstance(values, Mapping):
+        return {}
+    validate_options(values)
+    return values

@@ -176,17 +176,13 @@ def stage_loader(
     from hyperpyyaml import load_hyperpyyaml
 
     from segreconcat_aug.manifest import read_manifest
-    from segreconcat_aug.pipeline import TrainAudioPipeline
 
     recipe = _train_recipe()
     train_rows = read_manifest(output / "train.csv")
     speakers = train_rows.distinct("spk_id")
     with open(HPARAMS, encoding="utf-8") as handle:
         hparams = load_hyperpyyaml(handle, _train_overrides(root, output, n_speakers=len(speakers)))
-    augmenter = recipe.build_augmenter(hparams)
-    train_audio = TrainAudioPipeline(
-        augmenter=augmenter, sentence_len=hparams["sentence_len"], sample_rate=16000, seed=hparams["seed"]
-    )
+    augmenter, train_audio = recipe.build_train_audio(hparams)
     train_data, _, _ = recipe.dataio_prep(hparams, train_audio, speakers, train_rows)
     train_audio.set_epoch(1)
     recipe.warm_up_before_workers(train_data, augmenter)  # as recipes/train.py does before training

@@ -266,6 +266,19 @@ def epoch_line(record: dict, counter, epoch_seconds: list[float]) -> str:
     )
 
 
+def build_train_audio(hparams) -> tuple[SegReConcat | None, TrainAudioPipeline]:
+    """The augmenter (None for the baseline) and the training set's audio pipeline, from the YAML."""
+    augmenter = build_augmenter(hparams)
+    train_audio = TrainAudioPipeline(
+        augmenter=augmenter,
+        sentence_len=hparams["sentence_len"],
+        sample_rate=hparams["sample_rate"],
+        seed=hparams["seed"],
+        read_errors=hparams.get("read_errors", "skip"),
+    )
+    return augmenter, train_audio
+
+
 def warm_up_before_workers(train_data, augmenter) -> None:
     """Make one training sample in this process before the DataLoader workers fork.
 
@@ -576,14 +589,7 @@ def main(argv=None) -> SpeakerBrain:
         logger.info("n_speakers set to %d (training speakers in the manifest)", n_speakers)
         hparams = load_hparams(hparams_file, overrides)
 
-    augmenter = build_augmenter(hparams)
-    train_audio = TrainAudioPipeline(
-        augmenter=augmenter,
-        sentence_len=hparams["sentence_len"],
-        sample_rate=hparams["sample_rate"],
-        seed=hparams["seed"],
-        read_errors=hparams.get("read_errors", "skip"),
-    )
+    augmenter, train_audio = build_train_audio(hparams)
     train_data, valid_data, _ = dataio_prep(hparams, train_audio, speakers, train_rows)
     loader_opts = hparams["train_dataloader_opts"]
     processes = int(os.environ.get("WORLD_SIZE", 1))

@@ -41,7 +41,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .metrics import error_counts
+from .metrics import candidate_thresholds, error_counts
 
 CONFIDENCE = 0.95
 CHUNK_ELEMENTS = 4_000_000  # resamples x trials per chunk (memory: a few arrays of this many elements)
@@ -261,9 +261,7 @@ def resampled_metrics_loop(scores, targets, weights, p_targets=(0.01, 0.05)) -> 
         neg = np.sort(np.repeat(scores[~targets], w[~targets]))
         if len(pos) == 0 or len(neg) == 0:
             continue
-        unique = np.unique(np.concatenate([pos, neg]))
-        thresholds = np.sort(np.concatenate([unique, (unique[:-1] + unique[1:]) / 2]))
-        misses, false_alarms = error_counts(pos, neg, thresholds)
+        misses, false_alarms = error_counts(pos, neg, candidate_thresholds(pos, neg))
         frr, far = misses / len(pos), false_alarms / len(neg)
         best = int(np.argmin(np.abs(far - frr)))
         out["eer"][b] = 50.0 * (far[best] + frr[best])

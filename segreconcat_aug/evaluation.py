@@ -42,14 +42,14 @@ from .embeddings import EmbeddingExtractor, model_fingerprint
 from .errors import UserError
 from .kaldi import KaldiFolder, group_by_speaker, load_kaldi_folder, read_trials
 from .metrics import verification_metrics
-from .report import table_averages, write_system_report
+from .report import BOOTSTRAP_DEFAULTS, SUBSET_COLUMNS, table_averages, write_system_report
 from .scoring import SCORE_NORMS, cohort_utterances, cosine_scores, normalize_scores, speaker_models
 from .vpac import ENROLL_SETS, TRAIN_SET, TRIAL_SETS, system_folders
 
 logger = logging.getLogger(__name__)
 
 #: Subset names in the order of the paper's Table 2.
-SUBSETS = ("dev_f", "dev_m", "test_f", "test_m")
+SUBSETS = SUBSET_COLUMNS
 
 
 class MissingExportError(UserError, FileNotFoundError):
@@ -325,8 +325,8 @@ EVAL_DEFAULTS = {
     "eval_p_targets": [0.01, 0.05],
     "eval_save_every": 50,
     "eval_det_plot": True,
-    "eval_bootstrap_resamples": 1000,
-    "eval_bootstrap_seed": 1986,
+    "eval_bootstrap_resamples": BOOTSTRAP_DEFAULTS["resamples"],
+    "eval_bootstrap_seed": BOOTSTRAP_DEFAULTS["seed"],
 }
 
 

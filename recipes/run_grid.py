@@ -38,7 +38,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import numpy as np
 from hyperpyyaml import load_hyperpyyaml
 from tqdm import tqdm
 
@@ -59,6 +58,7 @@ from segreconcat_aug.report import (
     plot_forest,
     read_results,
     read_score_file,
+    seed_mean_std,
 )
 
 logger = logging.getLogger("run_grid")
@@ -281,13 +281,10 @@ def analyse(grid, results: dict) -> dict[tuple[str, str], dict]:
                 cells[(system, config)] = summary
         else:  # no intervals: each seed's row and the mean ± std across seeds
             for config, config_runs in runs.items():
-                tables = [run["table"] for run in config_runs]
-                columns = [c for c in TABLE_COLUMNS if all(c in t for t in tables)]
+                mean, std = seed_mean_std([run["table"] for run in config_runs])
                 cells[(system, config)] = {
-                    "table": {c: float(np.mean([t[c] for t in tables])) for c in columns},
-                    "std": {c: float(np.std([t[c] for t in tables], ddof=1)) for c in columns}
-                    if len(tables) > 1
-                    else None,
+                    "table": mean,
+                    "std": std,
                     "intervals": {},
                     "seeds": [
                         {"seed": run["seed"], "table": run["table"], "intervals": {}} for run in config_runs

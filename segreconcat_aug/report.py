@@ -510,6 +510,17 @@ def _same_trials(a, b) -> bool:
     return a.enroll == b.enroll and a.test == b.test and np.array_equal(a.targets, b.targets)
 
 
+def seed_mean_std(tables: list[dict], columns=TABLE_COLUMNS) -> tuple[dict, dict | None]:
+    """Mean across seeds of each of ``columns`` every table has, and the standard deviation (several seeds).
+
+    >>> seed_mean_std([{"avg": 20.0}, {"avg": 30.0}])
+    ({'avg': 25.0}, {'avg': 7.0710678118654755})
+    """
+    mean = {c: float(np.mean([t[c] for t in tables])) for c in columns if all(c in t for t in tables)}
+    std = {c: float(np.std([t[c] for t in tables], ddof=1)) for c in mean} if len(tables) > 1 else None
+    return mean, std
+
+
 def compare_runs(runs: dict, baseline: str, resamples: int, seed: int, key: str = "") -> dict:
     """Intervals per configuration (seeds combined) and each configuration's paired difference to the baseline.
 
@@ -549,9 +560,7 @@ def compare_runs(runs: dict, baseline: str, resamples: int, seed: int, key: str 
     columns = [c for c in TABLE_COLUMNS if any(c in run["table"] for _, run in flat)]
     combined, summary = {}, {}
     for config, config_runs in runs.items():
-        tables = [run["table"] for run in config_runs]
-        mean = {c: float(np.mean([t[c] for t in tables])) for c in columns if all(c in t for t in tables)}
-        std = {c: float(np.std([t[c] for t in tables], ddof=1)) for c in mean} if len(tables) > 1 else None
+        mean, std = seed_mean_std([run["table"] for run in config_runs], columns)
         problem = None
         if any(id(run) not in by_run for run in config_runs):
             problem = "its trial lists differ from the baseline's: no paired bootstrap"

@@ -48,40 +48,9 @@ from vpac_fixture import FIXTURES, fixture_utterances  # noqa: E402
 from segreconcat_aug.aligners.pocketsphinx import PocketsphinxAligner, normalize_transcript  # noqa: E402
 from segreconcat_aug.audio import SAMPLE_RATE, read_audio  # noqa: E402
 from segreconcat_aug.kaldi import read_kaldi_map  # noqa: E402
+from segreconcat_aug.testing import WHISPER_SIZES, openai_sizes, transformers_sizes  # noqa: E402
 
-# Whisper's published sizes (transformers config names); openai-whisper's names below.
-DIMS = {
-    "tiny": {"d_model": 64, "encoder_layers": 2, "decoder_layers": 2, "heads": 2, "ffn": 128},
-    "base": {"d_model": 512, "encoder_layers": 6, "decoder_layers": 6, "heads": 8, "ffn": 2048},
-    "small": {"d_model": 768, "encoder_layers": 12, "decoder_layers": 12, "heads": 12, "ffn": 3072},
-    "medium": {"d_model": 1024, "encoder_layers": 24, "decoder_layers": 24, "heads": 16, "ffn": 4096},
-}
 TARGET_SPEEDUP = 3.0
-
-
-def transformers_sizes(name: str) -> dict:
-    d = DIMS[name]
-    return {
-        "d_model": d["d_model"],
-        "encoder_layers": d["encoder_layers"],
-        "decoder_layers": d["decoder_layers"],
-        "encoder_attention_heads": d["heads"],
-        "decoder_attention_heads": d["heads"],
-        "encoder_ffn_dim": d["ffn"],
-        "decoder_ffn_dim": d["ffn"],
-    }
-
-
-def openai_sizes(name: str) -> dict:
-    d = DIMS[name]
-    return {
-        "n_audio_state": d["d_model"],
-        "n_audio_layer": d["encoder_layers"],
-        "n_audio_head": d["heads"],
-        "n_text_state": d["d_model"],
-        "n_text_layer": d["decoder_layers"],
-        "n_text_head": d["heads"],
-    }
 
 
 def rtf_of(aligner, audios: list[np.ndarray], batch_size: int) -> tuple[float, float]:
@@ -174,7 +143,7 @@ def main(argv=None) -> list[tuple]:
     parser.add_argument(
         "--backends", nargs="+", default=["transformers", "faster-whisper", "openai-whisper", "pocketsphinx"]
     )
-    parser.add_argument("--dims", choices=sorted(DIMS), default="base")
+    parser.add_argument("--dims", choices=sorted(WHISPER_SIZES), default="base")
     parser.add_argument("--batch_size", type=int, default=8)
     parser.add_argument("--max_new_tokens", type=int, default=40)
     parser.add_argument("--utterances", type=int, default=8)

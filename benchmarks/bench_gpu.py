@@ -38,23 +38,6 @@ MEAN_SECONDS = 12.3
 SYSTEMS = 7
 HOURS_PER_SYSTEM = 363.0  # anonymized train-clean-360 audio per system
 TARGET_REAL_TIME = 100.0  # faster-whisper, Whisper-medium, one H200
-MEDIUM = {
-    "d_model": 1024,
-    "encoder_layers": 24,
-    "decoder_layers": 24,
-    "encoder_attention_heads": 16,
-    "decoder_attention_heads": 16,
-    "encoder_ffn_dim": 4096,
-    "decoder_ffn_dim": 4096,
-}
-OPENAI_MEDIUM = {
-    "n_audio_state": 1024,
-    "n_audio_layer": 24,
-    "n_audio_head": 16,
-    "n_text_state": 1024,
-    "n_text_layer": 24,
-    "n_text_head": 16,
-}
 
 
 def _sync(device: str) -> None:
@@ -119,12 +102,18 @@ def whisper_alignment(device: str, batches: list[int], tiny: bool) -> dict:
     from segreconcat_aug.aligners.faster_whisper import FasterWhisperAligner
     from segreconcat_aug.aligners.openai_whisper import OpenAIWhisperAligner
     from segreconcat_aug.aligners.whisper import WhisperAligner
-    from segreconcat_aug.testing import tiny_faster_whisper, tiny_openai_whisper, tiny_whisper
+    from segreconcat_aug.testing import (
+        openai_sizes,
+        tiny_faster_whisper,
+        tiny_openai_whisper,
+        tiny_whisper,
+        transformers_sizes,
+    )
     from segreconcat_aug.whisper import encoder_features
 
     cuda = device.startswith("cuda")
     dtype = torch.float16 if cuda else torch.float32
-    sizes = {} if tiny else MEDIUM
+    sizes = {} if tiny else transformers_sizes("medium")
     bundle = tiny_whisper(0, device=device, dtype=dtype, **sizes)
     rng = np.random.default_rng(0)
     audio = [rng.normal(0, 0.05, int(MEAN_SECONDS * 16000)).astype(np.float32) for _ in range(max(batches))]
@@ -149,8 +138,8 @@ def whisper_alignment(device: str, batches: list[int], tiny: bool) -> dict:
             rtf = _timed_rtf(aligner, audio, batch, device)
             result["faster-whisper"][f"batch{batch}"] = {"rtf": rtf, "gpu_hours_7_systems": _gpu_hours(rtf)}
             del aligner
-        openai_sizes = {} if tiny else OPENAI_MEDIUM
-        checkpoint = tiny_openai_whisper(Path(workdir) / "openai.pt", **openai_sizes)
+        dims = {} if tiny else openai_sizes("medium")
+        checkpoint = tiny_openai_whisper(Path(workdir) / "openai.pt", **dims)
         options = {"temperature": 0.0, "sample_len": tokens, "condition_on_previous_text": False}
         aligner = OpenAIWhisperAligner(checkpoint, device=device, options=options)
         rtf = _timed_rtf(aligner, audio, 1, device)

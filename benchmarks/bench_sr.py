@@ -29,21 +29,13 @@ import torch
 
 from segreconcat_aug.segments import word_segments
 from segreconcat_aug.similarity import sr_vectors
-from segreconcat_aug.testing import tiny_whisper
+from segreconcat_aug.testing import tiny_whisper, transformers_sizes
 from segreconcat_aug.whisper import encoder_pooled
 
 UTTERANCES = 104_014  # train-clean-360, per system
 MEAN_SECONDS = 12.3
 WORDS_PER_SECOND = 2.6  # LibriSpeech read speech
-MEDIUM = {
-    "d_model": 1024,
-    "encoder_layers": 24,
-    "decoder_layers": 2,  # the decoder is not run
-    "encoder_attention_heads": 16,
-    "decoder_attention_heads": 16,
-    "encoder_ffn_dim": 4096,
-    "decoder_ffn_dim": 4096,
-}
+MEDIUM = {**transformers_sizes("medium"), "decoder_layers": 2}  # the decoder is not run
 
 
 def _timed(device: str, fn) -> float:

@@ -206,3 +206,39 @@ def tiny_openai_whisper(path, seed: int = 0, **dims) -> str:
     state = {"dims": dataclasses.asdict(dimensions), "model_state_dict": model.state_dict()}
     torch.save(state, path)
     return str(path)
+
+
+# Benchmark model sizes: Whisper's published base, small and medium, and a tiny one for plumbing.
+WHISPER_SIZES = {
+    "tiny": {"d_model": 64, "encoder_layers": 2, "decoder_layers": 2, "heads": 2, "ffn": 128},
+    "base": {"d_model": 512, "encoder_layers": 6, "decoder_layers": 6, "heads": 8, "ffn": 2048},
+    "small": {"d_model": 768, "encoder_layers": 12, "decoder_layers": 12, "heads": 12, "ffn": 3072},
+    "medium": {"d_model": 1024, "encoder_layers": 24, "decoder_layers": 24, "heads": 16, "ffn": 4096},
+}
+
+
+def transformers_sizes(name: str) -> dict:
+    """:data:`WHISPER_SIZES` ``name`` as :func:`tiny_whisper` / :func:`tiny_faster_whisper` take them."""
+    d = WHISPER_SIZES[name]
+    return {
+        "d_model": d["d_model"],
+        "encoder_layers": d["encoder_layers"],
+        "decoder_layers": d["decoder_layers"],
+        "encoder_attention_heads": d["heads"],
+        "decoder_attention_heads": d["heads"],
+        "encoder_ffn_dim": d["ffn"],
+        "decoder_ffn_dim": d["ffn"],
+    }
+
+
+def openai_sizes(name: str) -> dict:
+    """:data:`WHISPER_SIZES` ``name`` as :func:`tiny_openai_whisper` takes them."""
+    d = WHISPER_SIZES[name]
+    return {
+        "n_audio_state": d["d_model"],
+        "n_audio_layer": d["encoder_layers"],
+        "n_audio_head": d["heads"],
+        "n_text_state": d["d_model"],
+        "n_text_layer": d["decoder_layers"],
+        "n_text_head": d["heads"],
+    }

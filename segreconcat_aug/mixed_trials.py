@@ -139,6 +139,9 @@ def write_mixed_trials(result: MixedTrials, folder, overwrite: bool = False) -> 
         raise MixedTrialsError(f"{folder} exists: not replaced (overwrite: True replaces it)")
     folder.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", dir=folder.parent))
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(staging, 0o777 & ~umask)  # a folder as mkdir makes it (mkdtemp's is private)
     try:
         for name, lines in result.members.items():
             (staging / name).write_text("".join(lines), encoding="utf-8")

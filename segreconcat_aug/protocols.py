@@ -281,6 +281,19 @@ def table_layout(protocol: str | None) -> TableLayout:
     return get_protocol(protocol).table
 
 
+#: Track 2 language codes that Whisper spells otherwise.
+WHISPER_LANGUAGES = {"cn": "zh"}
+
+
+def whisper_language(code: str | None) -> str | None:
+    """Whisper's code of a language (``cn`` is Whisper's ``zh``; None stays None: detected).
+
+    >>> whisper_language("cn"), whisper_language("de"), whisper_language(None)
+    ('zh', 'de', None)
+    """
+    return WHISPER_LANGUAGES.get(code, code)
+
+
 def language_of_set(folder_name: str) -> str | None:
     """The Track 2 language of a set's folder name (its suffix ignored), or None (not a Track 2 set)."""
     for code, language in TRACK2_LANGUAGES.items():

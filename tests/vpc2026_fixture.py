@@ -1,6 +1,7 @@
 """Tiny data folders laid out as the VoicePrivacy Challenge 2026 toolkit writes them.
 
-``build_track1_layout(root)``: LibriSpeech fixture audio in the Track 1 layout, every set under
+``build_track1_layout(root)``: LibriSpeech fixture audio in the Track 1 layout (two enrollment
+utterances per evaluation speaker, the third one tested), every set under
 ``<root>/data/``: the originals (``libri_<part>_enrolls``, ``libri_<part>_trials_{f,m}`` and
 ``libri_<part>_trials_mixed`` built from them by the 2026 rule, audio under ``corpora/``, paths
 relative to ``root``) and, per system, the anonymized copies ``<set>_<SYS>`` (a gain as the
@@ -91,8 +92,9 @@ def build_track1_layout(root, systems=("B3",)) -> Path:
         by_speaker[speaker_of[utt]].append(utt)
     originals = _copy(sources, root / "corpora" / "LibriSpeech", 1.0, ".flac")
     data = root / "data"
-    enroll = [by_speaker[spk][0] for gender in "fm" for spk in EVAL_SPEAKERS[gender]]
-    tests = {gender: [u for spk in EVAL_SPEAKERS[gender] for u in by_speaker[spk][1:]] for gender in "fm"}
+    # Two enrollment utterances per speaker (so the mean of L2-normalized embeddings differs from the raw one).
+    enroll = [u for gender in "fm" for spk in EVAL_SPEAKERS[gender] for u in by_speaker[spk][:2]]
+    tests = {gender: [u for spk in EVAL_SPEAKERS[gender] for u in by_speaker[spk][2:]] for gender in "fm"}
     for part in ("dev", "test"):
         write_folder(
             data / f"libri_{part}_enrolls",

@@ -143,21 +143,25 @@ def split_unit(unit: str) -> tuple[str, str | None]:
     return system, language or None
 
 
+def grid_ablation(grid) -> dict | None:
+    """The grid's ``ablation`` (Table 1), or None: none asked, or a VPC 2026 grid without its system."""
+    ablation = grid.get("ablation")
+    units = grid_units(grid)
+    if ablation and get_protocol(grid.get("protocol")).name != "vpac2024" and ablation["system"] not in units:
+        logger.warning(
+            "ablation system %s is not among this grid's systems (%s): no Table 1", ablation["system"], units
+        )
+        return None
+    return ablation or None
+
+
 def grid_cells(grid) -> list[tuple[str, str]]:
     """The (unit, configuration) pairs to run: Table 2's for every unit (:func:`grid_units`), then Table 1's."""
     comparison = [grid["comparison"]["baseline"], *grid["comparison"].get("compared", [])]
-    units = grid_units(grid)
-    cells = [(unit, config) for unit in units for config in comparison]
-    ablation = grid.get("ablation")
+    cells = [(unit, config) for unit in grid_units(grid) for config in comparison]
+    ablation = grid_ablation(grid)
     if ablation:
-        if get_protocol(grid.get("protocol")).name != "vpac2024" and ablation["system"] not in units:
-            logger.warning(
-                "ablation system %s is not among this grid's systems (%s): no Table 1",
-                ablation["system"],
-                units,
-            )
-        else:
-            cells += [(ablation["system"], config) for config in ablation["configurations"]]
+        cells += [(ablation["system"], config) for config in ablation["configurations"]]
     return list(dict.fromkeys(cells))
 
 
@@ -424,7 +428,7 @@ def assemble(grid) -> dict[str, Path]:
             encoding="utf-8",
         )
 
-    ablation = grid.get("ablation")
+    ablation = grid_ablation(grid)
     if ablation:
         table1_labels = {name: spec.get("table1", spec.get("label", name)) for name, spec in configs.items()}
         table1 = ablation_table(

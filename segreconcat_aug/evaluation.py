@@ -35,6 +35,7 @@ reads and the result types it returns (:class:`SystemResults`).
 
 from __future__ import annotations
 
+import json
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -445,6 +446,32 @@ def evaluation_folder(hparams: dict) -> Path:
     return Path(hparams.get("eval_folder") or Path(hparams["output_folder"]) / EVAL_SUBFOLDER)
 
 
+class EvaluationFolderError(UserError, ValueError):
+    """The evaluation folder holds another protocol's (or language's) results, which would be replaced."""
+
+
+def check_evaluation_folder(hparams: dict) -> None:
+    """Refuse an evaluation folder holding results of another protocol or language (they would be replaced).
+
+    A rescoring under the same protocol (other options, a new model) replaces its results as before.
+    """
+    path = evaluation_folder(hparams) / "results.json"
+    if not path.is_file():
+        return
+    try:
+        saved = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError):
+        return
+    scheme = get_protocol(hparams.get("protocol"))
+    there = (saved.get("protocol") or "vpac2024", saved.get("language"))
+    now = (scheme.name, scheme.check_language(hparams.get("language")))
+    if there != now:
+        raise EvaluationFolderError(
+            f"{path.parent} holds results of protocol {there[0]}{f' ({there[1]})' if there[1] else ''}; scoring "
+            f"under {now[0]}{f' ({now[1]})' if now[1] else ''} would replace them: give another --eval_folder"
+        )
+
+
 def _option(hparams: dict, key: str):
     value = hparams.get(key)
     return EVAL_DEFAULTS[key] if value is None else value
@@ -565,6 +592,7 @@ def evaluate_system(hparams: dict, run_opts: dict | None = None, write_report: b
         raise ValueError(
             f"eval_bootstrap_resamples: expected an integer >= 0 (0: no intervals), got {resamples!r}"
         )
+    check_evaluation_folder(hparams)
     layout = detect_layout(data_folder, system, scheme.layout)
     skip_missing = bool(
         scheme.convention("eval_skip_missing_trials", hparams.get("eval_skip_missing_trials"))

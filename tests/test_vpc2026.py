@@ -159,6 +159,12 @@ def test_track1_lists_built_for_a_vpac_2024_system_are_scored_in_its_layout(tmp_
         tiny_overrides(root, tmp_path / "out", protocol="vpc2026-track1", eval_bootstrap_resamples=0)
     )
     export_random_model(hparams)
+    # An evaluation folder holding the VPAC 2024 results of this attacker is not replaced.
+    (tmp_path / "out" / "eval").mkdir()
+    (tmp_path / "out" / "eval" / "results.json").write_text(json.dumps({"system": "T8-5", "table": {}}))
+    with pytest.raises(UserError, match="holds results of protocol vpac2024; .* give another --eval_folder"):
+        evaluate_system(hparams, {"device": "cpu"})
+    hparams["eval_folder"] = tmp_path / "out" / "eval-vpc2026"
     results = evaluate_system(hparams, {"device": "cpu"})
     assert results.options["layout"] == "vpac2024" and results.protocol == "vpc2026-track1"
     f_list = read_trials(root / "T8-5" / "data" / "libri_dev_trials_f_T8-5" / "trials")

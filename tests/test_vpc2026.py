@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from test_train import TINY as TRAIN_TINY
 from vpac_fixture import build_vpac_layout
 from vpc2026_fixture import TRACK2_TRAIN, UNKNOWN_UTTERANCE, build_track1_layout, build_track2_layout
 
@@ -19,17 +20,17 @@ from segreconcat_aug.report import read_results, read_score_file
 
 REPO = Path(__file__).resolve().parents[1]
 HPARAMS = str(REPO / "hparams" / "ecapa_segreconcat.yaml")
+# The tiny-model settings of test_train.py, training one epoch and evaluating (with fewer resamples) after it.
 TINY = [
-    "--channels=[16,16,16,16,48]",
-    "--lin_neurons=16",
-    "--attention_channels=8",
-    "--batch_size=8",
-    "--num_workers=0",
-    "--check_workers=2",
-    "--device=cpu",
+    *(
+        arg
+        for arg in TRAIN_TINY
+        if not arg.startswith(("--sentence_len", "--dev_ratio", "--evaluate_after_training"))
+    ),
     "--number_of_epochs=1",
     "--eval_bootstrap_resamples=200",
 ]
+MODEL = [arg for arg in TINY if arg.startswith(("--channels", "--lin_neurons", "--attention_channels"))]
 
 
 def _recipe(name):
@@ -100,7 +101,7 @@ def test_track1_prepares_trains_evaluates_and_reports_from_the_2026_layout(tmp_p
 
     # The named option: L2-normalized enrollment averaging (the challenge's own attacker); same embeddings.
     rescored = _recipe("evaluate").main(
-        [*argv, *TINY[:3], "--eval_enroll_mean=l2", f"--eval_folder={tmp_path / 'l2'}"]
+        [*argv, *MODEL, "--eval_enroll_mean=l2", f"--eval_folder={tmp_path / 'l2'}"]
     )
     assert (
         rescored.options["enroll_mean"] == "l2"

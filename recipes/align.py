@@ -15,6 +15,11 @@ Usage::
 
 Reruns skip what is done; failed utterances go to ``<part>.failures.tsv`` and make the exit
 status 1 unless ``--allow_failures=True``.
+
+Language: Whisper detects it per utterance (``language: null``, the default) and the cache records
+it per utterance; ``--language=de`` forces one (VPC 2026 Track 2 codes: ``cn`` is Whisper's ``zh``).
+pocketsphinx aligns English only: it refuses a set whose language (``--language``, or a VPC 2026
+Track 2 folder's name such as ``train_german_<SYS>``) is another.
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ from segreconcat_aug.aligners.importers import import_ctm, import_textgrids
 from segreconcat_aug.alignment import UtteranceAlignment
 from segreconcat_aug.audio import SAMPLE_RATE, AudioReadError, audio_duration
 from segreconcat_aug.cli import load_recipe_hparams, run_main
+from segreconcat_aug.errors import UserError
 from segreconcat_aug.jobs import (
     ItemError,
     Job,
@@ -39,10 +45,41 @@ from segreconcat_aug.jobs import (
 )
 from segreconcat_aug.jsonl_files import shard_files
 from segreconcat_aug.kaldi import PipeCommand, read_kaldi_map
+from segreconcat_aug.protocols import language_of_set, whisper_language
 from segreconcat_aug.whisper import DEFAULT_MODELS, WhisperLoadError, check_model_folder
 
 logger = logging.getLogger("align")
 IMPORTERS = ("mfa", "ctm")
+
+
+class AlignLanguageError(UserError, ValueError):
+    """The backend or model cannot align the language of the data."""
+
+
+def data_language(hparams: dict) -> str | None:
+    """The language of the data: ``--language``, else a VPC 2026 Track 2 set's (its folder name), else None."""
+    if hparams["language"]:
+        return hparams["language"]
+    return language_of_set(Path(hparams["data_folder"]).name) if hparams["data_folder"] else None
+
+
+def check_language(hparams: dict, backend: str) -> None:
+    """Refuse, before anything is written, a backend or model that cannot align the data's language."""
+    language = data_language(hparams)
+    if language in (None, "en"):
+        return
+    where = "--language" if hparams["language"] else f"the folder name {Path(hparams['data_folder']).name}"
+    if backend == "pocketsphinx":
+        raise AlignLanguageError(
+            f"pocketsphinx aligns English only (its model is en-us) and {where} says this set is in "
+            f"{language!r}: use Whisper (--backend=faster-whisper, language detected per utterance)"
+        )
+    model = str(hparams["whisper_model"] or "")
+    if backend in DEFAULT_MODELS and model.endswith(".en"):
+        raise AlignLanguageError(
+            f"{model} is an English-only Whisper and {where} says this set is in {language!r}: use a "
+            "multilingual model (--whisper_model=medium, the paper's)"
+        )
 
 
 def build_aligner(hparams: dict, device: str | None):
@@ -64,18 +101,22 @@ def build_aligner(hparams: dict, device: str | None):
             device=device,
             compute_type=hparams["compute_type"],
             batch_size=hparams["batch_size"],
-            language=hparams["language"],
+            language=whisper_language(hparams["language"]),
             max_new_tokens=hparams["max_new_tokens"],
             num_beams=hparams["num_beams"],
             options=options,
         )
     if backend == "openai-whisper":
         return make_aligner(
-            backend, model=model, device=device, language=hparams["language"], options=options
+            backend,
+            model=model,
+            device=device,
+            language=whisper_language(hparams["language"]),
+            options=options,
         )
     transformers_options = dict(
         batch_size=hparams["batch_size"],
-        language=hparams["language"] or "en",
+        language=whisper_language(hparams["language"]) or "en",
         max_new_tokens=hparams["max_new_tokens"],
         num_beams=hparams["num_beams"],
     )
@@ -97,6 +138,7 @@ def align(hparams: dict, device: str | None) -> int:
             check_model_folder(hparams["whisper_model"], backend)
         except WhisperLoadError as err:
             raise SystemExit(f"align.py: {err}") from None
+    check_language(hparams, backend)
     items = read_inputs(hparams["data_folder"], allow_pipes=hparams["allow_pipes"], root=hparams["data_root"])
     shard = resolve_shard(hparams["shard"])
     with Job(
@@ -127,11 +169,16 @@ def align(hparams: dict, device: str | None) -> int:
                 texts.append(item.text)
             if not ready:
                 continue
-            for item, audio, result in zip(ready, audios, aligner.align_batch(audios, texts)):
+            results = aligner.align_batch(audios, texts)
+            # The language each utterance was transcribed in (Whisper: detected, or the one forced).
+            languages = getattr(aligner, "languages", None) or [getattr(aligner, "language", None)] * len(
+                ready
+            )
+            for item, audio, result, language in zip(ready, audios, results, languages):
                 if isinstance(result, Exception):
                     job.fail(item.id, result, kind="alignment_failed")
                     continue
-                record = UtteranceAlignment(item.id, len(audio) / SAMPLE_RATE, result, aligner.name)
+                record = UtteranceAlignment(item.id, len(audio) / SAMPLE_RATE, result, aligner.name, language)
                 job.write(item.id, record.to_json())
     logger.info(job.summary())
     if aligner is not None and aligner.stats:

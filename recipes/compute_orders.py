@@ -23,19 +23,22 @@ from segreconcat_aug.alignment import load_alignments
 from segreconcat_aug.cli import load_recipe_hparams, run_main
 from segreconcat_aug.jobs import read_inputs, resolve_shard
 from segreconcat_aug.orders import OrderComputer, run_order_job
-from segreconcat_aug.vpac import TRAIN_SET, system_folders
+from segreconcat_aug.vpac import training_folder
 
 logger = logging.getLogger(__name__)
 
 
 def input_source(hparams) -> Path:
-    """``input`` when given, else the system's training folder in the VPAC layout."""
+    """``input`` when given, else the system's training folder under its protocol (the layout present)."""
     if hparams.get("input"):
         return Path(hparams["input"])
-    folders = system_folders(
-        hparams["data_folder"], hparams["system"], hparams.get("folder_overrides"), sets=[TRAIN_SET]
+    return training_folder(
+        hparams["data_folder"],
+        hparams["system"],
+        hparams.get("folder_overrides"),
+        protocol=hparams.get("protocol"),
+        language=hparams.get("language"),
     )
-    return folders[TRAIN_SET]
 
 
 def build_computer(hparams, alignments, device=None) -> OrderComputer:

@@ -1,9 +1,12 @@
 #!/usr/bin/env python3
-"""Score a trained attacker on its system's dev and test trials, as the VPAC 2024 challenge does.
+"""Score a trained attacker on its system's dev and test trials, as its protocol's challenge does.
 
 Usage (the same YAML and overrides as training, so the same output folder is found)::
 
     python recipes/evaluate.py hparams/ecapa_segreconcat.yaml --data_folder=<VPAC root> --system=T8-5
+    # the same attacker on VPC 2026-style pooled lists (recipes/make_mixed_trials.py), in its own folder:
+    python recipes/evaluate.py hparams/ecapa_segreconcat.yaml --data_folder=<VPAC root> --system=T8-5 \
+        --protocol=vpc2026-track1 --eval_folder=results/T8-5/<configuration>/eval-vpc2026
 
 Loads ``<export_folder>/embedding_model.ckpt`` (the best-dev-loss model that
 ``recipes/train.py`` exports), embeds every enrollment and trial utterance whole
@@ -17,7 +20,7 @@ and ``det.png``. Options: the ``eval_*`` keys (docs/evaluation.md).
 from __future__ import annotations
 
 from segreconcat_aug.cli import create_experiment_directory, load_recipe_hparams, run_main
-from segreconcat_aug.evaluation import evaluate_system, evaluation_folder
+from segreconcat_aug.evaluation import check_evaluation_folder, evaluate_system, evaluation_folder
 
 
 def main(argv=None):
@@ -25,6 +28,7 @@ def main(argv=None):
         argv, configure_logging=False, new_folders=("output_folder", "eval_folder")
     )
     eval_folder = evaluation_folder(hparams)
+    check_evaluation_folder(hparams)  # before anything is written there
     create_experiment_directory(eval_folder, hparams_file, overrides)
     results = evaluate_system(hparams, run_opts)
     print((eval_folder / "results.md").read_text(encoding="utf-8"))

@@ -14,6 +14,11 @@ recorded in the cell's ``grid_status.json``: a rerun skips evaluated cells and
 does not retrain trained ones (resumable). Subprocess output goes to
 ``grid_train.log`` / ``grid_eval.log`` in the cell folder.
 
+``protocol`` (default ``vpac2024``) is passed to both commands and decides the tables' columns;
+under ``vpc2026-track2`` every system is run once per language of ``languages`` (default: the four
+the challenge scores), one attacker each, in ``<system>/<language>/<configuration>``, and
+``table_languages.md`` puts the languages side by side.
+
 ``seeds: [a, b, ...]`` (in the grid, or per configuration) trains each cell once
 per seed, in ``<system>/<configuration>/seed<N>`` with ``--seed=N``; ``seeds: null``
 is one run per cell with the training YAML's seed, in ``<system>/<configuration>``.
@@ -42,17 +47,18 @@ from hyperpyyaml import load_hyperpyyaml
 from tqdm import tqdm
 
 from segreconcat_aug.cli import PROGRESS_PREFIX, REPO, checkout_path, parse_recipe_arguments, run_main
-from segreconcat_aug.evaluation import EVAL_SUBFOLDER, SUBSETS
+from segreconcat_aug.evaluation import EVAL_SUBFOLDER
 from segreconcat_aug.metrics import det_curve
+from segreconcat_aug.protocols import get_protocol
 from segreconcat_aug.report import (
     BOOTSTRAP_DEFAULTS,
-    TABLE_COLUMNS,
     ablation_table,
     blank,
     bootstrap_note,
     compare_runs,
     comparison_table,
     interval_notes,
+    language_table,
     load_reference_results,
     plot_det_panels,
     plot_forest,
@@ -87,6 +93,15 @@ def load_grid(path, overrides=None) -> dict:
             raise ValueError(f"{path}: {where} must be null or a list of distinct integers, got {seeds!r}")
     if any(run_seeds(grid, name) for name in configs) and "seed" in (grid.get("extra_overrides") or {}):
         raise ValueError(f"{path}: extra_overrides sets seed while seeds lists them; keep one of the two")
+    protocol = get_protocol(grid.get("protocol"))
+    languages = grid.get("languages")
+    if languages is not None:
+        if protocol.languages is None:
+            raise ValueError(
+                f"{path}: languages is for vpc2026-track2; protocol {protocol.name} has none (null)"
+            )
+        for language in languages:
+            protocol.check_language(language)
     resamples = grid.get("bootstrap_resamples", BOOTSTRAP_DEFAULTS["resamples"])
     if not isinstance(resamples, int) or resamples < 0:
         raise ValueError(
@@ -102,11 +117,49 @@ def run_seeds(grid, config: str) -> list:
     return list(seeds) if seeds else []
 
 
-def grid_cells(grid) -> list[tuple[str, str]]:
-    """The (system, configuration) pairs to run: Table 2's for every system, then Table 1's, no repeats."""
-    comparison = [grid["comparison"]["baseline"], *grid["comparison"].get("compared", [])]
-    cells = [(system, config) for system in grid["systems"] for config in comparison]
+def grid_languages(grid) -> list[str]:
+    """The attackers' languages under vpc2026-track2 (``languages``, else the scored four); [] otherwise."""
+    protocol = get_protocol(grid.get("protocol"))
+    if protocol.languages is None:
+        return []
+    return list(grid.get("languages") or protocol.scored_languages)
+
+
+def grid_units(grid) -> list[str]:
+    """What a cell is run for: each system, or under vpc2026-track2 each ``<system>/<language>``."""
+    languages = grid_languages(grid)
+    if not languages:
+        return list(grid["systems"])
+    return [f"{system}/{language}" for system in grid["systems"] for language in languages]
+
+
+def split_unit(unit: str) -> tuple[str, str | None]:
+    """``"BM1/de"`` -> ``("BM1", "de")``; a plain system -> ``(system, None)``.
+
+    >>> split_unit("BM1/de"), split_unit("T8-5")
+    (('BM1', 'de'), ('T8-5', None))
+    """
+    system, _, language = unit.partition("/")
+    return system, language or None
+
+
+def grid_ablation(grid) -> dict | None:
+    """The grid's ``ablation`` (Table 1), or None: none asked, or a VPC 2026 grid without its system."""
     ablation = grid.get("ablation")
+    units = grid_units(grid)
+    if ablation and get_protocol(grid.get("protocol")).name != "vpac2024" and ablation["system"] not in units:
+        logger.warning(
+            "ablation system %s is not among this grid's systems (%s): no Table 1", ablation["system"], units
+        )
+        return None
+    return ablation or None
+
+
+def grid_cells(grid) -> list[tuple[str, str]]:
+    """The (unit, configuration) pairs to run: Table 2's for every unit (:func:`grid_units`), then Table 1's."""
+    comparison = [grid["comparison"]["baseline"], *grid["comparison"].get("compared", [])]
+    cells = [(unit, config) for unit in grid_units(grid) for config in comparison]
+    ablation = grid_ablation(grid)
     if ablation:
         cells += [(ablation["system"], config) for config in ablation["configurations"]]
     return list(dict.fromkeys(cells))
@@ -144,7 +197,7 @@ def format_command(template: str, fields: dict) -> list[str]:
     ['py', 'x.py', '--a=1 2']
     """
     quoted = {
-        key: shlex.quote(str(value)) if key not in ("overrides", "extra") else value
+        key: shlex.quote(str(value)) if key not in ("overrides", "extra", "language") else value
         for key, value in fields.items()
     }
     return shlex.split(template.format(**quoted))
@@ -197,12 +250,15 @@ def run_cell(grid, system: str, config: str, seed: int | None = None) -> str:
     status = _status(folder)
     if status.get("eval") == "done" and (folder / EVAL_SUBFOLDER / "results.json").is_file():
         return "skipped"
+    system, language = split_unit(system)
     fields = {
         "python": grid.get("python") or sys.executable,
         "hparams": checkout_path(grid["train_hparams"]),
         "recipes": REPO / "recipes",
         "data_folder": grid["data_folder"],
         "system": system,
+        "protocol": get_protocol(grid.get("protocol")).name,
+        "language": f"--language={language}" if language else "",
         "configuration": config,
         "output_folder": folder,
         "overrides": " ".join(
@@ -267,6 +323,7 @@ def analyse(grid, results: dict) -> dict[tuple[str, str], dict]:
     resamples = int(grid.get("bootstrap_resamples", BOOTSTRAP_DEFAULTS["resamples"]))
     seed = int(grid.get("bootstrap_seed", BOOTSTRAP_DEFAULTS["seed"]))
     baseline = grid["comparison"]["baseline"]
+    table = get_protocol(grid.get("protocol")).table
     cells = {}
     for system in dict.fromkeys(system for system, _ in results):
         runs = {}
@@ -277,11 +334,13 @@ def analyse(grid, results: dict) -> dict[tuple[str, str], dict]:
                 {"seed": run["seed"], "table": run["table"], "scores": run["scores"]} for run in config_runs
             ]
         if resamples:
-            for config, summary in compare_runs(runs, baseline, resamples, seed, key=system).items():
+            for config, summary in compare_runs(
+                runs, baseline, resamples, seed, key=system, table=table
+            ).items():
                 cells[(system, config)] = summary
         else:  # no intervals: each seed's row and the mean ± std across seeds
             for config, config_runs in runs.items():
-                mean, std = seed_mean_std([run["table"] for run in config_runs])
+                mean, std = seed_mean_std([run["table"] for run in config_runs], table.columns)
                 cells[(system, config)] = {
                     "table": mean,
                     "std": std,
@@ -300,6 +359,8 @@ def assemble(grid) -> dict[str, Path]:
     results = collect(grid)
     cells = analyse(grid, results)
     configs = grid["configurations"]
+    protocol = get_protocol(grid.get("protocol"))
+    columns = protocol.table.columns
     references = load_reference_results() if grid.get("show_published", True) else None
     settings = {
         "resamples": int(grid.get("bootstrap_resamples", BOOTSTRAP_DEFAULTS["resamples"])),
@@ -310,7 +371,13 @@ def assemble(grid) -> dict[str, Path]:
     comparison = grid["comparison"]
     labels = {name: spec.get("label", name) for name, spec in configs.items()}
     table2 = comparison_table(
-        cells, grid["systems"], comparison["baseline"], comparison.get("compared", []), labels, references
+        cells,
+        grid_units(grid),
+        comparison["baseline"],
+        comparison.get("compared", []),
+        labels,
+        references,
+        protocol=protocol.name,
     )
     notes = interval_notes(cells)
     note = (
@@ -326,33 +393,61 @@ def assemble(grid) -> dict[str, Path]:
         + "\n"
         + ("\n".join(notes) + "\n" if notes else "")
     )
-    if references is not None:
+    if references is not None and protocol.name == "vpac2024":
         note += (
             "\nPublished columns: the paper's Table 2 (the row with the same attacker name; the paper reports one "
             "SegReConcat variant per system) and the VPAC 2024 baseline attacker "
             "(segreconcat_aug/reference_results.csv names the sources).\n"
         )
+    elif references is not None and protocol.published:
+        note += (
+            "\nPublished column: the VPC 2026 challenge's own attacker (ASV_eval^anon: WavLM-Large + ECAPA, "
+            "fine-tuned on the anonymized training data), not this project's; its numbers are the challenge's "
+            "results files (segreconcat_aug/reference_results.csv names them).\n"
+        )
     written["table2"] = out / "table2_comparison.md"
     written["table2"].write_text(
-        "# Baseline vs. SegReConcat (Table 2 layout)\n\n" + table2 + note, encoding="utf-8"
+        f"# Baseline vs. SegReConcat (Table 2 layout; protocol {protocol.name})\n\n" + table2 + note,
+        encoding="utf-8",
     )
+    languages = grid_languages(grid)
+    if languages:
+        table = language_table(
+            cells,
+            grid["systems"],
+            [comparison["baseline"], *comparison.get("compared", [])],
+            languages,
+            labels,
+        )
+        written["languages"] = out / "table_languages.md"
+        written["languages"].write_text(
+            f"# VPC 2026 Track 2: one attacker per language (protocol {protocol.name})\n\n{table}\n\n"
+            "Each language's EERs (%) with its own 95 % interval; the average row is the plain mean over "
+            "the scored languages that have results (no interval). cn and ja are not scored by the challenge "
+            "and stay outside the average.\n",
+            encoding="utf-8",
+        )
 
-    ablation = grid.get("ablation")
+    ablation = grid_ablation(grid)
     if ablation:
         table1_labels = {name: spec.get("table1", spec.get("label", name)) for name, spec in configs.items()}
         table1 = ablation_table(
-            cells, ablation["system"], ablation["configurations"], table1_labels, references
+            cells,
+            ablation["system"],
+            ablation["configurations"],
+            table1_labels,
+            references if protocol.name == "vpac2024" else None,
         )
         written["table1"] = out / "table1_ablation.md"
         written["table1"].write_text(
             f"# Ablation on {ablation['system']} (Table 1 layout)\n\n{table1}\n", encoding="utf-8"
         )
 
-    written.update(write_grid_results(out, cells))
+    written.update(write_grid_results(out, cells, columns))
 
     for system in dict.fromkeys(system for system, _ in results):
         panels, forest = {}, []
-        for subset in SUBSETS:
+        for subset in protocol.subsets:
             curves = {}
             for (cell_system, config), runs in results.items():
                 if cell_system != system:
@@ -368,7 +463,7 @@ def assemble(grid) -> dict[str, Path]:
                 panels[subset.replace("_", " ")] = curves
         for (cell_system, config), cell in cells.items():
             if cell_system == system and cell["intervals"]:
-                for column in [c for c in TABLE_COLUMNS if c in cell["table"]]:
+                for column in [c for c in columns if c in cell["table"]]:
                     interval = cell["intervals"][column]
                     forest.append(
                         (
@@ -389,9 +484,9 @@ def assemble(grid) -> dict[str, Path]:
     return written
 
 
-def write_grid_results(out: Path, cells: dict) -> dict[str, Path]:
+def write_grid_results(out: Path, cells: dict, columns) -> dict[str, Path]:
     """``grid_results.csv`` (a row per seed and per configuration mean) and ``grid_results.json`` (everything)."""
-    header = ["system", "configuration", "seed", *TABLE_COLUMNS, "avg_ci_low", "avg_ci_high", "avg_std"]
+    header = ["system", "configuration", "seed", *columns, "avg_ci_low", "avg_ci_high", "avg_std"]
     header += ["diff_avg", "diff_avg_ci_low", "diff_avg_ci_high", "diff_avg_p", "diff_avg_significant"]
     with open(out / "grid_results.csv", "w", newline="", encoding="utf-8") as handle:
         writer = csv.writer(handle)
@@ -408,7 +503,7 @@ def write_grid_results(out: Path, cells: dict) -> dict[str, Path]:
                 avg = intervals.get("avg") or {}
                 diff = difference.get("avg") or {}
                 writer.writerow(
-                    [system, config, "" if seed is None else seed, *(table.get(c, "") for c in TABLE_COLUMNS)]
+                    [system, config, "" if seed is None else seed, *(table.get(c, "") for c in columns)]
                     + [blank(avg.get("low")), blank(avg.get("high")), blank((std or {}).get("avg"))]
                     + [blank(diff.get(k)) for k in ("difference", "low", "high", "p_value", "significant")]
                 )

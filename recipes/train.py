@@ -1,9 +1,12 @@
 #!/usr/bin/env python3
-"""Train the paper's ECAPA-TDNN attacker on one anonymized VPAC 2024 system, with SegReConcat.
+"""Train the paper's ECAPA-TDNN attacker on one anonymized challenge system, with SegReConcat.
 
 Usage::
 
     python recipes/train.py hparams/ecapa_segreconcat.yaml --data_folder=<VPAC root> --system=T8-5
+    python recipes/train.py hparams/ecapa_segreconcat.yaml --protocol=vpc2026-track1 --data_folder=<2026 root> --system=B3
+    python recipes/train.py hparams/ecapa_segreconcat.yaml --protocol=vpc2026-track2 --data_folder=<2026 root> \
+        --system=BM1 --language=de --output_folder=results/BM1-de
     torchrun --nproc_per_node=4 recipes/train.py hparams/ecapa_segreconcat.yaml --data_folder=... --system=...
 
 Steps: prepare the system's training data (:mod:`segreconcat_aug.data_prep`, main process
@@ -483,6 +486,8 @@ def load_hparams(hparams_file, overrides):
 # must not differ in any of these (experiment_name names only strategy, mode, SpecAugment and seed).
 RUN_SETTINGS_FILE = "run_settings.json"
 RUN_SETTING_KEYS = (
+    "protocol",
+    "language",
     "system",
     "mode",
     "strategy",
@@ -515,9 +520,18 @@ class RunSettingsError(UserError, ValueError):
     """The output folder holds a run made with other method settings."""
 
 
+# Keys left out of run_settings.json at these values, so the folders of runs made before the keys
+# existed (VPAC 2024, no language) resume as before.
+RUN_SETTING_DEFAULTS = {"protocol": "vpac2024", "language": None}
+
+
 def run_settings(hparams) -> dict:
     """The values of :data:`RUN_SETTING_KEYS` this run has, as JSON gives them back."""
-    values = {key: hparams[key] for key in RUN_SETTING_KEYS if key in hparams}
+    values = {
+        key: hparams[key]
+        for key in RUN_SETTING_KEYS
+        if key in hparams and not (key in RUN_SETTING_DEFAULTS and hparams[key] == RUN_SETTING_DEFAULTS[key])
+    }
     return json.loads(json.dumps(values, default=str))
 
 
@@ -577,6 +591,8 @@ def main(argv=None) -> SpeakerBrain:
                 "min_audio_duration": hparams.get("min_audio_duration", 0.0),
                 "silence_db": hparams.get("silence_db", -60.0),
                 "audio_check_cache": hparams.get("audio_check_cache"),
+                "protocol": hparams.get("protocol"),
+                "language": hparams.get("language"),
             },
         )
     # The classifier's size is the number of training speakers: rebuild the model when the

@@ -4,9 +4,10 @@ This is the contract between the aligners (``recipes/align.py``), the order
 cache and the augmenter::
 
     {"id": "1272-128104-0000", "duration": 5.855, "aligner": "faster-whisper:medium",
-     "words": [{"word": "mister", "start": 0.42, "end": 0.71}, ...]}
+     "language": "en", "words": [{"word": "mister", "start": 0.42, "end": 0.71}, ...]}
 
-Times are seconds. On reading and writing, words are cleaned (see
+Times are seconds. ``language`` (optional) is the language the aligner transcribed the
+utterance in: Whisper's per-utterance detection, or the language it was told. On reading and writing, words are cleaned (see
 :func:`clean_words`) and every fix is counted, so a user can see how much an
 aligner's output had to be repaired.
 
@@ -69,11 +70,15 @@ class UtteranceAlignment:
     duration: float
     words: list[Word]
     aligner: str = "unknown"
+    language: str | None = None  # the language transcribed (detected or forced); None: not recorded
 
     def to_json(self) -> str:
         """One cache line (without the newline)."""
         words = [{"word": w.word, "start": round(w.start, 4), "end": round(w.end, 4)} for w in self.words]
-        record = {"id": self.id, "duration": round(self.duration, 4), "aligner": self.aligner, "words": words}
+        record = {"id": self.id, "duration": round(self.duration, 4), "aligner": self.aligner}
+        if self.language is not None:
+            record["language"] = self.language
+        record["words"] = words
         return json.dumps(record, ensure_ascii=False)
 
     @classmethod
@@ -103,7 +108,10 @@ class UtteranceAlignment:
                 raise AlignmentCacheError(
                     f"{where}: word {k} needs 'word', numeric 'start' and 'end', got {item!r}"
                 ) from None
-        return cls(utt_id, duration, words, str(record.get("aligner", "unknown")))
+        language = record.get("language")
+        if language is not None and not isinstance(language, str):
+            raise AlignmentCacheError(f"{where}: 'language' must be a string, got {language!r}")
+        return cls(utt_id, duration, words, str(record.get("aligner", "unknown")), language)
 
 
 FIX_KEYS = (
@@ -191,7 +199,9 @@ class AlignmentWriter:
     def write(self, alignment: UtteranceAlignment) -> UtteranceAlignment:
         """Clean, then write one line; returns the cleaned alignment."""
         words = clean_words(alignment.words, alignment.duration, self.stats)
-        cleaned = UtteranceAlignment(alignment.id, alignment.duration, words, alignment.aligner)
+        cleaned = UtteranceAlignment(
+            alignment.id, alignment.duration, words, alignment.aligner, alignment.language
+        )
         # One write call per record keeps a kill from interleaving two records.
         self._handle.write(cleaned.to_json() + "\n")
         self._handle.flush()

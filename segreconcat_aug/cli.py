@@ -41,6 +41,7 @@ RECIPES = {
     "grid": "run_grid.py",
     "orders": "compute_orders.py",
     "train": "train.py",
+    "trials": "make_mixed_trials.py",
 }
 # The YAML whose keys a recipe's --help lists when none is given on the command line.
 DEFAULT_HPARAMS = {
@@ -51,6 +52,7 @@ DEFAULT_HPARAMS = {
     "run_grid.py": "hparams/grid.yaml",
     "compute_orders.py": "hparams/orders.yaml",
     "train.py": "hparams/ecapa_segreconcat.yaml",
+    "make_mixed_trials.py": "hparams/mixed_trials.yaml",
 }
 TRACEBACK_FLAG = "--traceback"
 # Lines a recipe prints for the console even when its output goes to a log (run_grid.py shows them).
@@ -488,3 +490,4 @@ evaluate = _entry("evaluate")
 grid = _entry("grid")
 orders = _entry("orders")
 train = _entry("train")
+trials = _entry("trials")

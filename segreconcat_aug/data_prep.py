@@ -1,7 +1,9 @@
-"""Training data of one VPAC 2024 system: checked audio, a fixed dev split, CSV manifests.
+"""Training data of one challenge system: checked audio, a fixed dev split, CSV manifests.
 
-:func:`prepare_vpac_training` reads ``<root>/<SYS>/data/train-clean-360_<SYS>/``
-(folder names overridable, see :mod:`segreconcat_aug.vpac`) and writes to the
+:func:`prepare_vpac_training` reads the system's training set under its protocol:
+``<root>/<SYS>/data/train-clean-360_<SYS>/`` (VPAC 2024), ``<root>/data/train-clean-360_<SYS>``
+(VPC 2026 Track 1) or ``<root>/data/train_<language name>_<SYS>`` (Track 2; folder names
+overridable, see :mod:`segreconcat_aug.vpac`; speakers always from ``utt2spk``) and writes to the
 output folder:
 
 ``train.csv``
@@ -78,7 +80,7 @@ from .augment import MODES
 from .errors import UserError
 from .kaldi import group_by_speaker, load_kaldi_folder
 from .seeding import seeded_rng
-from .vpac import TRAIN_SET, system_folders
+from .vpac import training_folder
 
 logger = logging.getLogger(__name__)
 
@@ -286,6 +288,8 @@ def prepare_vpac_training(
     min_audio_duration: float = 0.0,
     silence_db: float | None = -60.0,
     audio_check_cache=None,
+    protocol: str | None = None,
+    language: str | None = None,
 ) -> dict:
     """Prepare one system's training data (call it under ``run_on_main``).
 
@@ -325,6 +329,8 @@ def prepare_vpac_training(
     audio_check_cache : path, optional
         Measurements by file signature (default ``<output_folder>/audio_check.jsonl``):
         the check runs on every call, and a rerun only decodes files that changed.
+    protocol, language : str, optional
+        Whose training set (:mod:`segreconcat_aug.protocols`; default ``vpac2024``); a Track 2 language.
 
     Returns
     -------
@@ -333,7 +339,7 @@ def prepare_vpac_training(
         ``skipped`` (True when an earlier run with the same inputs was reused).
     """
     output = Path(output_folder)
-    folder = system_folders(data_folder, system, folder_overrides, sets=[TRAIN_SET])[TRAIN_SET]
+    folder = training_folder(data_folder, system, folder_overrides, protocol=protocol, language=language)
     factor = augmented_factor(mode)
     if sentence_len <= 0:
         raise ValueError(f"sentence_len must be > 0 seconds, got {sentence_len}")

@@ -2,7 +2,8 @@
 
 VPC 2024's extraction, step by step: each wave is read, normalized as the
 challenge normalizes it (:func:`vpc_normalize_wave`: pyloudnorm to -30 LUFS, then
-division by the peak) and its leading and trailing zeros are trimmed
+division by the peak; VPC 2026's variant, :func:`vpc2026_normalize_wave`, differs in
+its block size and its fallbacks) and its leading and trailing zeros are trimmed
 (:func:`trim_zeros`); :class:`EmbeddingExtractor` embeds whole utterances
 (Fbank -> sentence mean normalization -> embedding model), batched by similar
 duration (:func:`duration_batches`), into an :class:`EmbeddingCache` keyed by each
@@ -35,6 +36,26 @@ class EmbeddingError(RuntimeError):
 
 #: The loudness VPC 2024's ``normalize_wave`` scales to before dividing by the peak.
 TARGET_LUFS = -30.0
+#: The challenge wave normalizations (``eval_normalize_wave``), and the name each gives the embedding cache.
+WAVE_NORMALIZATIONS = ("vpc2024", "vpc2026")
+WAVE_CACHE_NAMES = {"vpc2024": "vpc2024-pyloudnorm", "vpc2026": "vpc2026-pyloudnorm"}
+#: VPC 2026 replaces a silent wave by Gaussian noise of this standard deviation (so no NaN embedding).
+SILENCE_NOISE = 1e-6
+
+
+def wave_normalization(value) -> str | None:
+    """``eval_normalize_wave`` as a method name: True is VPC 2024's (its meaning before 2026), False None.
+
+    >>> wave_normalization(True), wave_normalization(False), wave_normalization("vpc2026")
+    ('vpc2024', None, 'vpc2026')
+    """
+    if value is True:
+        return "vpc2024"
+    if value is False or value is None:
+        return None
+    if value not in WAVE_NORMALIZATIONS:
+        raise ValueError(f"normalize_wave: unknown {value!r}; choose from {WAVE_NORMALIZATIONS}, True, False")
+    return value
 
 
 def loudness_block_size(duration: float) -> float:
@@ -87,6 +108,69 @@ def vpc_normalize_wave(audio: np.ndarray, sample_rate: int = SAMPLE_RATE) -> tup
     if not peak > 0 or not np.isfinite(peak):
         return audio, False
     return np.divide(scaled, peak).astype(np.float32), True
+
+
+def vpc2026_block_size(duration: float) -> float:
+    """pyloudnorm's gating block (seconds) as VPC 2026 sets it: ``min(0.4, max(0.1, duration - 1e-6))``.
+
+    >>> vpc2026_block_size(3.0), vpc2026_block_size(0.3), vpc2026_block_size(0.05)
+    (0.4, 0.299999, 0.1)
+    """
+    return min(0.4, max(0.1, duration - 1e-6))
+
+
+def vpc2026_normalize_wave(
+    audio: np.ndarray, sample_rate: int = SAMPLE_RATE, rng: np.random.Generator | None = None
+) -> tuple[np.ndarray, str]:
+    """VPC 2026's evaluation wave normalization (``evaluation/privacy/asv/utils.py: normalize_wave``).
+
+    For a wave with a positive peak and at least 0.02 s: pyloudnorm's integrated loudness
+    (block :func:`vpc2026_block_size`), scaled to :data:`TARGET_LUFS`, divided by its peak.
+    Its fallbacks: where that fails (the wave shorter than its block, a loudness or samples
+    that are not finite, a zero peak), the wave divided by its own peak; a wave under 0.02 s,
+    too; a wave without a positive peak (silence, or NaN samples) becomes Gaussian noise of
+    standard deviation :data:`SILENCE_NOISE`. Non-finite samples of the result become 0.
+
+    Returns ``(wave, how)``: float32 samples and ``"loudness"``, ``"peak"`` or ``"noise"``. The
+    2026 code draws its noise unseeded; here it comes from ``rng`` (default: a generator seeded
+    0), so a rerun embeds the same wave.
+
+    >>> tone = 0.01 * np.sin(np.arange(16000) / 5.0).astype(np.float32)
+    >>> wave, how = vpc2026_normalize_wave(tone)
+    >>> how, round(float(np.abs(wave).max()), 6), wave.dtype
+    ('loudness', 1.0, dtype('float32'))
+    >>> vpc2026_normalize_wave(tone[:800])[1], vpc2026_normalize_wave(np.zeros(800, np.float32))[1]
+    ('peak', 'noise')
+    """
+    import warnings
+
+    import pyloudnorm
+
+    audio = np.asarray(audio, dtype=np.float32)
+    duration = len(audio) / sample_rate
+    peak_abs = np.amax(np.abs(audio)) if len(audio) else np.float32(0)
+    how = "peak"
+    if peak_abs > 0 and duration >= 0.02:
+        wave = audio / peak_abs
+        try:
+            meter = pyloudnorm.Meter(sample_rate, block_size=vpc2026_block_size(duration))
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # pyloudnorm warns of clipping; the peak division follows
+                loudness = meter.integrated_loudness(audio)
+                if np.isfinite(loudness):
+                    scaled = pyloudnorm.normalize.loudness(audio, loudness, TARGET_LUFS)
+                    if np.all(np.isfinite(scaled)):
+                        peak = np.amax(np.abs(scaled))
+                        if peak > 0:
+                            wave, how = np.divide(scaled, peak), "loudness"
+        except Exception:  # noqa: BLE001 (the 2026 code falls back on any error of the measure)
+            pass
+    elif peak_abs > 0:
+        wave = audio / peak_abs
+    else:
+        rng = np.random.default_rng(0) if rng is None else rng
+        wave, how = rng.standard_normal(audio.shape).astype(np.float32) * np.float32(SILENCE_NOISE), "noise"
+    return np.nan_to_num(wave, nan=0.0, posinf=0.0, neginf=0.0).astype(np.float32), how
 
 
 def trim_zeros(audio: np.ndarray) -> np.ndarray:
@@ -230,8 +314,9 @@ class EmbeddingExtractor:
         Utterances per batch; batches group similar durations so padding stays small.
     max_batch_seconds : float or None
         Cap on padded seconds per batch (memory).
-    normalize_wave : bool
-        :func:`vpc_normalize_wave` each waveform first (VPC 2024's extraction does).
+    normalize_wave : {"vpc2024", "vpc2026"}, bool or None
+        Normalize each waveform first as that challenge's extraction does (:func:`vpc_normalize_wave`,
+        :func:`vpc2026_normalize_wave`); True is ``vpc2024``, False or None none.
     trim_zeros : bool
         Then drop its leading and trailing zeros (:func:`trim_zeros`; VPC 2024 does).
     sample_rate : int
@@ -247,7 +332,7 @@ class EmbeddingExtractor:
         device: str = "cpu",
         batch_size: int = 16,
         max_batch_seconds: float | None = 600.0,
-        normalize_wave: bool = True,
+        normalize_wave: str | bool | None = "vpc2024",
         sample_rate: int = SAMPLE_RATE,
         save_every: int = 50,
         trim_zeros: bool = True,
@@ -258,19 +343,23 @@ class EmbeddingExtractor:
         self.device = device
         self.batch_size = int(batch_size)
         self.max_batch_seconds = max_batch_seconds
-        self.normalize_wave = bool(normalize_wave)
+        self.normalize_wave = wave_normalization(normalize_wave)
         self.trim_zeros = bool(trim_zeros)
-        self.not_normalized: list[str] = []  # sources whose loudness could not be measured
+        self.not_normalized: list[str] = []  # sources whose loudness could not be measured (fallbacks)
         self.sample_rate = int(sample_rate)
         self.save_every = int(save_every)
 
     def load_wave(self, source) -> np.ndarray:
         """The wave the model embeds: read, normalized and trimmed as the options say."""
         signal = read_audio(source, sample_rate=self.sample_rate)
-        if self.normalize_wave:
+        if self.normalize_wave == "vpc2024":
             signal, normalized = vpc_normalize_wave(signal, self.sample_rate)
             if not normalized:
                 self.not_normalized.append(str(source))
+        elif self.normalize_wave == "vpc2026":
+            signal, how = vpc2026_normalize_wave(signal, self.sample_rate)
+            if how != "loudness":
+                self.not_normalized.append(f"{source} ({how})")
         if self.trim_zeros:
             signal = trim_zeros(signal)
         return signal
@@ -331,11 +420,12 @@ class EmbeddingExtractor:
                         cache.flush()
             cache.flush()
             if self.not_normalized:
+                fallback = "unnormalized" if self.normalize_wave == "vpc2024" else "with VPC 2026's fallback"
                 logger.warning(
-                    "%s: %d wave(s) too quiet or too short for a loudness measure were embedded "
-                    "unnormalized, first: %s",
+                    "%s: %d wave(s) too quiet or too short for a loudness measure were embedded %s, first: %s",
                     desc,
                     len(self.not_normalized),
+                    fallback,
                     self.not_normalized[:3],
                 )
                 self.not_normalized = []

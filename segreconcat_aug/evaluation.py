@@ -1,6 +1,7 @@
-"""Score a trained attacker exactly as the VoicePrivacy Attacker Challenge 2024 does.
+"""Score a trained attacker exactly as the challenge of its protocol does (VPAC 2024 by default).
 
-Per system, for each of dev / test and female / male:
+Per system, for each subset of the protocol (:mod:`segreconcat_aug.protocols`; VPAC 2024:
+dev / test x female / male; VPC 2026: the pooled dev and test lists):
 
 1. read the enrollment folder (speakers grouped by its ``utt2spk``, utterances
    from its ``enrolls`` list when present) and the trial list
@@ -14,12 +15,18 @@ Per system, for each of dev / test and female / male:
 3. enrollment model = mean of the speaker's raw embeddings; score = cosine
    similarity of enrollment model and test embedding (:mod:`segreconcat_aug.scoring`);
 4. EER (SpeechBrain's definition, :mod:`segreconcat_aug.metrics`) and
-   normalized minDCF per subset; the table averages as the paper's Table 2.
+   normalized minDCF per subset; the table averages as the paper's Table 2
+   (VPC 2026: the average of dev and test). A VPC 2026 pooled list also gets a
+   row of its same-gender and one of its cross-gender trials (:func:`gender_rows`).
 
-Switches: ``eval_normalize_wave`` and ``eval_trim_zeros`` (both on, as the
-challenge's extraction; off gives the raw waves), and score normalization,
-off by default as the paper uses none (``s-norm`` or ``as-norm`` against a
-cohort drawn from the system's training speakers).
+Switches: ``eval_normalize_wave`` (the protocol's challenge normalization by
+default: ``vpc2024`` or ``vpc2026``; False gives the raw waves), ``eval_trim_zeros``
+(on, as both challenges' extraction), ``eval_enroll_mean`` (``raw``: the mean of raw
+embeddings, what both challenges' code does for an ECAPA such as ours; ``l2``: of
+L2-normalized ones, what VPC 2026's own WavLM+ECAPA attacker does),
+``eval_skip_missing_trials`` (the protocol's: VPC 2026 skips and counts) and score
+normalization, off by default as the paper uses none (``s-norm`` or ``as-norm``
+against a cohort drawn from the system's training speakers).
 
 :func:`evaluate_system` is the entry point used by ``recipes/evaluate.py`` and
 by the training recipe's last stage; this module holds it, the trial lists it
@@ -28,6 +35,7 @@ reads and the result types it returns (:class:`SystemResults`).
 
 from __future__ import annotations
 
+import json
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -38,17 +46,25 @@ from speechbrain.utils.distributed import infer_device
 
 from .audio import SAMPLE_RATE
 from .audio_check import check_audio_files, problem_message, write_problem_list
-from .embeddings import EmbeddingExtractor, model_fingerprint
+from .embeddings import WAVE_CACHE_NAMES, EmbeddingExtractor, model_fingerprint, wave_normalization
 from .errors import UserError
 from .kaldi import KaldiFolder, group_by_speaker, load_kaldi_folder, read_trials
 from .metrics import verification_metrics
+from .protocols import GENDER_ROWS, get_protocol
 from .report import BOOTSTRAP_DEFAULTS, SUBSET_COLUMNS, table_averages, write_system_report
-from .scoring import SCORE_NORMS, cohort_utterances, cosine_scores, normalize_scores, speaker_models
-from .vpac import ENROLL_SETS, TRAIN_SET, TRIAL_SETS, system_folders
+from .scoring import (
+    ENROLL_MEANS,
+    SCORE_NORMS,
+    cohort_utterances,
+    cosine_scores,
+    normalize_scores,
+    speaker_models,
+)
+from .vpac import detect_layout, original_folder, system_folders, training_folder
 
 logger = logging.getLogger(__name__)
 
-#: Subset names in the order of the paper's Table 2.
+#: Subset names of VPAC 2024 (the default protocol) in the order of the paper's Table 2.
 SUBSETS = SUBSET_COLUMNS
 
 
@@ -73,6 +89,7 @@ class Enrollment:
     wav: dict[str, str]
     speakers: dict[str, list[str]]
     utt2dur: dict[str, float] | None = None
+    spk2gender: dict[str, str] | None = None
 
 
 @dataclass
@@ -89,9 +106,15 @@ class TrialList:
     skipped: int = 0
     # The utt2spk speaker of each test utterance (None where unknown), for the bootstrap.
     test_speakers: list | None = None
+    folder: Path | None = None  # the folder of the test audio (path.parent unless trials came from elsewhere)
+    spk2gender: dict[str, str] | None = None
 
     def __len__(self) -> int:
         return len(self.targets)
+
+    @property
+    def audio_folder(self) -> Path:
+        return self.folder or self.path.parent
 
 
 def load_enrollment(folder: KaldiFolder) -> Enrollment:
@@ -117,13 +140,17 @@ def load_enrollment(folder: KaldiFolder) -> Enrollment:
         {u: folder.wav[u] for u in utterances},
         group_by_speaker(utterances, folder.utt2spk),
         folder.utt2dur,
+        folder.spk2gender,
     )
 
 
 def load_trial_list(
-    name: str, folder: KaldiFolder, enrollment: Enrollment, skip_missing: bool = False
+    name: str, folder: KaldiFolder, enrollment: Enrollment, skip_missing: bool = False, trials_path=None
 ) -> TrialList:
     """Read and check ``<folder>/trials`` against ``enrollment`` and the folder's ``wav.scp``.
+
+    ``trials_path``: read the list from there instead (VPC 2026: the original folder's list when
+    the anonymized folder has none).
 
     Raises
     ------
@@ -133,9 +160,9 @@ def load_trial_list(
         utterance that is not in ``wav.scp``, naming file and line. Skipped trials
         are counted in ``TrialList.skipped`` and logged.
     """
-    path = folder.path / "trials"
+    path = Path(trials_path) if trials_path is not None else folder.path / "trials"
     # load_kaldi_folder parsed the file if there was one; read_trials says why there is none.
-    trials = folder.trials if folder.trials is not None else read_trials(path)
+    trials = folder.trials if folder.trials is not None and trials_path is None else read_trials(path)
     if not trials:
         raise TrialListError(f"{path}: no trials")
     keep = []
@@ -177,6 +204,8 @@ def load_trial_list(
         utt2dur=folder.utt2dur,
         skipped=skipped,
         test_speakers=[folder.utt2spk.get(t.test_utterance) for t in keep],
+        folder=folder.path,
+        spk2gender=folder.spk2gender,
     )
 
 
@@ -184,11 +213,21 @@ def load_system_trials(
     data_folder,
     system: str,
     folder_overrides: dict | None = None,
-    subsets=SUBSETS,
+    subsets=None,
     skip_missing: bool = False,
     allow_pipes: bool = False,
+    *,
+    protocol: str | None = None,
+    language: str | None = None,
+    layout: str | None = None,
 ) -> tuple[dict[str, Enrollment], dict[str, TrialList]]:
     """Enrollments (by part) and trial lists (by subset name, e.g. ``dev_f``) of one system.
+
+    ``protocol`` (default ``vpac2024``) names the sets and ``subsets`` (None: all of the
+    protocol's); ``language`` is a Track 2 language; ``layout`` (None: the one the data folder
+    holds, the protocol's own first) where the folders are (:func:`segreconcat_aug.vpac.system_folders`).
+    Under VPC 2026, a trial folder without ``trials`` is scored with its original folder's list
+    (``data/<set>/trials``), as the 2026 toolkit reads it.
 
     Example
     -------
@@ -205,25 +244,50 @@ def load_system_trials(
     >>> enrollments["dev"].speakers, trials["dev_f"].targets.tolist()
     ({'A': ['a1']}, [True, False])
     """
-    unknown = [s for s in subsets if s not in SUBSETS]
+    scheme = get_protocol(protocol)
+    subsets = list(scheme.subsets if subsets is None else subsets)
+    unknown = [s for s in subsets if s not in scheme.subsets]
     if unknown:
-        raise ValueError(f"unknown subset(s) {unknown}; subsets: {list(SUBSETS)}")
-    parts = sorted({s.split("_")[0] for s in subsets}, key=["dev", "test"].index)
-    sets = [ENROLL_SETS[p] for p in parts] + [TRIAL_SETS[tuple(s.split("_"))] for s in subsets]
-    folders = system_folders(data_folder, system, folder_overrides, sets=sets)
+        raise ValueError(f"unknown subset(s) {unknown}; subsets of {scheme.name}: {list(scheme.subsets)}")
+    layout = detect_layout(data_folder, system, scheme.layout) if layout is None else layout
+    parts = sorted({scheme.part(s) for s in subsets}, key=["dev", "test"].index)
+    enroll_sets = {part: scheme.enroll_set(part, language) for part in parts}
+    trial_sets = {subset: scheme.trial_set(subset, language) for subset in subsets}
+    folders = system_folders(
+        data_folder,
+        system,
+        folder_overrides,
+        sets=[*enroll_sets.values(), *trial_sets.values()],
+        layout=layout,
+        known_sets=scheme.known_sets(),
+    )
     enrollments = {
-        part: load_enrollment(
-            load_kaldi_folder(folders[ENROLL_SETS[part]], root=data_folder, allow_pipes=allow_pipes)
-        )
-        for part in parts
+        part: load_enrollment(load_kaldi_folder(folders[name], root=data_folder, allow_pipes=allow_pipes))
+        for part, name in enroll_sets.items()
     }
     trial_lists = {}
-    for subset in subsets:
-        part, gender = subset.split("_")
-        folder = load_kaldi_folder(
-            folders[TRIAL_SETS[(part, gender)]], root=data_folder, allow_pipes=allow_pipes
+    for subset, name in trial_sets.items():
+        folder = load_kaldi_folder(folders[name], root=data_folder, allow_pipes=allow_pipes)
+        trials_path = None
+        if folder.trials is None and scheme.trials_from_original:
+            original = original_folder(data_folder, name, layout)
+            if original is not None and (original / "trials").is_file():
+                trials_path = original / "trials"
+                logger.info(
+                    "%s has no trials: scoring %s (the original folder's list)", folder.path, trials_path
+                )
+            else:
+                raise TrialListError(
+                    f"{folder.path / 'trials'}: no such file, nor {original / 'trials' if original else '-'} "
+                    "(the original folder's list, which the VPC 2026 toolkit reads)"
+                )
+        trial_lists[subset] = load_trial_list(
+            subset,
+            folder,
+            enrollments[scheme.part(subset)],
+            skip_missing=skip_missing,
+            trials_path=trials_path,
         )
-        trial_lists[subset] = load_trial_list(subset, folder, enrollments[part], skip_missing=skip_missing)
     return enrollments, trial_lists
 
 
@@ -263,19 +327,61 @@ class SystemResults:
     metrics: dict[str, dict] = field(default_factory=dict)
     options: dict = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
+    protocol: str = "vpac2024"
+    language: str | None = None  # a VPC 2026 Track 2 attacker's language
 
     def table_row(self) -> dict[str, float]:
-        """EERs (%) in the paper's Table 2 columns (averages over the subsets present)."""
-        return table_row({name: values["eer"] for name, values in self.metrics.items()})
+        """EERs (%) in the protocol's table columns (averages over the subsets present)."""
+        eers = {name: values["eer"] for name, values in self.metrics.items()}
+        return table_row(eers, get_protocol(self.protocol).table)
 
 
-def table_row(eers: dict[str, float]) -> dict[str, float]:
-    """Table 2 columns from per-subset EERs: part averages and the average of the four subsets.
+def table_row(eers: dict[str, float], table=None) -> dict[str, float]:
+    """Table columns from per-subset EERs (default: Table 2's part averages and the average of the four).
 
     >>> table_row({"dev_f": 30.0, "dev_m": 20.0, "test_f": 10.0, "test_m": 20.0})["avg"]
     20.0
+    >>> table_row({"dev_mixed": 30.0, "test_mixed": 20.0}, get_protocol("vpc2026-track1").table)
+    {'dev_mixed': 30.0, 'test_mixed': 20.0, 'avg': 25.0}
     """
-    return {column: float(value) for column, value in table_averages(eers).items()}
+    return {column: float(value) for column, value in table_averages(eers, table).items()}
+
+
+def gender_rows(scored: SubsetScores, spk2gender: dict[str, str]) -> dict[str, SubsetScores]:
+    """A pooled list's extra rows: its targets with only its same-gender, or only its cross-gender, non-targets.
+
+    Rows are named ``<subset>_same`` and ``<subset>_cross`` (:data:`segreconcat_aug.protocols.GENDER_ROWS`);
+    genders come from ``spk2gender`` (``f``/``m`` in either case). A non-target of a speaker without a
+    gender is in neither row; a row without non-targets is left out.
+
+    >>> s = SubsetScores("dev_mixed", Path("trials"), ["a", "a", "b"], ["u", "v", "u"],
+    ...                  np.array([True, False, False]), np.array([0.9, 0.5, 0.1]), test_speakers=["a", "b", "a"])
+    >>> rows = gender_rows(s, {"a": "F", "b": "M"})
+    >>> list(rows), rows["dev_mixed_cross"].targets.tolist()
+    (['dev_mixed_cross'], [True, False, False])
+    """
+    genders = {speaker: str(gender).lower() for speaker, gender in spk2gender.items()}
+    enroll = [genders.get(speaker) for speaker in scored.enroll]
+    test = [genders.get(speaker) for speaker in (scored.test_speakers or [None] * len(scored.enroll))]
+    known = np.array([a is not None and b is not None for a, b in zip(enroll, test)], dtype=bool)
+    same = known & np.array([a == b for a, b in zip(enroll, test)], dtype=bool)
+    rows = {}
+    for suffix, kind in zip(GENDER_ROWS, (same, known & ~same)):
+        keep = scored.targets | kind
+        if not (keep & ~scored.targets).any():
+            continue
+        name = f"{scored.name}_{suffix}"
+        rows[name] = SubsetScores(
+            name,
+            scored.trials_file,
+            [e for e, k in zip(scored.enroll, keep) if k],
+            [t for t, k in zip(scored.test, keep) if k],
+            scored.targets[keep],
+            scored.scores[keep],
+            0,
+            None if scored.test_speakers is None else [t for t, k in zip(scored.test_speakers, keep) if k],
+        )
+    return rows
 
 
 def score_trials(
@@ -311,16 +417,18 @@ def score_trials(
 # ---------------------------------------------------------------------------------------------------
 
 #: Evaluation keys of the training YAML, with their defaults (see docs/evaluation.md).
+#: ``None``: the protocol's value (its subsets, or its convention: ``Protocol.conventions``).
 EVAL_DEFAULTS = {
-    "eval_subsets": list(SUBSETS),
+    "eval_subsets": None,
     "eval_batch_size": 16,
     "eval_max_batch_seconds": 600.0,
-    "eval_normalize_wave": True,
+    "eval_normalize_wave": None,
     "eval_trim_zeros": True,
+    "eval_enroll_mean": None,
     "eval_score_norm": None,
     "eval_cohort_utts_per_speaker": 5,
     "eval_cohort_top_k": 200,
-    "eval_skip_missing_trials": False,
+    "eval_skip_missing_trials": None,
     "eval_allow_pipes": False,
     "eval_p_targets": [0.01, 0.05],
     "eval_save_every": 50,
@@ -336,6 +444,32 @@ EVAL_SUBFOLDER = "eval"  # the default eval_folder: <output_folder>/eval
 def evaluation_folder(hparams: dict) -> Path:
     """Where a run's evaluation goes: ``eval_folder``, else ``<output_folder>/eval``."""
     return Path(hparams.get("eval_folder") or Path(hparams["output_folder"]) / EVAL_SUBFOLDER)
+
+
+class EvaluationFolderError(UserError, ValueError):
+    """The evaluation folder holds another protocol's (or language's) results, which would be replaced."""
+
+
+def check_evaluation_folder(hparams: dict) -> None:
+    """Refuse an evaluation folder holding results of another protocol or language (they would be replaced).
+
+    A rescoring under the same protocol (other options, a new model) replaces its results as before.
+    """
+    path = evaluation_folder(hparams) / "results.json"
+    if not path.is_file():
+        return
+    try:
+        saved = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError):
+        return
+    scheme = get_protocol(hparams.get("protocol"))
+    there = (saved.get("protocol") or "vpac2024", saved.get("language"))
+    now = (scheme.name, scheme.check_language(hparams.get("language")))
+    if there != now:
+        raise EvaluationFolderError(
+            f"{path.parent} holds results of protocol {there[0]}{f' ({there[1]})' if there[1] else ''}; scoring "
+            f"under {now[0]}{f' ({now[1]})' if now[1] else ''} would replace them: give another --eval_folder"
+        )
 
 
 def _option(hparams: dict, key: str):
@@ -387,7 +521,7 @@ def check_evaluation_audio(hparams: dict, enrollments: dict, trial_lists: dict, 
     for enrollment in enrollments.values():
         wav.update({f"{enrollment.folder.name}/{utt}": path for utt, path in enrollment.wav.items()})
     for trials in trial_lists.values():
-        folder = trials.path.parent.name
+        folder = trials.audio_folder.name
         wav.update({f"{folder}/{utt}": trials.wav[utt] for utt in dict.fromkeys(trials.test_utterances)})
     report = check_audio_files(
         wav,
@@ -443,33 +577,48 @@ def evaluate_system(hparams: dict, run_opts: dict | None = None, write_report: b
     system = hparams["system"]
     data_folder = hparams["data_folder"]
     overrides = hparams.get("folder_overrides") or {}
+    scheme = get_protocol(hparams.get("protocol"))
+    language = scheme.check_language(hparams.get("language"))
     eval_folder = evaluation_folder(hparams)
     score_norm = _option(hparams, "eval_score_norm")
     if score_norm not in SCORE_NORMS:
         raise ValueError(f"eval_score_norm: unknown {score_norm!r}; choose from {list(SCORE_NORMS)}")
+    enroll_mean = scheme.convention("eval_enroll_mean", hparams.get("eval_enroll_mean"))
+    if enroll_mean not in ENROLL_MEANS:
+        raise ValueError(f"eval_enroll_mean: unknown {enroll_mean!r}; choose from {list(ENROLL_MEANS)}")
     allow_pipes = bool(_option(hparams, "eval_allow_pipes"))
     resamples = _option(hparams, "eval_bootstrap_resamples")
     if isinstance(resamples, bool) or not isinstance(resamples, int) or resamples < 0:
         raise ValueError(
             f"eval_bootstrap_resamples: expected an integer >= 0 (0: no intervals), got {resamples!r}"
         )
+    check_evaluation_folder(hparams)
+    layout = detect_layout(data_folder, system, scheme.layout)
+    skip_missing = bool(
+        scheme.convention("eval_skip_missing_trials", hparams.get("eval_skip_missing_trials"))
+    )
 
     enrollments, trial_lists = load_system_trials(
         data_folder,
         system,
         overrides,
-        subsets=list(_option(hparams, "eval_subsets")),
-        skip_missing=bool(_option(hparams, "eval_skip_missing_trials")),
+        subsets=hparams.get("eval_subsets") or None,
+        skip_missing=skip_missing,
         allow_pipes=allow_pipes,
+        protocol=scheme.name,
+        language=language,
+        layout=layout,
     )
     audio_warnings = check_evaluation_audio(hparams, enrollments, trial_lists, eval_folder)
     checkpoint = load_exported_model(hparams)
-    normalize_wave = bool(_option(hparams, "eval_normalize_wave"))
+    normalize_wave = wave_normalization(
+        scheme.convention("eval_normalize_wave", hparams.get("eval_normalize_wave"))
+    )
     trim = bool(_option(hparams, "eval_trim_zeros"))
     # The wave processing is part of the embedding cache's name: changing it re-embeds. (The
     # loudness normalization is named by its method, so caches of the earlier peak-only option
     # are not reused.)
-    wave_options = {"normalize_wave": "vpc2024-pyloudnorm" if normalize_wave else False, "trim_zeros": trim}
+    wave_options = {"normalize_wave": WAVE_CACHE_NAMES.get(normalize_wave, False), "trim_zeros": trim}
     fingerprint = model_fingerprint(checkpoint, wave_options)
     cache_root = eval_folder / "embeddings" / fingerprint
     extractor = EmbeddingExtractor(
@@ -493,11 +642,11 @@ def evaluate_system(hparams: dict, run_opts: dict | None = None, write_report: b
             enrollment.utt2dur,
             desc=f"{system} {part} enroll",
         )
-        models[part] = speaker_models(enrollment.speakers, embeddings)
+        models[part] = speaker_models(enrollment.speakers, embeddings, mean=enroll_mean)
 
     cohort = None
     if score_norm:
-        folder = system_folders(data_folder, system, overrides, sets=[TRAIN_SET])[TRAIN_SET]
+        folder = training_folder(data_folder, system, overrides, protocol=scheme.name, language=language)
         train = load_kaldi_folder(folder, root=data_folder, allow_pipes=allow_pipes)
         chosen = cohort_utterances(
             train, int(_option(hparams, "eval_cohort_utts_per_speaker")), hparams.get("seed", 0)
@@ -506,39 +655,60 @@ def evaluate_system(hparams: dict, run_opts: dict | None = None, write_report: b
         embeddings = extractor.embed(
             wav, cache_root / f"cohort-{train.path.name}", train.utt2dur, desc="cohort"
         )
-        cohort = np.stack(list(speaker_models(chosen, embeddings).values()))
+        cohort = np.stack(list(speaker_models(chosen, embeddings, mean=enroll_mean).values()))
 
+    options = {
+        "protocol": scheme.name,
+        **({"language": language} if language else {}),
+        "layout": layout,
+        "model": str(checkpoint),
+        "fingerprint": fingerprint,
+        "normalize_wave": normalize_wave or False,
+        "trim_zeros": trim,
+        "enroll_mean": enroll_mean,
+        "score_norm": score_norm,
+        "skip_missing_trials": skip_missing,
+    }
     results = SystemResults(
         system=system,
         subsets={},
-        options={
-            "model": str(checkpoint),
-            "fingerprint": fingerprint,
-            "normalize_wave": normalize_wave,
-            "trim_zeros": trim,
-            "score_norm": score_norm,
-        },
+        options=options,
         warnings=audio_warnings,
+        protocol=scheme.name,
+        language=language,
     )
     p_targets = tuple(_option(hparams, "eval_p_targets"))
     for name, trials in trial_lists.items():
         needed = {utt: trials.wav[utt] for utt in dict.fromkeys(trials.test_utterances)}
         test_embeddings = extractor.embed(
-            needed, cache_root / trials.path.parent.name, trials.utt2dur, desc=f"{system} {name} trials"
+            needed, cache_root / trials.audio_folder.name, trials.utt2dur, desc=f"{system} {name} trials"
         )
         scored = score_trials(
             trials,
-            models[name.split("_")[0]],
+            models[scheme.part(name)],
             test_embeddings,
             cohort,
             score_norm,
             _option(hparams, "eval_cohort_top_k"),
         )
-        results.subsets[name] = scored
-        metrics = verification_metrics(scored.target_scores, scored.nontarget_scores, p_targets=p_targets)
-        metrics["skipped_trials"] = scored.skipped
-        results.metrics[name] = metrics
-        logger.info("%s %s: EER %.2f %% (%d trials)", system, name, metrics["eer"], len(trials))
+        rows = {name: scored}
+        if scheme.gender_rows:
+            genders = {**(enrollments[scheme.part(name)].spk2gender or {}), **(trials.spk2gender or {})}
+            if genders:
+                rows.update(gender_rows(scored, genders))
+            else:
+                results.warnings.append(f"{name}: no spk2gender, so no same-gender / cross-gender rows")
+        for row, subset in rows.items():
+            results.subsets[row] = subset
+            metrics = verification_metrics(subset.target_scores, subset.nontarget_scores, p_targets=p_targets)
+            metrics["skipped_trials"] = subset.skipped
+            results.metrics[row] = metrics
+            logger.info("%s %s: EER %.2f %% (%d trials)", system, row, metrics["eer"], len(subset.targets))
+        if scored.skipped:
+            results.warnings.append(
+                f"{name}: {scored.skipped} of {scored.skipped + len(scored.targets)} trials skipped (an "
+                f"enrollment speaker without utterances or a test utterance not in wav.scp; {trials.path})"
+            )
     if write_report:
         bootstrap = {"resamples": resamples, "seed": int(_option(hparams, "eval_bootstrap_seed"))}
         write_system_report(

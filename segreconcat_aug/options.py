@@ -19,7 +19,7 @@ Example
 >>> validate_options({"eval_subsets": ["dev_x"]})
 Traceback (most recent call last):
 ...
-segreconcat_aug.options.OptionError: option eval_subsets: ['dev_x'] is not a non-empty list, each item one of 'dev_f', 'dev_m', 'test_f', 'test_m'
+segreconcat_aug.options.OptionError: option eval_subsets: ['dev_x'] is not a non-empty list, each item one of 'dev_f', 'dev_m', 'test_f', 'test_m', 'dev_mixed', 'test_mixed' (or null)
 >>> validate_options({"mode": "bogus", "crossfade": -0.01})
 Traceback (most recent call last):
 ...
@@ -157,6 +157,18 @@ def _segment_policies() -> tuple:
     return SEGMENT_POLICIES
 
 
+def _protocols() -> tuple:
+    from .protocols import PROTOCOLS
+
+    return tuple(PROTOCOLS)
+
+
+def _subsets() -> tuple:
+    from .protocols import ALL_SUBSETS
+
+    return ALL_SUBSETS
+
+
 #: Every option a recipe checks before writing: key -> allowed values. Keys absent from a
 #: recipe's YAML are not checked there. One line per option.
 OPTION_RULES: dict[str, Rule] = {
@@ -170,6 +182,8 @@ OPTION_RULES: dict[str, Rule] = {
     "rr_redraw": Rule(choices=_rr_redraws),
     "sr_context": Rule(choices=_sr_contexts),
     "sr_pad_normalize": FLAG,
+    # The protocol (segreconcat_aug.protocols; check_protocol_options checks language and subsets against it)
+    "protocol": Rule(choices=_protocols),
     # Data preparation and the audio check (segreconcat_aug.audio_check)
     "sentence_len": number(gt=0),
     "dev_ratio": number(gt=0, lt=1),
@@ -196,9 +210,10 @@ OPTION_RULES: dict[str, Rule] = {
     "skip_prep": FLAG,
     "evaluate_after_training": FLAG,
     # Evaluation (segreconcat_aug.evaluation)
-    "eval_subsets": one_of("dev_f", "dev_m", "test_f", "test_m", each=True),
+    "eval_subsets": Rule(choices=_subsets, each=True, optional=True),
     "eval_p_targets": Rule(low=0, high=1, low_open=True, high_open=True, each=True),
-    "eval_normalize_wave": FLAG,
+    "eval_normalize_wave": one_of(True, False, "vpc2024", "vpc2026", optional=True),
+    "eval_enroll_mean": one_of("raw", "l2", optional=True),
     "eval_trim_zeros": FLAG,
     "eval_bootstrap_resamples": number(ge=0, integer=True),
     "eval_bootstrap_seed": number(ge=0, integer=True),
@@ -209,7 +224,7 @@ OPTION_RULES: dict[str, Rule] = {
     "eval_max_batch_seconds": number(gt=0, optional=True),
     "eval_cohort_utts_per_speaker": number(ge=1, integer=True),
     "eval_cohort_top_k": number(ge=1, integer=True, optional=True),
-    "eval_skip_missing_trials": FLAG,
+    "eval_skip_missing_trials": one_of(True, False, optional=True),
     "eval_allow_pipes": FLAG,
     "eval_save_every": number(ge=1, integer=True),
     "eval_det_plot": FLAG,
@@ -265,4 +280,7 @@ def validate_hparams_file(hparams_file, overrides=None) -> Mapping:
     if not isinstance(values, Mapping):
         return {}
     validate_options(values)
+    from .protocols import check_protocol_options
+
+    check_protocol_options(values)
     return values

@@ -46,10 +46,14 @@ from .bootstrap import (
     trial_design,
 )
 from .metrics import det_curve
+from .protocols import GENDER_ROWS, MIXED_TABLE, VPAC_TABLE, get_protocol
 
-TABLE_COLUMNS = ("dev_f", "dev_m", "dev_avg", "test_f", "test_m", "test_avg", "avg")
-SUBSET_COLUMNS = ("dev_f", "dev_m", "test_f", "test_m")
-TABLE_HEADERS = ("dev F", "dev M", "dev avg", "test F", "test M", "test avg", "avg")
+# The default (VPAC 2024) table; a protocol's own is protocols.get_protocol(name).table.
+TABLE_COLUMNS = VPAC_TABLE.columns
+SUBSET_COLUMNS = VPAC_TABLE.subsets
+TABLE_HEADERS = VPAC_TABLE.headers
+#: Every numeric column reference_results.csv may fill (VPAC 2024's and VPC 2026's).
+REFERENCE_COLUMNS = tuple(dict.fromkeys([*VPAC_TABLE.columns, *MIXED_TABLE.columns]))
 REFERENCE_FILE = Path(__file__).with_name("reference_results.csv")
 #: Bootstrap settings when the caller gives none (the YAML keys eval_bootstrap_resamples / _seed).
 BOOTSTRAP_DEFAULTS = {"resamples": 1000, "seed": 1986}
@@ -156,21 +160,24 @@ def read_scores(path):
 # ---------------------------------------------------------------------------------------------------
 
 
-def table_averages(values: dict) -> dict:
-    """Table 2 columns from per-subset values (numbers or arrays of resamples): part averages, overall.
+def table_averages(values: dict, table=None) -> dict:
+    """A table's columns from per-subset values (numbers or arrays of resamples): subsets and averages.
+
+    ``table``: a :class:`segreconcat_aug.protocols.TableLayout` (default: the paper's Table 2, part
+    averages and the average of the four); an average is the mean of its subsets present.
 
     >>> float(table_averages({"dev_f": 30.0, "dev_m": 20.0, "test_f": 10.0, "test_m": 20.0})["avg"])
     20.0
+    >>> float(table_averages({"dev_mixed": 30.0, "test_mixed": 10.0}, MIXED_TABLE)["avg"])
+    20.0
     """
-    row = {name: values[name] for name in SUBSET_COLUMNS if name in values}
-    for part in ("dev", "test"):
-        present = [values[f"{part}_{g}"] for g in "fm" if f"{part}_{g}" in values]
+    table = table or VPAC_TABLE
+    row = {name: values[name] for name in table.subsets if name in values}
+    for column, members in table.averages.items():
+        present = [values[name] for name in members if name in values]
         if present:
-            row[f"{part}_avg"] = np.mean(np.stack(present), axis=0)
-    present = [values[name] for name in SUBSET_COLUMNS if name in values]
-    if present:
-        row["avg"] = np.mean(np.stack(present), axis=0)
-    return {column: row[column] for column in TABLE_COLUMNS if column in row}
+            row[column] = np.mean(np.stack(present), axis=0)
+    return {column: row[column] for column in table.columns if column in row}
 
 
 def subset_design(subset):
@@ -186,9 +193,13 @@ def subset_design(subset):
 
 
 def bootstrap_samples(
-    subsets: dict, score_sets: list[dict], resamples: int, seed: int, p_targets=(0.01, 0.05)
+    subsets: dict, score_sets: list[dict], resamples: int, seed: int, p_targets=(0.01, 0.05), table=None
 ):
     """Resampled metrics of several attackers on the same trials, with the same speaker resamples.
+
+    A pooled (mixed-gender) list links the speakers of both genders, so they are resampled
+    together, as one stratum (:func:`segreconcat_aug.bootstrap.speaker_counts`). ``table``: the
+    protocol's columns (default: Table 2's), whose averages are resampled too.
 
     Parameters
     ----------
@@ -212,14 +223,14 @@ def bootstrap_samples(
             name: resampled_metrics(scores[name], subsets[name].targets, weights[name], p_targets)
             for name in subsets
         }
-        averages = table_averages({name: values["eer"] for name, values in per_subset.items()})
+        averages = table_averages({name: values["eer"] for name, values in per_subset.items()}, table)
         for column, eers in averages.items():
             per_subset.setdefault(column, {"eer": eers})
         samples.append(per_subset)
     return designs, samples
 
 
-def column_problem(designs: dict, column: str) -> str | None:
+def column_problem(designs: dict, column: str, table=None) -> str | None:
     """Why a subset or an average has no interval (the first of its subsets' problems), or None.
 
     >>> from segreconcat_aug.bootstrap import trial_design
@@ -229,21 +240,27 @@ def column_problem(designs: dict, column: str) -> str | None:
     """
     if column in designs:
         return designs[column][0].problem
-    part = column[: -len("_avg")] + "_" if column != "avg" else ""
+    members = (table or VPAC_TABLE).averages.get(column, ())
     for name, (design, _) in designs.items():
-        if name.startswith(part) and design.problem:
+        if name in members and design.problem:
             return f"{name}: {design.problem}"
     return None
 
 
 def system_intervals(results, resamples: int, seed: int, p_targets=(0.01, 0.05)) -> dict:
-    """Intervals of every subset metric and every Table 2 average of one system: column -> metric -> interval."""
+    """Intervals of every subset metric and every table average of one system: column -> metric -> interval."""
+    table = get_protocol(getattr(results, "protocol", None)).table
     designs, (samples,) = bootstrap_samples(
-        results.subsets, [{n: s.scores for n, s in results.subsets.items()}], resamples, seed, p_targets
+        results.subsets,
+        [{n: s.scores for n, s in results.subsets.items()}],
+        resamples,
+        seed,
+        p_targets,
+        table,
     )
     intervals = {}
     for column, metrics in samples.items():
-        problem = column_problem(designs, column)
+        problem = column_problem(designs, column, table)
         intervals[column] = {
             metric: percentile_interval(values, problem=problem) for metric, values in metrics.items()
         }
@@ -267,11 +284,15 @@ def write_system_report(
 ) -> dict[str, Path]:
     """Write the score files, ``results.csv/.md/.json`` and ``det.png`` of one evaluated system.
 
-    ``results`` is a :class:`segreconcat_aug.evaluation.SystemResults`. ``bootstrap``:
+    ``results`` is a :class:`segreconcat_aug.evaluation.SystemResults`; its protocol names the
+    table's columns (VPAC 2024: the paper's Table 2). ``bootstrap``:
     ``{"resamples": int, "seed": int}`` for the 95 % intervals (default
     :data:`BOOTSTRAP_DEFAULTS`; ``resamples: 0`` leaves them out).
     Returns the written paths by kind.
     """
+    protocol = get_protocol(getattr(results, "protocol", None))
+    language = getattr(results, "language", None)
+    table = protocol.table
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     written: dict[str, Path] = {}
@@ -310,7 +331,7 @@ def write_system_report(
         for name, values in results.metrics.items():
             extra = ci_fields(name, ci_metrics) if intervals else []
             writer.writerow([results.system, name, *(values.get(key, "") for key in metric_keys), *extra])
-        for column in ("dev_avg", "test_avg", "avg"):
+        for column in table.averages:
             if column in row:
                 extra = ci_fields(column, ["eer"]) if intervals else []
                 writer.writerow(
@@ -323,7 +344,7 @@ def write_system_report(
                 )
     written["csv"] = folder / "results.csv"
 
-    title = title or f"{results.system}: EER (%)"
+    title = title or f"{results.system}{f' ({language})' if language else ''}: EER (%)"
     details = [
         [
             name,
@@ -335,7 +356,7 @@ def write_system_report(
         ]
         for name, values in results.metrics.items()
     ]
-    columns = [c for c in TABLE_COLUMNS if c in row]
+    columns = [c for c in table.columns if c in row]
     table_rows = [[results.system, *row.values()]]
     if intervals:
         table_rows.append(["95 % CI", *(interval_text(intervals[c]["eer"]) for c in columns)])
@@ -343,7 +364,7 @@ def write_system_report(
         f"# {title}",
         "",
         markdown_table(
-            ["system", *[h for c, h in zip(TABLE_COLUMNS, TABLE_HEADERS) if c in row]], table_rows
+            ["system", *[h for c, h in zip(table.columns, table.headers) if c in row]], table_rows
         ),
         "",
         markdown_table(
@@ -353,6 +374,26 @@ def write_system_report(
         ),
         "",
     ]
+    text += [
+        f"Protocol: {protocol.name} ({protocol.description})"
+        + (f"; language {language}" if language else ""),
+        "",
+    ]
+    skipped = sum(
+        values.get("skipped_trials", 0) for name, values in results.metrics.items() if name in table.subsets
+    )
+    if skipped:
+        text += [
+            f"Skipped trials: {skipped} in all (an enrollment speaker without utterances or a test utterance "
+            "without audio; see the warnings), left out of every metric.",
+            "",
+        ]
+    if any(name.endswith(tuple(f"_{row}" for row in GENDER_ROWS)) for name in results.metrics):
+        text += [
+            "Rows `<list>_same` and `<list>_cross`: the pooled list's target trials with only its same-gender, or "
+            "only its cross-gender, non-target trials (the cross-gender ones are the easy part of the pooled EER).",
+            "",
+        ]
     if intervals:
         text += [bootstrap_note(settings, speaker_source), ""]
         undefined = {
@@ -372,6 +413,8 @@ def write_system_report(
 
     payload = {
         "system": results.system,
+        "protocol": protocol.name,
+        "language": language,
         "table": row,
         "subsets": results.metrics,
         "intervals": intervals,
@@ -475,18 +518,21 @@ def plot_det_panels(panels: dict, path, title: str | None = None) -> Path:
 
 
 def load_reference_results(path=REFERENCE_FILE) -> list[dict]:
-    """Published EERs (%): rows with ``source``, ``table``, ``system``, ``attacker``, the Table 2 columns.
+    """Published EERs (%): rows with ``source``, ``table``, ``system``, ``attacker`` and the table columns
+    of :data:`REFERENCE_COLUMNS` (VPAC 2024's Table 2 and VPC 2026's dev / test mixed).
 
     Empty cells become ``None``. Sources are named in each row.
 
     >>> rows = load_reference_results()
     >>> [r["avg"] for r in rows if r["table"] == "paper-table2" and r["system"] == "T8-5"]
     [37.39, 25.94]
+    >>> [(r["dev_mixed"], r["test_mixed"]) for r in rows if r["table"] == "vpc2026-track1" and r["system"] == "B3"]
+    [(16.321, 14.243)]
     """
     rows = []
     lines = [line for line in Path(path).read_text(encoding="utf-8").splitlines() if not line.startswith("#")]
     for row in csv.DictReader(lines):
-        for column in TABLE_COLUMNS:
+        for column in REFERENCE_COLUMNS:
             value = (row.get(column) or "").strip()
             row[column] = float(value) if value else None
         rows.append(row)
@@ -521,7 +567,7 @@ def seed_mean_std(tables: list[dict], columns=TABLE_COLUMNS) -> tuple[dict, dict
     return mean, std
 
 
-def compare_runs(runs: dict, baseline: str, resamples: int, seed: int, key: str = "") -> dict:
+def compare_runs(runs: dict, baseline: str, resamples: int, seed: int, key: str = "", table=None) -> dict:
     """Intervals per configuration (seeds combined) and each configuration's paired difference to the baseline.
 
     Parameters
@@ -535,6 +581,8 @@ def compare_runs(runs: dict, baseline: str, resamples: int, seed: int, key: str 
         Speaker-bootstrap resamples and seed; the same resamples serve every run.
     key : str
         Names the comparison (e.g. the system) in the seeds' generator.
+    table : TableLayout, optional
+        The protocol's columns (default: Table 2's).
 
     Returns
     -------
@@ -553,11 +601,16 @@ def compare_runs(runs: dict, baseline: str, resamples: int, seed: int, key: str 
     )
     flat = [(config, run) for config, config_runs in runs.items() for run in config_runs]
     usable = [(config, run) for config, run in flat if f"{config} (seed {run['seed']})" not in mismatched]
+    table = table or VPAC_TABLE
     designs, samples = bootstrap_samples(
-        reference, [{n: run["scores"][n].scores for n in reference} for _, run in usable], resamples, seed
+        reference,
+        [{n: run["scores"][n].scores for n in reference} for _, run in usable],
+        resamples,
+        seed,
+        table=table,
     )
     by_run = {id(run): sample for (_, run), sample in zip(usable, samples)}
-    columns = [c for c in TABLE_COLUMNS if any(c in run["table"] for _, run in flat)]
+    columns = [c for c in table.columns if any(c in run["table"] for _, run in flat)]
     combined, summary = {}, {}
     for config, config_runs in runs.items():
         mean, std = seed_mean_std([run["table"] for run in config_runs], columns)
@@ -574,7 +627,7 @@ def compare_runs(runs: dict, baseline: str, resamples: int, seed: int, key: str 
                     "intervals": {
                         c: percentile_interval(
                             sample[c]["eer"] if c in sample else [],
-                            problem=problem or column_problem(designs, c),
+                            problem=problem or column_problem(designs, c, table),
                         )
                         for c in mean
                     },
@@ -590,7 +643,9 @@ def compare_runs(runs: dict, baseline: str, resamples: int, seed: int, key: str 
             "table": mean,
             "std": std,
             "intervals": {
-                c: percentile_interval(combined[config][c], problem=problem or column_problem(designs, c))
+                c: percentile_interval(
+                    combined[config][c], problem=problem or column_problem(designs, c, table)
+                )
                 for c in mean
             },
             "seeds": seeds,
@@ -605,7 +660,9 @@ def compare_runs(runs: dict, baseline: str, resamples: int, seed: int, key: str 
                 combined[baseline][c],
                 values["table"][c],
                 summary[baseline]["table"][c],
-                problem=values["problem"] or summary[baseline]["problem"] or column_problem(designs, c),
+                problem=values["problem"]
+                or summary[baseline]["problem"]
+                or column_problem(designs, c, table),
             )
             for c in values["table"]
             if c in summary[baseline]["table"]
@@ -679,6 +736,7 @@ def comparison_table(
     compared,
     labels: dict | None = None,
     references: list[dict] | None = None,
+    protocol: str | None = None,
 ) -> str:
     """Table 2 style: per system, the baseline row then each compared configuration with its difference.
 
@@ -696,7 +754,10 @@ def comparison_table(
     labels : dict
         Configuration -> name in the table (e.g. ``SegReConcat+SpecAug``).
     references : list of dict
-        Published rows; adds "published avg" columns (paper Table 2, challenge baseline).
+        Published rows; adds "published avg" columns: those the protocol names (VPAC 2024: the
+        paper's Table 2 and the challenge baseline; VPC 2026 Track 1: the challenge's own attacker).
+    protocol : str, optional
+        The protocol whose table columns and published numbers are shown (default ``vpac2024``).
 
     Example
     -------
@@ -709,9 +770,16 @@ def comparison_table(
     | B3 | src | 25.00 | 15.00 | 20.00 | 25.00 | 15.00 | 20.00 | 20.00 | -5.00 | - | - |
     """
     labels = labels or {}
-    headers = ["system", "attacker", *TABLE_HEADERS, "diff avg [95 % CI]", "p", "significant (5 %)"]
+    scheme = get_protocol(protocol)
+    columns = scheme.table.columns
+    headers = ["system", "attacker", *scheme.table.headers, "diff avg [95 % CI]", "p", "significant (5 %)"]
+    paper_table = scheme.published.get("paper")
+    challenge_row = scheme.published.get("challenge")
     if references is not None:
-        headers += ["paper avg (published)", "challenge baseline avg (published)"]
+        if paper_table:
+            headers.append("paper avg (published)")
+        if challenge_row:
+            headers.append(f"{challenge_row[1]} avg (published)")
     rows = []
     for system in systems:
         base = _summary(cells.get((system, baseline)))
@@ -720,13 +788,15 @@ def comparison_table(
             label = labels.get(config, config)
             published = []
             if references is not None:
-                # The paper's row with the same attacker name (it reports one SegReConcat variant per system).
-                paper = reference_value(references, "paper-table2", system, label)
-                challenge = reference_value(references, "vpac-baseline", system, "VPAC baseline")
-                published = [paper, challenge if config == baseline else None]
+                if paper_table:
+                    # The paper's row with the same attacker name (it reports one SegReConcat variant per system).
+                    published.append(reference_value(references, paper_table, system, label))
+                if challenge_row:
+                    challenge = reference_value(references, *challenge_row[:1], system, challenge_row[1])
+                    published.append(challenge if config == baseline else None)
             if len(cell["seeds"]) > 1:
                 for run in cell["seeds"]:
-                    values = [_cell_text(run["table"].get(c), run["intervals"].get(c)) for c in TABLE_COLUMNS]
+                    values = [_cell_text(run["table"].get(c), run["intervals"].get(c)) for c in columns]
                     rows.append(
                         [
                             system,
@@ -735,14 +805,12 @@ def comparison_table(
                             "",
                             "",
                             "",
-                            *(["", ""] if published else []),
+                            *([""] * len(published)),
                         ]
                     )
                 label = f"{label}, mean ± std of {len(cell['seeds'])} seeds"
             std = cell.get("std") or {}
-            values = [
-                _cell_text(cell["table"].get(c), cell["intervals"].get(c), std.get(c)) for c in TABLE_COLUMNS
-            ]
+            values = [_cell_text(cell["table"].get(c), cell["intervals"].get(c), std.get(c)) for c in columns]
             difference = (cell.get("difference") or {}).get("avg")
             if (
                 difference is None
@@ -802,4 +870,52 @@ def ablation_table(cells: dict, system: str, configs, labels: dict | None = None
         if references is not None:
             line.append(reference_value(references, "paper-table1", system, label))
         rows.append(line)
+    return markdown_table(headers, rows)
+
+
+def language_table(cells: dict, systems, configs, languages, labels: dict | None = None) -> str:
+    """VPC 2026 Track 2: per system and configuration, one row per language (its own attacker) and the average.
+
+    ``cells`` are keyed ``(f"{system}/{language}", configuration)`` (as the grid names Track 2 cells).
+    The average row covers the languages the challenge scores (en, de, fr, es) that have results, and
+    says which; cn and ja rows, when there, come after it, outside the average. Each language's
+    interval is its own attacker's; the average has none.
+
+    >>> cells = {("BM1/de", "base"): {"dev_mixed": 20.0, "test_mixed": 10.0, "avg": 15.0},
+    ...          ("BM1/fr", "base"): {"dev_mixed": 30.0, "test_mixed": 20.0, "avg": 25.0}}
+    >>> print(language_table(cells, ["BM1"], ["base"], ["de", "fr", "cn"]))
+    | system | attacker | language | dev mixed | test mixed | avg |
+    |---|---|---|---|---|---|
+    | BM1 | base | de | 20.00 | 10.00 | 15.00 |
+    | BM1 | base | fr | 30.00 | 20.00 | 25.00 |
+    | BM1 | base | average (de, fr) | 25.00 | 15.00 | 20.00 |
+    """
+    from .protocols import TRACK2_LANGUAGES
+
+    labels = labels or {}
+    columns = MIXED_TABLE.columns
+    headers = ["system", "attacker", "language", *MIXED_TABLE.headers]
+    rows = []
+    for system in systems:
+        for config in configs:
+            label = labels.get(config, config)
+            scored, others, present = [], [], []
+            for language in languages:
+                cell = _summary(cells.get((f"{system}/{language}", config)))
+                is_scored = TRACK2_LANGUAGES[language].scored
+                if not cell["table"] and not is_scored:
+                    continue  # cn / ja: read when present
+                std = cell.get("std") or {}
+                values = [
+                    _cell_text(cell["table"].get(c), cell["intervals"].get(c), std.get(c)) for c in columns
+                ]
+                (scored if is_scored else others).append([system, label, language, *values])
+                if is_scored and all(c in cell["table"] for c in columns):
+                    present.append((language, cell["table"]))
+            rows += scored
+            if present:
+                average = [float(np.mean([table[c] for _, table in present])) for c in columns]
+                names = ", ".join(language for language, _ in present)
+                rows.append([system, label, f"average ({names})", *average])
+            rows += others
     return markdown_table(headers, rows)

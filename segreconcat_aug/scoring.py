@@ -1,6 +1,7 @@
 """Scoring trials: enrollment models, cosine scores, score normalizations and their cohort.
 
-An enrollment model is the mean of a speaker's raw embeddings (:func:`speaker_models`);
+An enrollment model is the mean of a speaker's raw embeddings (:func:`speaker_models`; ``l2``:
+of its L2-normalized embeddings, as VPC 2026's own WavLM+ECAPA extractor gives them);
 a trial's score is the cosine similarity of model and test embedding
 (:func:`cosine_scores`). Score normalization is off by default, as the paper uses
 none; ``s-norm`` or ``as-norm`` (:func:`normalize_scores`) score both sides against a
@@ -20,6 +21,9 @@ import numpy as np
 from .kaldi import KaldiFolder, group_by_speaker
 
 SCORE_NORMS = (None, "s-norm", "as-norm")
+#: How an enrollment model averages its embeddings: raw (both challenges' code for an ECAPA such as
+#: ours) or L2-normalized first (VPC 2026's ecapa_ssl extractor, speechbrain_vectors.py after f2c9bdc).
+ENROLL_MEANS = ("raw", "l2")
 
 
 def _unit_rows(matrix: np.ndarray) -> np.ndarray:
@@ -34,14 +38,26 @@ def cosine_scores(enroll: np.ndarray, test: np.ndarray) -> np.ndarray:
 
 
 def speaker_models(
-    speakers: dict[str, list[str]], embeddings: dict[str, np.ndarray]
+    speakers: dict[str, list[str]], embeddings: dict[str, np.ndarray], mean: str = "raw"
 ) -> dict[str, np.ndarray]:
-    """Model per speaker (``speaker -> utterances``): the mean of the raw (not length-normalized) embeddings.
+    """Model per speaker (``speaker -> utterances``): the mean of its embeddings.
 
-    The enrollment models, and the cohort's for score normalization.
+    ``mean="raw"``: of the raw (not length-normalized) embeddings; ``"l2"``: of the embeddings
+    each divided by its L2 norm first. The enrollment models, and the cohort's for score
+    normalization.
+
+    >>> e = {"a": np.array([3.0, 0.0]), "b": np.array([0.0, 1.0])}
+    >>> speaker_models({"s": ["a", "b"]}, e)["s"].tolist(), speaker_models({"s": ["a", "b"]}, e, "l2")["s"].tolist()
+    ([1.5, 0.5], [0.5, 0.5])
     """
+    if mean not in ENROLL_MEANS:
+        raise ValueError(f"unknown enrollment mean {mean!r}; choose from {ENROLL_MEANS}")
+
+    def vector(utt):
+        return _unit_rows(embeddings[utt]) if mean == "l2" else embeddings[utt]
+
     return {
-        spk: np.mean([embeddings[utt] for utt in utts], axis=0).astype(np.float32)
+        spk: np.mean([vector(utt) for utt in utts], axis=0).astype(np.float32)
         for spk, utts in speakers.items()
     }
 

@@ -82,10 +82,17 @@ class BatchedAligner:
     audio fails alone; a batch that fails as a whole (e.g. out of memory) is retried one
     utterance at a time, so one bad utterance does not fail its neighbours. ``label`` names
     the backend in messages; ``stats`` counts retries and word fixes.
+
+    After :meth:`align_batch`, ``languages`` holds the language each utterance was transcribed
+    in (None for a failed one): what ``_decode`` left in ``_decoded_languages`` (one per
+    utterance, e.g. Whisper's detection), else ``language``, the language the backend was told.
     """
 
     label = "whisper"
     stats: Counter
+    language: str | None = None
+    languages: list = []
+    _decoded_languages: list | None = None
 
     def _decode(self, audios: list[np.ndarray]) -> list[list[Word]]:
         raise NotImplementedError
@@ -101,6 +108,8 @@ class BatchedAligner:
         """One word list per utterance, or an exception for an utterance that failed."""
         audios = [np.asarray(audio, dtype=np.float32) for audio in audios]
         results: list = [None] * len(audios)
+        languages: list = [None] * len(audios)
+        self.languages = languages
         good = []
         for k, audio in enumerate(audios):
             reason = unusable(audio)
@@ -110,6 +119,7 @@ class BatchedAligner:
                 good.append(k)
         if not good:
             return results
+        self._decoded_languages = None
         try:
             decoded = self._decode([audios[k] for k in good])
         except (RuntimeError, ValueError, IndexError) as err:
@@ -120,7 +130,12 @@ class BatchedAligner:
             self.stats["batch_retried_singly"] += 1
             for k in good:
                 results[k] = self.align_batch([audios[k]])[0]
+                languages[k] = self.languages[0]
+            self.languages = languages
             return results
-        for k, words in zip(good, decoded):
+        found = self._decoded_languages or [self.language] * len(good)
+        for k, words, language in zip(good, decoded, found):
             results[k] = finish_words(words, len(audios[k]) / SAMPLE_RATE, self.stats)
+            if not isinstance(results[k], Exception):
+                languages[k] = language
         return results

@@ -17,6 +17,11 @@ activity filter. Unlike it: no temperature
 fallback and no conditioning on the previous 30 s window (the batched pipeline has neither;
 both only matter for hard or long audio; ``--backend=openai-whisper`` is the exact reference).
 
+Language: with ``language=None`` (and a multilingual model) each 30 s window's language is
+detected as the batched pipeline detects it, an utterance's is its first window's (as
+openai-whisper detects on the first 30 s), its words are timed with that language's prompt, and
+the language is reported per utterance (``languages``, recorded in the alignment cache).
+
 Example
 -------
 >>> aligner = FasterWhisperAligner.__new__(FasterWhisperAligner)
@@ -35,6 +40,7 @@ import numpy as np
 
 from ..alignment import Word
 from ..audio import SAMPLE_RATE
+from ..errors import UserError
 from ..whisper import DEFAULT_MODELS, WINDOW_SAMPLES, load_faster_whisper
 from .common import BatchedAligner, words_of
 
@@ -91,9 +97,17 @@ class FasterWhisperAligner(BatchedAligner):
         )
         self.pipeline = BatchedInferencePipeline(self.model)
         multilingual = bool(self.model.model.is_multilingual)
+        if not multilingual and language not in (None, "en"):
+            raise AlignerLanguageError(
+                f"{model} is an English-only Whisper: it cannot transcribe language {language!r}; use a "
+                "multilingual model (--whisper_model=medium, the paper's) or leave --language unset"
+            )
+        self.language = language or (None if multilingual else "en")
+        self._tokenizer_class = Tokenizer
         self.tokenizer = Tokenizer(
             self.model.hf_tokenizer, multilingual, task="transcribe", language=language or "en"
         )
+        self._tokenizers = {self.tokenizer.language_code: self.tokenizer}
         overrides = dict(options or {})
         suppress = list(overrides.pop("suppress_tokens", [-1]))
         # The fields of faster-whisper's batched pipeline, set as openai-whisper's transcribe sets them.
@@ -131,6 +145,16 @@ class FasterWhisperAligner(BatchedAligner):
         self.name = f"faster-whisper:{model}"
         self.stats: Counter = Counter()
 
+    def _tokenizer_for(self, language: str | None):
+        """The tokenizer whose prompt names ``language`` (the word timing's prompt; one per language)."""
+        if language is None or not self.options.multilingual:
+            return self.tokenizer
+        if language not in self._tokenizers:
+            self._tokenizers[language] = self._tokenizer_class(
+                self.model.hf_tokenizer, True, task="transcribe", language=language
+            )
+        return self._tokenizers[language]
+
     def _no_speech(self, output: dict) -> bool:
         """openai-whisper's rule for a silent window: a likely no-speech token and a low log
         probability (the batched pipeline leaves it out; without it silence gets made-up words)."""
@@ -162,6 +186,13 @@ class FasterWhisperAligner(BatchedAligner):
         # As the batched pipeline prepares a chunk: features without the last frame, padded to 30 s.
         features = np.stack([pad_or_trim(model.feature_extractor(piece)[..., :-1]) for _, piece in chunks])
         encoder_output, outputs = self.pipeline.generate_segment_batched(features, tokenizer, self.options)
+        if self.options.multilingual:
+            # The detection generate_segment_batched made for each window's prompt (the same encoder
+            # output, so the same result), kept: each utterance is reported, and timed, in its language.
+            detected = [langs[0][0][2:-2] for langs in model.model.detect_language(encoder_output)]
+            self._decoded_languages = utterance_languages(detected, owners, len(audios))
+        else:
+            self._decoded_languages = [self.language] * len(audios)
         segments, sizes = [], []
         for (offset, piece), output in zip(chunks, outputs):
             if self._no_speech(output):
@@ -198,7 +229,7 @@ class FasterWhisperAligner(BatchedAligner):
             )
             model.add_word_timestamps(
                 mine,
-                tokenizer,
+                self._tokenizer_for(self._decoded_languages[k]),
                 encoded,
                 [sizes[i] for i in rows],
                 self.options.prepend_punctuations,
@@ -209,6 +240,23 @@ class FasterWhisperAligner(BatchedAligner):
             for chunk in mine:
                 words[k].extend(words_of(chunk))
         return words
+
+
+class AlignerLanguageError(UserError, ValueError):
+    """A language the model cannot transcribe (an English-only Whisper told another language)."""
+
+
+def utterance_languages(window_languages: list[str], owners: list[int], count: int) -> list[str | None]:
+    """Each utterance's language: its first 30 s window's (``owners``: the utterance of each window).
+
+    >>> utterance_languages(["de", "en", "fr"], [0, 0, 1], 2)
+    ['de', 'fr']
+    """
+    languages: list[str | None] = [None] * count
+    for language, owner in zip(window_languages, owners):
+        if languages[owner] is None:
+            languages[owner] = language
+    return languages
 
 
 def _rows(storage, rows: list[int]):

@@ -61,6 +61,7 @@ class OpenAIWhisperAligner(BatchedAligner):
     ):
         self.model = load_openai_whisper(model, device=device)
         self.options = {"word_timestamps": True, "fp16": self.model.device.type == "cuda"}
+        self.language = language if language is not None or self.model.is_multilingual else "en"
         if language is not None:
             self.options["language"] = language
         self.options.update(options or {})
@@ -68,6 +69,7 @@ class OpenAIWhisperAligner(BatchedAligner):
         self.stats: Counter = Counter()
 
     def _decode(self, audios: list[np.ndarray]) -> list[list[Word]]:
-        return [
-            words_of(self.model.transcribe(audio, **self.options).get("segments", [])) for audio in audios
-        ]
+        results = [self.model.transcribe(audio, **self.options) for audio in audios]
+        # transcribe() reports the language it decoded in (detected on the first 30 s when not given).
+        self._decoded_languages = [result.get("language") or self.language for result in results]
+        return [words_of(result.get("segments", [])) for result in results]

@@ -172,6 +172,7 @@ class PocketsphinxAligner:
         self.recognize_without_transcript = recognize_without_transcript
         self.wide_beam_retry = wide_beam_retry
         self.name = f"pocketsphinx:{model}"
+        self.language = "en"  # its acoustic model and dictionary are US English
         self.decoder_options = dict(decoder_options or {})
         self.stats: Counter = Counter()
         self._decoders: dict[str, object] = {}

@@ -117,7 +117,7 @@ class WhisperAligner(BatchedAligner):
     ):
         self.bundle = bundle if bundle is not None else load_whisper(model, device=device, dtype=dtype)
         self.batch_size = int(batch_size)
-        self.language = language
+        self.language = language if self.bundle.multilingual else "en"
         self.max_new_tokens = max_new_tokens
         self.num_beams = num_beams
         self.name = f"transformers:{self.bundle.name}"

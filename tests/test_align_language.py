@@ -1,0 +1,127 @@
+"""The language of each aligned utterance: recorded in the cache, forced by --language, refused where unalignable."""
+
+import importlib.util
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from vpac_fixture import FIXTURES
+
+from segreconcat_aug.aligners import AlignmentFailed
+from segreconcat_aug.aligners.common import BatchedAligner
+from segreconcat_aug.alignment import UtteranceAlignment, Word, iter_cache
+from segreconcat_aug.errors import UserError
+from segreconcat_aug.kaldi import write_kaldi_map
+
+REPO = Path(__file__).resolve().parents[1]
+HPARAMS = str(REPO / "hparams" / "align.yaml")
+UTTS = ["26-495-0007", "1998-15444-0007"]
+
+
+def _recipe():
+    spec = importlib.util.spec_from_file_location("align_recipe", REPO / "recipes" / "align.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _folder(path: Path) -> Path:
+    path.mkdir(parents=True)
+    write_kaldi_map(path / "wav.scp", {u: str(FIXTURES / f"{u}.flac") for u in UTTS})
+    write_kaldi_map(path / "text", {u: "SOME WORDS" for u in UTTS})
+    return path
+
+
+def test_the_cache_line_carries_the_language_and_old_lines_read_as_before():
+    words = [Word("hallo", 0.1, 0.5)]
+    line = UtteranceAlignment("u1", 1.0, words, "faster-whisper:medium", "de").to_json()
+    assert json.loads(line)["language"] == "de"
+    assert UtteranceAlignment.from_record(json.loads(line), "x:1").language == "de"
+    old = UtteranceAlignment("u1", 1.0, words, "faster-whisper:medium").to_json()
+    assert "language" not in json.loads(old)  # lines without a language are written as before
+    assert UtteranceAlignment.from_record(json.loads(old), "x:1").language is None
+    with pytest.raises(UserError, match="x:1: 'language' must be a string"):
+        UtteranceAlignment.from_record({**json.loads(old), "language": 3}, "x:1")
+
+
+class _Detecting(BatchedAligner):
+    """A backend whose decoder "detects" a language per utterance (German for long audio)."""
+
+    label = "fake"
+    name = "fake:detecting"
+    batch_size = 2
+    needs_transcript = False
+
+    def __init__(self):
+        from collections import Counter
+
+        self.stats = Counter()
+
+    def _decode(self, audios):
+        self._decoded_languages = ["de" if len(a) > 8000 else "fr" for a in audios]
+        return [[Word("wort", 0.0, len(a) / 16000)] for a in audios]
+
+
+def test_a_batched_backend_reports_each_utterance_language_and_none_for_a_failure():
+    aligner = _Detecting()
+    results = aligner.align_batch(
+        [np.ones(16000, np.float32), np.ones(100, np.float32), np.ones(4000, np.float32)]
+    )
+    assert isinstance(results[1], AlignmentFailed)  # 6 ms: too short to align
+    assert aligner.languages == ["de", None, "fr"]
+
+
+def test_the_recipe_records_the_language_each_utterance_was_transcribed_in(tmp_path, monkeypatch):
+    folder = _folder(tmp_path / "data")
+    out = tmp_path / "cache.jsonl"
+    recipe = _recipe()
+    monkeypatch.setattr(recipe, "build_aligner", lambda hparams, device: _Detecting())
+    assert recipe.main([HPARAMS, f"--data_folder={folder}", f"--output={out}", "--noprogressbar"]) == 0
+    languages = {record.id: record.language for _, record in iter_cache(out)}
+    assert languages == {"26-495-0007": "de", "1998-15444-0007": "de"}  # both longer than 0.5 s
+
+
+def test_pocketsphinx_records_english(tmp_path):
+    folder = _folder(tmp_path / "data")
+    out = tmp_path / "cache.jsonl"
+    assert (
+        _recipe().main(
+            [
+                HPARAMS,
+                f"--data_folder={folder}",
+                f"--output={out}",
+                "--backend=pocketsphinx",
+                "--allow_failures=True",
+                "--noprogressbar",
+            ]
+        )
+        == 0
+    )
+    assert {record.language for _, record in iter_cache(out)} == {"en"}
+
+
+@pytest.mark.parametrize(
+    "name, extra, match",
+    [
+        (
+            "train_german_BM1",
+            ["--backend=pocketsphinx"],
+            "pocketsphinx aligns English only .*train_german_BM1.* 'de'",
+        ),
+        (
+            "data",
+            ["--backend=pocketsphinx", "--language=fr"],
+            "pocketsphinx aligns English only .*--language.* 'fr'",
+        ),
+        ("de_dev_enrolls_BM1", ["--whisper_model=tiny.en"], "tiny.en is an English-only Whisper"),
+    ],
+)
+def test_a_backend_that_cannot_align_the_set_language_is_refused_before_anything_is_written(
+    tmp_path, name, extra, match
+):
+    folder = _folder(tmp_path / name)
+    out = tmp_path / "cache.jsonl"
+    with pytest.raises(UserError, match=match):
+        _recipe().main([HPARAMS, f"--data_folder={folder}", f"--output={out}", *extra, "--noprogressbar"])
+    assert not out.exists() and not list(tmp_path.glob("cache*"))

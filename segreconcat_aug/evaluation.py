@@ -14,7 +14,10 @@ Per system, for each of dev / test and female / male:
 3. enrollment model = mean of the speaker's raw embeddings; score = cosine
    similarity of enrollment model and test embedding (:mod:`segreconcat_aug.scoring`);
 4. EER (SpeechBrain's definition, :mod:`segreconcat_aug.metrics`) and
-   normalized minDCF per subset; the table averages as the paper's Table 2.
+   normalized minDCF per subset; the table averages as the paper's Table 2;
+5. the privacy metrics of :mod:`segreconcat_aug.privacy` (linkability, ZEBRA, Cllr,
+   identification, pi_link, Singling Out, risk per speaker) from the same scores
+   (``eval_privacy``, on by default).
 
 Switches: ``eval_normalize_wave`` and ``eval_trim_zeros`` (both on, as the
 challenge's extraction; off gives the raw waves), and score normalization,
@@ -42,7 +45,8 @@ from .embeddings import EmbeddingExtractor, model_fingerprint
 from .errors import UserError
 from .kaldi import KaldiFolder, group_by_speaker, load_kaldi_folder, read_trials
 from .metrics import verification_metrics
-from .report import BOOTSTRAP_DEFAULTS, SUBSET_COLUMNS, table_averages, write_system_report
+from .privacy import ListPrivacy, PrivacyOptions
+from .report import BOOTSTRAP_DEFAULTS, SUBSET_COLUMNS, subset_design, table_averages, write_system_report
 from .scoring import SCORE_NORMS, cohort_utterances, cosine_scores, normalize_scores, speaker_models
 from .vpac import ENROLL_SETS, TRAIN_SET, TRIAL_SETS, system_folders
 
@@ -263,6 +267,8 @@ class SystemResults:
     metrics: dict[str, dict] = field(default_factory=dict)
     options: dict = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
+    # The privacy metrics' settings when results.metrics holds them (add_privacy_metrics).
+    privacy: PrivacyOptions | None = None
 
     def table_row(self) -> dict[str, float]:
         """EERs (%) in the paper's Table 2 columns (averages over the subsets present)."""
@@ -327,7 +333,36 @@ EVAL_DEFAULTS = {
     "eval_det_plot": True,
     "eval_bootstrap_resamples": BOOTSTRAP_DEFAULTS["resamples"],
     "eval_bootstrap_seed": BOOTSTRAP_DEFAULTS["seed"],
+    "eval_privacy": True,
+    "eval_privacy_top_k": PrivacyOptions.top_k,
+    "eval_privacy_speaker_eer_threshold": PrivacyOptions.speaker_eer_threshold,
+    "eval_privacy_worst_speakers": PrivacyOptions.worst_speakers,
+    "eval_privacy_singling_out_folds": PrivacyOptions.singling_out_folds,
+    "eval_privacy_seed": PrivacyOptions.seed,
 }
+
+
+def privacy_options(hparams: dict) -> PrivacyOptions | None:
+    """The privacy metrics' settings from the ``eval_privacy*`` keys; None when ``eval_privacy`` is off."""
+    if not _option(hparams, "eval_privacy"):
+        return None
+    return PrivacyOptions(
+        top_k=int(_option(hparams, "eval_privacy_top_k")),
+        speaker_eer_threshold=float(_option(hparams, "eval_privacy_speaker_eer_threshold")),
+        worst_speakers=int(_option(hparams, "eval_privacy_worst_speakers")),
+        singling_out_folds=int(_option(hparams, "eval_privacy_singling_out_folds")),
+        seed=int(_option(hparams, "eval_privacy_seed")),
+    )
+
+
+def add_privacy_metrics(results: SystemResults, options: PrivacyOptions) -> SystemResults:
+    """Add every subset's privacy metrics (:meth:`segreconcat_aug.privacy.ListPrivacy.point`) to
+    ``results.metrics`` and record ``options`` in ``results.privacy`` (the report's intervals use them)."""
+    for name, subset in results.subsets.items():
+        design, _ = subset_design(subset)
+        results.metrics[name].update(ListPrivacy(subset, design, options).point())
+    results.privacy = options
+    return results
 
 
 EVAL_SUBFOLDER = "eval"  # the default eval_folder: <output_folder>/eval
@@ -539,6 +574,9 @@ def evaluate_system(hparams: dict, run_opts: dict | None = None, write_report: b
         metrics["skipped_trials"] = scored.skipped
         results.metrics[name] = metrics
         logger.info("%s %s: EER %.2f %% (%d trials)", system, name, metrics["eer"], len(trials))
+    privacy = privacy_options(hparams)
+    if privacy is not None:
+        add_privacy_metrics(results, privacy)
     if write_report:
         bootstrap = {"resamples": resamples, "seed": int(_option(hparams, "eval_bootstrap_seed"))}
         write_system_report(

@@ -264,7 +264,7 @@ def metric_problem(metrics: dict, column: str, metric: str) -> str | None:
     """
     if column in metrics:
         return (metrics[column].get("undefined_because") or {}).get(metric)
-    part = column[: -len("_avg")] + "_" if column != "avg" else ""
+    part = _part_prefix(column)
     for name, values in metrics.items():
         reason = (values.get("undefined_because") or {}).get(metric)
         if name.startswith(part) and reason:
@@ -280,8 +280,18 @@ def privacy_table(metrics: dict, metric: str) -> dict:
     {'dev_f': 0.5, 'dev_m': 0.7, 'dev_avg': 0.6}
     """
     defined = {name: values[metric] for name, values in metrics.items() if values.get(metric) is not None}
+    missing = [name for name in metrics if name not in defined]
     row = {column: float(value) for column, value in table_averages(defined).items()}
-    return {column: value for column, value in row.items() if not metric_problem(metrics, column, metric)}
+    return {
+        column: value
+        for column, value in row.items()
+        if column in defined or not any(name.startswith(_part_prefix(column)) for name in missing)
+    }
+
+
+def _part_prefix(column: str) -> str:
+    """The subsets an average covers, as a name prefix (``dev_avg`` -> ``dev_``; ``avg``: all)."""
+    return column[: -len("_avg")] + "_" if column != "avg" else ""
 
 
 def system_intervals(results, resamples: int, seed: int, p_targets=(0.01, 0.05), privacy=None) -> dict:
@@ -721,23 +731,13 @@ def plot_privacy(runs: dict, path, title: str | None = None) -> Path:
                 if not panel:
                     ax.set_axis_off()
                     continue
+                styles = (
+                    ("target_scores", colors[2], "--", "Same Speaker"),
+                    ("nontarget_scores", colors[0], ":", "Not Same Speaker"),
+                )
                 peak = max(
-                    _density(
-                        ax,
-                        panel["target_scores"],
-                        color=colors[2],
-                        linewidth=2,
-                        linestyle="--",
-                        label="Same Speaker",
-                    ),
-                    _density(
-                        ax,
-                        panel["nontarget_scores"],
-                        color=colors[0],
-                        linewidth=2,
-                        linestyle=":",
-                        label="Not Same Speaker",
-                    ),
+                    _density(ax, panel[key], color=color, linewidth=2, linestyle=style, label=text)
+                    for key, color, style, text in styles
                 )
                 ax.set_ylim(0, max(peak, 1e-9) * 1.05)
                 ax.set_xlabel("Score")
@@ -757,13 +757,17 @@ def plot_privacy(runs: dict, path, title: str | None = None) -> Path:
                     why = (panel["reason"] or "").split(":")[0]
                     ax.set_title(f"{label} {name}: D<->sys undefined\n({why})", fontsize="small")
                 ax.legend(loc="upper left", fontsize="x-small")
-        if title:
-            fig.suptitle(title)
-        fig.tight_layout()
-        fig.savefig(path, dpi=90)
+        _save_figure(fig, path, title, dpi=90)
     finally:
         plt.close(fig)
     return path
+
+
+def _save_figure(fig, path, title: str | None, dpi: int) -> None:
+    if title:
+        fig.suptitle(title)
+    fig.tight_layout()
+    fig.savefig(path, dpi=dpi)
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -817,10 +821,7 @@ def plot_det_panels(panels: dict, path, title: str | None = None) -> Path:
     try:
         for ax, (panel, curves) in zip(axes.ravel(), panels.items()):
             _draw_det(ax, curves, panel)
-        if title:
-            fig.suptitle(title)
-        fig.tight_layout()
-        fig.savefig(path, dpi=100)
+        _save_figure(fig, path, title, dpi=100)
     finally:
         plt.close(fig)
     return path

@@ -640,14 +640,22 @@ class Identification:
         speaker times; the speaker's own extra copies are not competitors. ``strict``: only higher
         scores beat the true speaker (legal_eval's pi_link).
         """
-        beaters = self.above if strict else self.at_least
-        w_enrolled = unit_counts[:, self.structure.enrolled].astype(np.float64)
-        ranks = w_enrolled @ beaters  # (B, utterances): weighted beaters
-        w_utt = unit_counts[:, self.utterance_units].astype(np.float64)
-        hits = (w_utt * (ranks < top_k)).sum(axis=1)
-        total = w_utt.sum(axis=1)
+        beaters = (self.above if strict else self.at_least).astype(np.float64)
+        hits, total = np.zeros(len(unit_counts)), np.zeros(len(unit_counts))
+        for rows in _row_chunks(len(unit_counts), beaters.shape[1]):
+            w_enrolled = unit_counts[rows][:, self.structure.enrolled].astype(np.float64)
+            ranks = w_enrolled @ beaters  # (resamples, utterances): weighted beaters
+            w_utt = unit_counts[rows][:, self.utterance_units].astype(np.float64)
+            hits[rows] = (w_utt * (ranks < top_k)).sum(axis=1)
+            total[rows] = w_utt.sum(axis=1)
         with np.errstate(invalid="ignore", divide="ignore"):
             return np.where(total > 0, 100.0 * hits / total, np.nan)
+
+
+def _row_chunks(resamples: int, width: int, elements: int = 4_000_000):
+    """Slices of resamples whose ``(rows, width)`` arrays stay near ``elements`` (memory)."""
+    step = max(1, elements // max(1, width))
+    return [slice(start, min(start + step, resamples)) for start in range(0, resamples, step)]
 
 
 def _score_matrix(structure: ListStructure):
@@ -842,14 +850,15 @@ class SpeakerRisk:
     def resampled(self, unit_counts: np.ndarray) -> np.ndarray:
         """``(B, speakers)`` EERs (%) under speaker weights; NaN where a speaker has no impostor left."""
         out = np.full((unit_counts.shape[0], len(self.speakers)), np.nan)
-        rows = np.arange(unit_counts.shape[0])
         for k, (units, above, sizes, frr) in enumerate(self.tables):
-            w = unit_counts[:, units].astype(np.float64)
-            total = w @ sizes
-            with np.errstate(invalid="ignore", divide="ignore"):
-                far = (w @ above) / total[:, None]
-            best = np.argmin(np.abs(far - frr), axis=1)
-            out[:, k] = np.where(total > 0, 50.0 * (far[rows, best] + frr[best]), np.nan)
+            for rows in _row_chunks(len(unit_counts), len(frr)):
+                w = unit_counts[rows][:, units].astype(np.float64)
+                total = w @ sizes
+                with np.errstate(invalid="ignore", divide="ignore"):
+                    far = (w @ above) / total[:, None]
+                best = np.argmin(np.abs(far - frr), axis=1)
+                eers = 50.0 * (far[np.arange(len(w)), best] + frr[best])
+                out[rows, k] = np.where(total > 0, eers, np.nan)
         return out
 
     def share_below(self, eers: np.ndarray, weights: np.ndarray, threshold: float) -> np.ndarray:

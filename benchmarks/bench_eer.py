@@ -13,17 +13,33 @@ resample's trial set built and scored on its own), EER and minDCF of every
 resample, on 100k trials of 400 speakers x 1000 resamples, the process pinned to
 one core. Target: at most 5 s, the same values (to 1e-9).
 
+Privacy part: every metric of :mod:`segreconcat_aug.privacy` (point values with their population
+sweeps, and all of them on 1000 speaker resamples) plus the resampled EER/minDCF, on four crossed
+lists of the challenge's sizes (dev/test x f/m: 15/14/16/13 enrolled speakers, 50,360 trials), one
+core, CPU seconds (``time.process_time``: the machine may be shared). Target: at most 10 s. Beside it,
+the reference implementations on the same scores: VPC 2024's linkability and cllr, ZEBRA, legal_eval
+(pi_link and Singling Out sweeps) and lir's cllr_min, one evaluation each, and what 1000 resamples
+would take with them (x 1001, extrapolated). VPC and ZEBRA are not on PyPI: give their checkouts and
+an interpreter that runs them (``benchmarks/privacy_reference.py`` says which)::
+
+    python benchmarks/bench_eer.py --part privacy --reference-python /path/to/venv/bin/python \
+        --vpc /path/to/Voice-Privacy-Challenge-2024 --zebra /path/to/zebra
+
 Usage::
 
-    python benchmarks/bench_eer.py                  # 100k trials, both parts
+    python benchmarks/bench_eer.py                  # 100k trials, EER and bootstrap parts
     python benchmarks/bench_eer.py --part bootstrap --resamples 1000
+    python benchmarks/bench_eer.py --part privacy   # without the VPC/ZEBRA timings unless given
     python benchmarks/bench_eer.py --trials 20000 --target-share 0.05
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import subprocess
+import tempfile
 import time
 import tracemalloc
 from pathlib import Path
@@ -78,16 +94,159 @@ def main(argv=None):
     parser.add_argument("--trials", type=int, default=100_000)
     parser.add_argument("--target-share", type=float, default=0.05)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--part", choices=["eer", "bootstrap", "all"], default="all")
+    parser.add_argument("--part", choices=["eer", "bootstrap", "privacy", "all"], default="all")
     parser.add_argument("--resamples", type=int, default=1000)
     parser.add_argument("--speakers", type=int, default=400)
+    parser.add_argument("--reference-python", help="interpreter for benchmarks/privacy_reference.py")
+    parser.add_argument("--vpc", help="checkout of Voice-Privacy-Challenge-2024 (privacy part)")
+    parser.add_argument("--zebra", help="checkout of Voice-Privacy-Challenge/zebra (privacy part)")
     args = parser.parse_args(argv)
     ok = True
     if args.part in ("eer", "all"):
         ok &= bench_point_eer(args)
     if args.part in ("bootstrap", "all"):
         ok &= bench_bootstrap(args)
+    if args.part in ("privacy", "all"):
+        ok &= bench_privacy(args)
     return 0 if ok else 1
+
+
+#: The challenge's lists: enrolled speakers, target trials, utterances of speakers heard only as impostors.
+CHALLENGE_LISTS = {
+    "dev_f": (15, 704, 314),
+    "dev_m": (14, 644, 316),
+    "test_f": (16, 548, 186),
+    "test_m": (13, 449, 313),
+}
+
+
+def challenge_lists(seed: int = 0) -> dict:
+    """Four crossed lists of the challenge's sizes (50,360 trials), with per-speaker score offsets."""
+    from segreconcat_aug.evaluation import SubsetScores
+
+    rng = np.random.default_rng(seed)
+    subsets = {}
+    for name, (enrolled_count, n_target, n_other) in CHALLENGE_LISTS.items():
+        enrolled = [f"{name}-e{k}" for k in range(enrolled_count)]
+        others = [f"{name}-x{k}" for k in range(5)]
+        owners = [enrolled[k % enrolled_count] for k in range(n_target)] + [
+            others[k % 5] for k in range(n_other)
+        ]
+        utterances = [f"{owner}-{k}" for k, owner in enumerate(owners)]
+        effect = {s: rng.normal(0, 0.05) for s in enrolled + others}
+        enroll = [e for e in enrolled for _ in utterances]
+        test = [u for _ in enrolled for u in utterances]
+        speakers = [s for _ in enrolled for s in owners]
+        targets = np.array([e == s for e, s in zip(enroll, speakers)])
+        offsets = np.array([effect[e] + effect[s] for e, s in zip(enroll, speakers)])
+        scores = (rng.normal(0.25, 0.15, len(targets)) + 0.2 * targets + offsets).astype(np.float32)
+        subsets[name] = SubsetScores(name, Path(name), enroll, test, targets, scores, 0, speakers)
+    return subsets
+
+
+def _cpu(fn, *args, **kwargs):
+    start = time.process_time()
+    result = fn(*args, **kwargs)
+    return result, time.process_time() - start
+
+
+def bench_privacy(args) -> bool:
+    """All privacy metrics with their intervals on the challenge's 50,360 trials, one core, vs the references."""
+    from threadpoolctl import threadpool_limits
+
+    from segreconcat_aug.privacy import ListPrivacy
+    from segreconcat_aug.report import subset_design
+
+    if hasattr(os, "sched_setaffinity"):
+        os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
+    subsets = challenge_lists(args.seed)
+    trials = sum(len(s.targets) for s in subsets.values())
+    with threadpool_limits(1):
+        designs = {name: subset_design(s)[0] for name, s in subsets.items()}
+        counts = speaker_counts(list(designs.values()), args.resamples, args.seed)
+        weights = {name: SpeakerWeights(d, counts) for name, d in designs.items()}
+        point = resampled = eer_boot = 0.0
+        for name, subset in subsets.items():
+            metrics, seconds = _cpu(ListPrivacy, subset, designs[name])
+            _, more = _cpu(metrics.point)
+            point += seconds + more
+            _, seconds = _cpu(metrics.resampled, weights[name])
+            resampled += seconds
+            _, seconds = _cpu(resampled_metrics, subset.scores, subset.targets, weights[name])
+            eer_boot += seconds
+        references = reference_times(args, subsets)
+    total = point + resampled + eer_boot
+    print(
+        f"\nprivacy metrics: {trials} trials in {len(subsets)} crossed lists of the challenge's sizes, "
+        f"{args.resamples} speaker resamples, 1 core, CPU seconds (process_time)"
+    )
+    print(f"{'ours':48}{'seconds':>10}")
+    print(f"{'  point values (all metrics, population sweeps)':48}{point:10.2f}")
+    print(f"{'  resampled EER + 2 minDCF (bootstrap.py)':48}{eer_boot:10.2f}")
+    print(f"{'  resampled privacy metrics (all 11)':48}{resampled:10.2f}")
+    print(f"{'  total':48}{total:10.2f}   target <= 10 s: {'met' if total <= 10 else 'MISSED'}")
+    if references:
+        one = sum(references.values())
+        print(f"{'references, one evaluation of the 4 lists':48}{'seconds':>10}")
+        for label, seconds in references.items():
+            print(f"  {label:46}{seconds:10.2f}")
+        repeated = one * (args.resamples + 1)
+        print(
+            f"  {'x ' + str(args.resamples + 1) + ' (point + resamples, extrapolated)':46}{repeated:10.0f}"
+            f"   ours: {repeated / total:.0f}x less"
+        )
+    return total <= 10
+
+
+def reference_times(args, subsets) -> dict:
+    """CPU seconds of the reference implementations on the same scores (one evaluation of every list)."""
+    from legal_eval.metrics.singling_out import singling_out
+    from lir.data.models import LLRData
+    from lir.metrics import cllr_min
+
+    from segreconcat_aug.privacy import ListPrivacy, pi_link_sweep
+    from segreconcat_aug.report import subset_design
+
+    times = {"legal_eval pi_link + Singling Out sweeps": 0.0, "lir cllr_min (not used: differs on ties)": 0.0}
+    for subset in subsets.values():
+        metrics = ListPrivacy(subset, subset_design(subset)[0])
+        _, seconds = _cpu(pi_link_sweep, metrics.structure)
+        times["legal_eval pi_link + Singling Out sweeps"] += seconds
+        start = time.process_time()
+        for fold, (scores, *_rest) in enumerate(metrics.singling.folds):
+            for size in (2, 5, 10, metrics.singling.n_dataset):
+                singling_out(scores, size, n_runs=5, seed=0, fold=fold)
+        times["legal_eval pi_link + Singling Out sweeps"] += time.process_time() - start
+        data = LLRData(
+            features=subset.scores.astype(np.float64) / np.log(10), labels=subset.targets.astype(int)
+        )
+        _, seconds = _cpu(cllr_min, data)
+        times["lir cllr_min (not used: differs on ties)"] += seconds
+    if not (args.reference_python and args.vpc and args.zebra):
+        print("(VPC 2024 and ZEBRA not timed: give --reference-python, --vpc and --zebra)")
+        return times
+    with tempfile.TemporaryDirectory() as folder:
+        files = []
+        for name, subset in subsets.items():
+            files.append(str(Path(folder) / f"{name}.npz"))
+            np.savez(files[-1], scores=subset.scores, targets=subset.targets)
+        script = Path(__file__).with_name("privacy_reference.py")
+        run = subprocess.run(
+            [args.reference_python, str(script), "--vpc", args.vpc, "--zebra", args.zebra, *files],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+    found = json.loads(run.stdout)["sets"].values()
+    labels = {
+        "linkability": "VPC 2024 linkability",
+        "cllr": "VPC 2024 cllr",
+        "min_cllr_rocch_eer": "VPC 2024 min_cllr + ROCCH-EER",
+        "zebra": "ZEBRA (D_ECE, max |log10 LR|)",
+    }
+    for key, label in labels.items():
+        times[label] = sum(entry["cpu_seconds"][key] for entry in found)
+    return times
 
 
 def bench_bootstrap(args) -> bool:

@@ -14,7 +14,10 @@ Loads ``<export_folder>/embedding_model.ckpt`` (the best-dev-loss model that
 trials by cosine against averaged enrollment embeddings and writes to
 ``<eval_folder>`` (default ``<output_folder>/eval``): ``scores/*.txt``,
 ``results.csv``, ``results.md`` (the paper's Table 2 columns), ``results.json``
-and ``det.png``. Options: the ``eval_*`` keys (docs/evaluation.md).
+and ``det.png``; with ``eval_privacy`` (the default) also the privacy metrics
+beyond the EER with their intervals (linkability, ZEBRA, Cllr, identification,
+pi_link, Singling Out, EER per speaker) in those files, ``per_speaker_eer.csv``
+and ``privacy.png``. Options: the ``eval_*`` keys (docs/evaluation.md).
 """
 
 from __future__ import annotations

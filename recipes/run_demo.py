@@ -13,9 +13,12 @@ It runs ``recipes/run_grid.py hparams/demo.yaml``: for each of the two runs,
 LibriSpeech, see ``demo/README.md``) with its cached word alignments. It prints the
 Table-2-style comparison (EERs with 95 % intervals from a speaker bootstrap) and a plain
 verdict per compared run, e.g. ``SegReConcat vs Baseline: -6.7 EER points, 95 % CI [-15.2, 1.9]
-(p = 0.14): not significant on this small corpus``, and writes ``<output_folder>/det_MCADAMS.png``
-and ``forest_MCADAMS.png`` (default ``results/demo``; ``results/demo-quick`` with ``--quick``). Reruns resume: finished runs are
-skipped, so after changing an option use another ``--output_folder`` or delete the old one.
+(p = 0.14): not significant on this small corpus``, and writes ``<output_folder>/det_MCADAMS.png``,
+``forest_MCADAMS.png`` and ``privacy_MCADAMS.png`` (the EER of every speaker and the linkability
+score distributions) in ``<output_folder>`` (default ``results/demo``; ``results/demo-quick`` with
+``--quick``). Table 2 carries linkability and minCllr; each run's ``eval/results.md`` every privacy
+metric. Reruns resume: finished runs are skipped, so after changing an option use another
+``--output_folder`` or delete the old one.
 
 ``--seed=N`` (or any key of ``extra_overrides``) is passed to both runs; other ``--key=value``
 overrides go to ``hparams/demo.yaml`` itself.
@@ -57,6 +60,7 @@ GRID_KEYS = {
     "bootstrap_resamples",
     "bootstrap_seed",
     "seeds",
+    "privacy_columns",
 }
 
 
@@ -166,6 +170,13 @@ def main(argv=None) -> int:
     code = run_grid.main([DEMO_HPARAMS, *grid_overrides, f"--extra_overrides={json.dumps(extra)}"])
     if (Path(grid["output_folder"]) / "grid_results.json").is_file() and grid.get("bootstrap_resamples", 1):
         print("\n".join(verdicts(grid)))
+    figures = sorted(Path(grid["output_folder"]).glob("privacy_*.png"))
+    if figures:
+        print(
+            "privacy beyond the EER: "
+            + ", ".join(str(f.resolve()) for f in figures)
+            + " (speaker EERs, linkability); every metric with its interval: <run>/eval/results.md"
+        )
     print(f"demo: {time.perf_counter() - start:.0f} s; outputs in {Path(grid['output_folder']).resolve()}")
     return code
 

@@ -29,8 +29,11 @@ mean ± std across seeds, and the paired difference to the baseline with its int
 p-value and significance at 5 %), ``table1_ablation.md`` (one system),
 ``det_<system>.png`` (a DET panel per subset, a line per configuration),
 ``forest_<system>.png`` (EER and interval per configuration and subset),
+``privacy_<system>.png`` (EER of every speaker and linkability per Table 2 configuration),
 ``grid_results.csv`` and ``grid_results.json``; published numbers appear in separate,
-labelled columns. The method: docs/evaluation.md.
+labelled columns. ``privacy_columns: [linkability, min_cllr]`` adds those privacy metrics
+(their average over the subsets, interval and paired difference) to both tables. The method:
+docs/evaluation.md.
 """
 
 from __future__ import annotations
@@ -49,6 +52,7 @@ from tqdm import tqdm
 from segreconcat_aug.cli import PROGRESS_PREFIX, REPO, checkout_path, parse_recipe_arguments, run_main
 from segreconcat_aug.evaluation import EVAL_SUBFOLDER
 from segreconcat_aug.metrics import det_curve
+from segreconcat_aug.privacy import INTERVAL_METRICS, PrivacyOptions
 from segreconcat_aug.protocols import get_protocol
 from segreconcat_aug.report import (
     BOOTSTRAP_DEFAULTS,
@@ -62,6 +66,9 @@ from segreconcat_aug.report import (
     load_reference_results,
     plot_det_panels,
     plot_forest,
+    plot_privacy,
+    privacy_panel,
+    privacy_table,
     read_results,
     read_score_file,
     seed_mean_std,
@@ -102,6 +109,16 @@ def load_grid(path, overrides=None) -> dict:
             )
         for language in languages:
             protocol.check_language(language)
+    columns = grid.get("privacy_columns") or []
+    allowed = [name for name in INTERVAL_METRICS if name != "top5"]
+    if not isinstance(columns, list) or any(
+        not isinstance(c, str) or (c not in allowed and not (c.startswith("top") and c[3:].isdigit()))
+        for c in columns
+    ):
+        raise ValueError(
+            f"{path}: privacy_columns must be a list of privacy metrics ({', '.join(allowed)}, top<k>), "
+            f"got {columns!r}"
+        )
     resamples = grid.get("bootstrap_resamples", BOOTSTRAP_DEFAULTS["resamples"])
     if not isinstance(resamples, int) or resamples < 0:
         raise ValueError(
@@ -313,6 +330,7 @@ def collect(grid) -> dict[tuple[str, str], list[dict]]:
                 "table": results["table"],
                 "results": results,
                 "scores": scores,
+                "metrics": results.get("subsets", {}),
             }
             found.setdefault((system, config), []).append(run)
     return found
@@ -324,6 +342,7 @@ def analyse(grid, results: dict) -> dict[tuple[str, str], dict]:
     seed = int(grid.get("bootstrap_seed", BOOTSTRAP_DEFAULTS["seed"]))
     baseline = grid["comparison"]["baseline"]
     table = get_protocol(grid.get("protocol")).table
+    privacy_columns = list(grid.get("privacy_columns") or [])
     cells = {}
     for system in dict.fromkeys(system for system, _ in results):
         runs = {}
@@ -331,25 +350,62 @@ def analyse(grid, results: dict) -> dict[tuple[str, str], dict]:
             if cell_system != system:
                 continue
             runs[config] = [
-                {"seed": run["seed"], "table": run["table"], "scores": run["scores"]} for run in config_runs
+                {
+                    "seed": run["seed"],
+                    "table": run["table"],
+                    "scores": run["scores"],
+                    "metrics": run["metrics"],
+                }
+                for run in config_runs
             ]
         if resamples:
+            options = privacy_settings(results, system)
             for config, summary in compare_runs(
-                runs, baseline, resamples, seed, key=system, table=table
+                runs,
+                baseline,
+                resamples,
+                seed,
+                key=system,
+                table=table,
+                privacy=options,
+                privacy_metrics=privacy_columns,
             ).items():
                 cells[(system, config)] = summary
         else:  # no intervals: each seed's row and the mean ± std across seeds
             for config, config_runs in runs.items():
-                mean, std = seed_mean_std([run["table"] for run in config_runs], table.columns)
-                cells[(system, config)] = {
-                    "table": mean,
-                    "std": std,
-                    "intervals": {},
-                    "seeds": [
-                        {"seed": run["seed"], "table": run["table"], "intervals": {}} for run in config_runs
-                    ],
-                }
+                cells[(system, config)] = _plain_cell(
+                    [run["table"] for run in config_runs], config_runs, table.columns
+                )
+                for metric in privacy_columns:
+                    tables = [privacy_table(run["metrics"], metric, table) for run in config_runs]
+                    cells[(system, config)].setdefault("privacy", {})[metric] = _plain_cell(
+                        tables, config_runs, table.columns
+                    )
     return cells
+
+
+def _plain_cell(tables: list[dict], runs: list[dict], columns) -> dict:
+    """A cell without intervals: the mean ± std across seeds of ``tables`` (one per run) in ``columns``."""
+    mean, std = seed_mean_std(tables, columns)
+    return {
+        "table": mean,
+        "std": std,
+        "intervals": {},
+        "seeds": [{"seed": run["seed"], "table": table, "intervals": {}} for run, table in zip(runs, tables)],
+    }
+
+
+def privacy_settings(results: dict, system: str) -> PrivacyOptions:
+    """The privacy metrics' settings its evaluations recorded (``privacy_options`` in results.json)."""
+    for (cell_system, _), runs in results.items():
+        for run in runs:
+            saved = run["results"].get("privacy_options") if cell_system == system else None
+            if saved:
+                known = {f for f in PrivacyOptions.__dataclass_fields__}
+                return PrivacyOptions(
+                    **{k: v for k, v in saved.items() if k in known and k != "population_sizes"}
+                )
+    return PrivacyOptions()
 
 
 def assemble(grid) -> dict[str, Path]:
@@ -370,6 +426,7 @@ def assemble(grid) -> dict[str, Path]:
 
     comparison = grid["comparison"]
     labels = {name: spec.get("label", name) for name, spec in configs.items()}
+    privacy_columns = list(grid.get("privacy_columns") or [])
     table2 = comparison_table(
         cells,
         grid_units(grid),
@@ -378,6 +435,7 @@ def assemble(grid) -> dict[str, Path]:
         labels,
         references,
         protocol=protocol.name,
+        privacy_columns=privacy_columns,
     )
     notes = interval_notes(cells)
     note = (
@@ -390,6 +448,13 @@ def assemble(grid) -> dict[str, Path]:
             "No intervals (bootstrap_resamples: 0)."
         )
         + " With several seeds: a row per seed, then mean ± std across seeds."
+        + (
+            " Privacy columns (privacy_columns): each metric's average over the subsets with its interval and "
+            "the paired difference to the baseline (p), from the same resamples; docs/evaluation.md says what "
+            "each measures."
+            if privacy_columns
+            else ""
+        )
         + "\n"
         + ("\n".join(notes) + "\n" if notes else "")
     )
@@ -437,13 +502,14 @@ def assemble(grid) -> dict[str, Path]:
             ablation["configurations"],
             table1_labels,
             references if protocol.name == "vpac2024" else None,
+            privacy_columns=privacy_columns,
         )
         written["table1"] = out / "table1_ablation.md"
         written["table1"].write_text(
             f"# Ablation on {ablation['system']} (Table 1 layout)\n\n{table1}\n", encoding="utf-8"
         )
 
-    written.update(write_grid_results(out, cells, columns))
+    written.update(write_grid_results(out, cells, columns, privacy_columns))
 
     for system in dict.fromkeys(system for system, _ in results):
         panels, forest = {}, []
@@ -481,31 +547,84 @@ def assemble(grid) -> dict[str, Path]:
             written[f"forest_{system}"] = plot_forest(
                 forest, out / f"forest_{system}.png", title=f"{system}: EER (%) with 95 % CI"
             )
+        privacy_runs = grid_privacy_panels(
+            results, system, [comparison["baseline"], *comparison.get("compared", [])], labels
+        )
+        if privacy_runs:
+            written[f"privacy_{system}"] = plot_privacy(
+                privacy_runs,
+                out / f"privacy_{system}.png",
+                title=f"{system}: risk per speaker and linkability",
+            )
     return written
 
 
-def write_grid_results(out: Path, cells: dict, columns) -> dict[str, Path]:
-    """``grid_results.csv`` (a row per seed and per configuration mean) and ``grid_results.json`` (everything)."""
+def grid_privacy_panels(results: dict, system: str, configs, labels: dict) -> dict:
+    """What ``privacy_<system>.png`` draws for Table 2's configurations (their first seed): per-speaker
+    EERs and linkability from each run's results.json, score densities from its score files."""
+    runs = {}
+    for config in configs:
+        found = results.get((system, config)) or []
+        if not found or "per_speaker_eer" not in next(iter(found[0]["metrics"].values()), {}):
+            continue
+        run = found[0]
+        panels = {}
+        for name, values in run["metrics"].items():
+            scores = run["scores"].get(name)
+            if scores is None:
+                continue
+            panels[name] = privacy_panel(
+                values, scores.scores[scores.targets], scores.scores[~scores.targets]
+            )
+        runs[labels.get(config, config)] = panels
+    return runs
+
+
+def write_grid_results(out: Path, cells: dict, columns, privacy_columns=()) -> dict[str, Path]:
+    """``grid_results.csv`` (a row per seed and per configuration mean) and ``grid_results.json`` (everything).
+
+    ``columns``: the protocol's table columns. Each of ``privacy_columns`` adds its average, interval
+    and paired difference (``<metric>_avg``, ...).
+    """
     header = ["system", "configuration", "seed", *columns, "avg_ci_low", "avg_ci_high", "avg_std"]
     header += ["diff_avg", "diff_avg_ci_low", "diff_avg_ci_high", "diff_avg_p", "diff_avg_significant"]
+    for metric in privacy_columns:
+        header += [f"{metric}_avg", f"{metric}_avg_ci_low", f"{metric}_avg_ci_high"]
+        header += [f"diff_{metric}_avg", f"diff_{metric}_avg_p"]
+
+    def rows_of(cell):
+        rows = [(run["seed"], run["table"], run["intervals"], None, {}) for run in cell["seeds"]]
+        if len(rows) != 1:
+            return rows + [
+                ("mean", cell["table"], cell["intervals"], cell.get("std"), cell.get("difference") or {})
+            ]
+        return [(rows[0][0], cell["table"], cell["intervals"], None, cell.get("difference") or {})]
+
     with open(out / "grid_results.csv", "w", newline="", encoding="utf-8") as handle:
         writer = csv.writer(handle)
         writer.writerow(header)
         for (system, config), cell in cells.items():
-            rows = [(run["seed"], run["table"], run["intervals"], None, {}) for run in cell["seeds"]]
-            if len(rows) != 1:
-                rows.append(
-                    ("mean", cell["table"], cell["intervals"], cell.get("std"), cell.get("difference") or {})
+            privacy_rows = [
+                rows_of(
+                    ((cell.get("privacy") or {}).get(m))
+                    or {"seeds": cell["seeds"], "table": {}, "intervals": {}}
                 )
-            else:
-                rows = [(rows[0][0], cell["table"], cell["intervals"], None, cell.get("difference") or {})]
-            for seed, table, intervals, std, difference in rows:
+                for m in privacy_columns
+            ]
+            for index, (seed, table, intervals, std, difference) in enumerate(rows_of(cell)):
                 avg = intervals.get("avg") or {}
                 diff = difference.get("avg") or {}
+                extra = []
+                for rows in privacy_rows:
+                    _, p_table, p_intervals, _, p_difference = rows[index] if index < len(rows) else rows[-1]
+                    p_avg, p_diff = p_intervals.get("avg") or {}, p_difference.get("avg") or {}
+                    extra += [blank(p_table.get("avg")), blank(p_avg.get("low")), blank(p_avg.get("high"))]
+                    extra += [blank(p_diff.get("difference")), blank(p_diff.get("p_value"))]
                 writer.writerow(
                     [system, config, "" if seed is None else seed, *(table.get(c, "") for c in columns)]
                     + [blank(avg.get("low")), blank(avg.get("high")), blank((std or {}).get("avg"))]
                     + [blank(diff.get(k)) for k in ("difference", "low", "high", "p_value", "significant")]
+                    + extra
                 )
     payload = {f"{system}/{config}": cell for (system, config), cell in cells.items()}
     (out / "grid_results.json").write_text(json.dumps(payload, indent=2, default=float), encoding="utf-8")

@@ -3,8 +3,10 @@
 The trials of one speaker are correlated (one enrollment model, a few test
 recordings), so trials are not independent draws and resampling them one by one
 understates the uncertainty. This module resamples *speakers*, the highest level
-of the hierarchy, as Bolle, Ratha and Pankanti's "subsets bootstrap" (2004) and
-Poh and Bengio (2007) do for biometric error rates:
+of the hierarchy (kin: Bolle, Ratha and Pankanti's "subsets bootstrap", CVIU 2004,
+resamples subsets of the match scores; Poh, Martin and Bengio, IEEE TPAMI 29(3) 2007,
+resample users, then samples within users: here only the first step; see
+docs/evaluation.md):
 
 - the speakers of a system's trial lists (enrollment speakers and the test
   utterances' speakers, one identity when a person is both) are drawn with
@@ -311,8 +313,9 @@ def paired_difference(samples_a, samples_b, point_a: float, point_b: float, prob
     The resampled differences, centred on their mean, stand for the difference's
     sampling error: the interval is the observed difference plus their 2.5 % and
     97.5 % points, and ``p`` the share of them at least as far from 0 as the
-    observed difference (``(1 + count) / (1 + resamples)``), as in a bootstrap test
-    of no difference (Efron and Tibshirani 1993, ch. 16). ``significant``: p < ``alpha``.
+    observed difference (``(1 + count) / (1 + resamples)``: the Monte Carlo p-value of
+    North, Curtis and Sham 2002, applied to centred bootstrap differences by this
+    project's choice; docs/evaluation.md). ``significant``: p < ``alpha``.
 
     >>> result = paired_difference(np.linspace(-3, -1, 99), np.zeros(99), -2.0, 0.0)
     >>> result["difference"], round(result["low"], 2), result["significant"]

@@ -17,7 +17,10 @@ dev / test x female / male; VPC 2026: the pooled dev and test lists):
 4. EER (SpeechBrain's definition, :mod:`segreconcat_aug.metrics`) and
    normalized minDCF per subset; the table averages as the paper's Table 2
    (VPC 2026: the average of dev and test). A VPC 2026 pooled list also gets a
-   row of its same-gender and one of its cross-gender trials (:func:`gender_rows`).
+   row of its same-gender and one of its cross-gender trials (:func:`gender_rows`);
+5. the privacy metrics of :mod:`segreconcat_aug.privacy` (linkability, ZEBRA, Cllr,
+   identification, pi_link, Singling Out, risk per speaker) from the same scores
+   (``eval_privacy``, on by default).
 
 Switches: ``eval_normalize_wave`` (the protocol's challenge normalization by
 default: ``vpc2024`` or ``vpc2026``; False gives the raw waves), ``eval_trim_zeros``
@@ -50,8 +53,9 @@ from .embeddings import WAVE_CACHE_NAMES, EmbeddingExtractor, model_fingerprint,
 from .errors import UserError
 from .kaldi import KaldiFolder, group_by_speaker, load_kaldi_folder, read_trials
 from .metrics import verification_metrics
+from .privacy import ListPrivacy, PrivacyOptions
 from .protocols import GENDER_ROWS, get_protocol
-from .report import BOOTSTRAP_DEFAULTS, SUBSET_COLUMNS, table_averages, write_system_report
+from .report import BOOTSTRAP_DEFAULTS, SUBSET_COLUMNS, subset_design, table_averages, write_system_report
 from .scoring import (
     ENROLL_MEANS,
     SCORE_NORMS,
@@ -329,6 +333,8 @@ class SystemResults:
     warnings: list[str] = field(default_factory=list)
     protocol: str = "vpac2024"
     language: str | None = None  # a VPC 2026 Track 2 attacker's language
+    # The privacy metrics' settings when results.metrics holds them (add_privacy_metrics).
+    privacy: PrivacyOptions | None = None
 
     def table_row(self) -> dict[str, float]:
         """EERs (%) in the protocol's table columns (averages over the subsets present)."""
@@ -435,7 +441,36 @@ EVAL_DEFAULTS = {
     "eval_det_plot": True,
     "eval_bootstrap_resamples": BOOTSTRAP_DEFAULTS["resamples"],
     "eval_bootstrap_seed": BOOTSTRAP_DEFAULTS["seed"],
+    "eval_privacy": True,
+    "eval_privacy_top_k": PrivacyOptions.top_k,
+    "eval_privacy_speaker_eer_threshold": PrivacyOptions.speaker_eer_threshold,
+    "eval_privacy_worst_speakers": PrivacyOptions.worst_speakers,
+    "eval_privacy_singling_out_folds": PrivacyOptions.singling_out_folds,
+    "eval_privacy_seed": PrivacyOptions.seed,
 }
+
+
+def privacy_options(hparams: dict) -> PrivacyOptions | None:
+    """The privacy metrics' settings from the ``eval_privacy*`` keys; None when ``eval_privacy`` is off."""
+    if not _option(hparams, "eval_privacy"):
+        return None
+    return PrivacyOptions(
+        top_k=int(_option(hparams, "eval_privacy_top_k")),
+        speaker_eer_threshold=float(_option(hparams, "eval_privacy_speaker_eer_threshold")),
+        worst_speakers=int(_option(hparams, "eval_privacy_worst_speakers")),
+        singling_out_folds=int(_option(hparams, "eval_privacy_singling_out_folds")),
+        seed=int(_option(hparams, "eval_privacy_seed")),
+    )
+
+
+def add_privacy_metrics(results: SystemResults, options: PrivacyOptions) -> SystemResults:
+    """Add every subset's privacy metrics (:meth:`segreconcat_aug.privacy.ListPrivacy.point`) to
+    ``results.metrics`` and record ``options`` in ``results.privacy`` (the report's intervals use them)."""
+    for name, subset in results.subsets.items():
+        design, _ = subset_design(subset)
+        results.metrics[name].update(ListPrivacy(subset, design, options).point())
+    results.privacy = options
+    return results
 
 
 EVAL_SUBFOLDER = "eval"  # the default eval_folder: <output_folder>/eval
@@ -709,6 +744,9 @@ def evaluate_system(hparams: dict, run_opts: dict | None = None, write_report: b
                 f"{name}: {scored.skipped} of {scored.skipped + len(scored.targets)} trials skipped (an "
                 f"enrollment speaker without utterances or a test utterance not in wav.scp; {trials.path})"
             )
+    privacy = privacy_options(hparams)
+    if privacy is not None:
+        add_privacy_metrics(results, privacy)
     if write_report:
         bootstrap = {"resamples": resamples, "seed": int(_option(hparams, "eval_bootstrap_seed"))}
         write_system_report(

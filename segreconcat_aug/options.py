@@ -228,6 +228,12 @@ OPTION_RULES: dict[str, Rule] = {
     "eval_allow_pipes": FLAG,
     "eval_save_every": number(ge=1, integer=True),
     "eval_det_plot": FLAG,
+    "eval_privacy": FLAG,
+    "eval_privacy_top_k": number(ge=1, integer=True),
+    "eval_privacy_speaker_eer_threshold": number(gt=0, le=100),
+    "eval_privacy_worst_speakers": number(ge=0, integer=True),
+    "eval_privacy_singling_out_folds": number(ge=1, integer=True),
+    "eval_privacy_seed": number(ge=0, integer=True),
     # Alignment and order jobs
     "backend": one_of(
         "faster-whisper", "openai-whisper", "transformers", "whisper", "pocketsphinx", "mfa", "ctm"

@@ -27,6 +27,7 @@ Example
 from __future__ import annotations
 
 import csv
+import dataclasses
 import json
 from pathlib import Path
 from typing import NamedTuple
@@ -46,6 +47,7 @@ from .bootstrap import (
     trial_design,
 )
 from .metrics import det_curve
+from .privacy import ListPrivacy, interval_names
 from .protocols import GENDER_ROWS, MIXED_TABLE, VPAC_TABLE, get_protocol
 
 # The default (VPAC 2024) table; a protocol's own is protocols.get_protocol(name).table.
@@ -193,7 +195,14 @@ def subset_design(subset):
 
 
 def bootstrap_samples(
-    subsets: dict, score_sets: list[dict], resamples: int, seed: int, p_targets=(0.01, 0.05), table=None
+    subsets: dict,
+    score_sets: list[dict],
+    resamples: int,
+    seed: int,
+    p_targets=(0.01, 0.05),
+    table=None,
+    privacy=None,
+    privacy_metrics=None,
 ):
     """Resampled metrics of several attackers on the same trials, with the same speaker resamples.
 
@@ -207,12 +216,15 @@ def bootstrap_samples(
         Subset name -> scored trials (``enroll``, ``test``, ``targets``, optional ``test_speakers``).
     score_sets : list of dict
         Per attacker: subset name -> scores in the trials' order.
+    privacy : PrivacyOptions or None
+        Also the privacy metrics of :mod:`segreconcat_aug.privacy` (``privacy_metrics``: only these).
 
     Returns
     -------
     (designs, samples)
         ``designs``: subset -> ``(TrialDesign, test-speaker source)``; ``samples``: per attacker,
-        subset and Table 2 column -> metric -> ``(resamples,)`` array (averages: EER only).
+        subset and Table 2 column -> metric -> ``(resamples,)`` array (averages: EER and the privacy
+        metrics).
     """
     designs = {name: subset_design(subset) for name, subset in subsets.items()}
     counts = speaker_counts([design for design, _ in designs.values()], resamples, seed)
@@ -223,9 +235,18 @@ def bootstrap_samples(
             name: resampled_metrics(scores[name], subsets[name].targets, weights[name], p_targets)
             for name in subsets
         }
-        averages = table_averages({name: values["eer"] for name, values in per_subset.items()}, table)
-        for column, eers in averages.items():
-            per_subset.setdefault(column, {"eer": eers})
+        averaged = ["eer"]
+        if privacy is not None:
+            for name in subsets:
+                found = ListPrivacy(subsets[name], designs[name][0], privacy, scores=scores[name]).resampled(
+                    weights[name], privacy_metrics
+                )
+                per_subset[name].update(found)
+            averaged += list(found)
+        for metric in averaged:
+            for column, values in table_averages({n: per_subset[n][metric] for n in subsets}, table).items():
+                if column not in subsets:
+                    per_subset.setdefault(column, {})[metric] = values
         samples.append(per_subset)
     return designs, samples
 
@@ -247,8 +268,48 @@ def column_problem(designs: dict, column: str, table=None) -> str | None:
     return None
 
 
-def system_intervals(results, resamples: int, seed: int, p_targets=(0.01, 0.05)) -> dict:
-    """Intervals of every subset metric and every table average of one system: column -> metric -> interval."""
+def metric_problem(metrics: dict, column: str, metric: str, table=None) -> str | None:
+    """Why ``metric`` has no value in a subset or average column (its ``undefined_because``), or None.
+
+    ``table``: the protocol's :class:`~segreconcat_aug.protocols.TableLayout` (default: Table 2's),
+    which names the subsets of each average.
+
+    >>> metric_problem({"dev_f": {"undefined_because": {"linkability": "15 targets"}}}, "dev_avg", "linkability")
+    'dev_f: 15 targets'
+    """
+    if column in metrics:
+        return (metrics[column].get("undefined_because") or {}).get(metric)
+    members = (table or VPAC_TABLE).averages.get(column, ())
+    for name, values in metrics.items():
+        reason = (values.get("undefined_because") or {}).get(metric)
+        if name in members and reason:
+            return f"{name}: {reason}"
+    return None
+
+
+def privacy_table(metrics: dict, metric: str, table=None) -> dict:
+    """The table's columns of a privacy metric from per-subset values (``metrics``: subset -> values);
+    an average is left out when one of its subsets has no value. ``table`` as :func:`table_averages`.
+
+    >>> privacy_table({"dev_f": {"min_cllr": 0.5}, "dev_m": {"min_cllr": 0.7}, "test_f": {"min_cllr": None}}, "min_cllr")
+    {'dev_f': 0.5, 'dev_m': 0.7, 'dev_avg': 0.6}
+    """
+    table = table or VPAC_TABLE
+    defined = {name: values[metric] for name, values in metrics.items() if values.get(metric) is not None}
+    missing = {name for name in metrics if name not in defined}
+    row = {column: float(value) for column, value in table_averages(defined, table).items()}
+    return {
+        column: value
+        for column, value in row.items()
+        if column in defined or not missing.intersection(table.averages.get(column, ()))
+    }
+
+
+def system_intervals(results, resamples: int, seed: int, p_targets=(0.01, 0.05), privacy=None) -> dict:
+    """Intervals of every subset metric and every table average of one system: column -> metric -> interval.
+
+    ``privacy`` (PrivacyOptions): also the privacy metrics (their undefined reasons from ``results.metrics``).
+    """
     table = get_protocol(getattr(results, "protocol", None)).table
     designs, (samples,) = bootstrap_samples(
         results.subsets,
@@ -257,12 +318,16 @@ def system_intervals(results, resamples: int, seed: int, p_targets=(0.01, 0.05))
         seed,
         p_targets,
         table,
+        privacy=privacy,
     )
     intervals = {}
     for column, metrics in samples.items():
         problem = column_problem(designs, column, table)
         intervals[column] = {
-            metric: percentile_interval(values, problem=problem) for metric, values in metrics.items()
+            metric: percentile_interval(
+                values, problem=problem or metric_problem(results.metrics, column, metric, table)
+            )
+            for metric, values in metrics.items()
         }
     sources = sorted({source for _, source in designs.values()})
     return {"intervals": intervals, "test_speakers": ", ".join(sources)}
@@ -287,7 +352,10 @@ def write_system_report(
     ``results`` is a :class:`segreconcat_aug.evaluation.SystemResults`; its protocol names the
     table's columns (VPAC 2024: the paper's Table 2). ``bootstrap``:
     ``{"resamples": int, "seed": int}`` for the 95 % intervals (default
-    :data:`BOOTSTRAP_DEFAULTS`; ``resamples: 0`` leaves them out).
+    :data:`BOOTSTRAP_DEFAULTS`; ``resamples: 0`` leaves them out). When ``results.privacy`` holds
+    :class:`~segreconcat_aug.privacy.PrivacyOptions` (its metrics are in ``results.metrics``), the
+    privacy metrics get their intervals too, a section in ``results.md``, ``per_speaker_eer.csv``
+    and ``privacy.png`` (with ``det_plot``).
     Returns the written paths by kind.
     """
     protocol = get_protocol(getattr(results, "protocol", None))
@@ -305,14 +373,23 @@ def write_system_report(
         for key in next(iter(results.metrics.values()), {})
         if key.startswith("min_dcf_")
     )
+    privacy = getattr(results, "privacy", None)
     intervals, speaker_source = {}, None
     if settings["resamples"] and results.subsets:
-        found = system_intervals(results, int(settings["resamples"]), int(settings["seed"]), p_targets)
+        found = system_intervals(
+            results, int(settings["resamples"]), int(settings["seed"]), p_targets, privacy=privacy
+        )
         intervals, speaker_source = found["intervals"], found["test_speakers"]
-    ci_metrics = ["eer", *(f"min_dcf_{p:g}" for p in p_targets)]
+    privacy_metrics = interval_names(privacy) if privacy is not None else []
+    dcf_metrics = [f"min_dcf_{p:g}" for p in p_targets]
+    ci_metrics = ["eer", *dcf_metrics, *privacy_metrics]
+    privacy_rows = {metric: privacy_table(results.metrics, metric, table) for metric in privacy_metrics}
 
-    metric_keys = sorted({key for values in results.metrics.values() for key in values})
+    metric_keys = sorted(
+        {key for values in results.metrics.values() for key, value in values.items() if _is_scalar(value)}
+    )
     ci_header = [f"{m}_ci_{side}" for m in ci_metrics for side in ("low", "high")] + ["ci_undefined_because"]
+    undefined_header = ["undefined_because"] if privacy is not None else []
 
     def ci_fields(column, metrics):
         cells, reasons = [], []
@@ -327,19 +404,28 @@ def write_system_report(
 
     with open(folder / "results.csv", "w", newline="", encoding="utf-8") as handle:
         writer = csv.writer(handle)
-        writer.writerow(["system", "subset", *metric_keys, *(ci_header if intervals else [])])
+        writer.writerow(
+            ["system", "subset", *metric_keys, *(ci_header if intervals else []), *undefined_header]
+        )
         for name, values in results.metrics.items():
             extra = ci_fields(name, ci_metrics) if intervals else []
-            writer.writerow([results.system, name, *(values.get(key, "") for key in metric_keys), *extra])
+            if undefined_header:
+                reasons = values.get("undefined_because") or {}
+                extra.append("; ".join(f"{key}: {reason}" for key, reason in reasons.items()))
+            writer.writerow([results.system, name, *(blank(values.get(key)) for key in metric_keys), *extra])
         for column in table.averages:
             if column in row:
-                extra = ci_fields(column, ["eer"]) if intervals else []
+                extra = ci_fields(column, ["eer", *privacy_metrics]) if intervals else []
                 writer.writerow(
                     [
                         results.system,
                         column,
-                        *(row[column] if k == "eer" else "" for k in metric_keys),
+                        *(
+                            row[column] if k == "eer" else blank(privacy_rows.get(k, {}).get(column))
+                            for k in metric_keys
+                        ),
                         *extra,
+                        *([""] if undefined_header else []),
                     ]
                 )
     written["csv"] = folder / "results.csv"
@@ -349,7 +435,7 @@ def write_system_report(
         [
             name,
             format_interval(values["eer"], intervals.get(name, {}).get("eer"), 2),
-            *(format_interval(values.get(m), intervals.get(name, {}).get(m), 4) for m in ci_metrics[1:]),
+            *(format_interval(values.get(m), intervals.get(name, {}).get(m), 4) for m in dcf_metrics),
             values["target_trials"],
             values["nontarget_trials"],
             values.get("skipped_trials", 0),
@@ -394,13 +480,15 @@ def write_system_report(
             "only its cross-gender, non-target trials (the cross-gender ones are the easy part of the pooled EER).",
             "",
         ]
+    if privacy is not None:
+        text += privacy_markdown(results.metrics, intervals, privacy_rows, privacy)
     if intervals:
         text += [bootstrap_note(settings, speaker_source), ""]
-        undefined = {
+        undefined = {  # a metric without a value already says why, in the privacy section
             f"{column} {metric}": interval["reason"]
             for column, metrics in intervals.items()
             for metric, interval in metrics.items()
-            if interval["reason"]
+            if interval["reason"] and not metric_problem(results.metrics, column, metric, table)
         }
         text += [f"- no interval for {key}: {reason}" for key, reason in undefined.items()]
         text += [""] if undefined else []
@@ -411,18 +499,33 @@ def write_system_report(
     (folder / "results.md").write_text("\n".join(text), encoding="utf-8")
     written["markdown"] = folder / "results.md"
 
+    subsets_json = {
+        name: {
+            **values,
+            **{
+                f"{metric}_ci": _ci_pair(intervals.get(name, {}).get(metric))
+                for metric in ci_metrics
+                if intervals and metric in values
+            },
+        }
+        for name, values in results.metrics.items()
+    }
     payload = {
         "system": results.system,
         "protocol": protocol.name,
         "language": language,
         "table": row,
-        "subsets": results.metrics,
+        "subsets": subsets_json,
         "intervals": intervals,
         "bootstrap": {**settings, "unit": "speaker", "test_speakers": speaker_source} if intervals else None,
         "options": results.options,
         "warnings": list(getattr(results, "warnings", None) or []),
         "scores": {name: f"scores/{name}.txt" for name in results.subsets},
     }
+    if privacy is not None:
+        payload["privacy_table"] = privacy_rows
+        payload["privacy_options"] = dataclasses.asdict(privacy)
+        written["per_speaker_eer"] = write_per_speaker_eer(folder / "per_speaker_eer.csv", results)
     (folder / "results.json").write_text(json.dumps(payload, indent=2, default=float), encoding="utf-8")
     written["json"] = folder / "results.json"
 
@@ -432,6 +535,12 @@ def write_system_report(
             for name, subset in results.subsets.items()
         }
         written["det"] = plot_det(curves, folder / "det.png", title=f"{results.system} DET")
+        if privacy is not None:
+            written["privacy"] = plot_privacy(
+                {results.system: privacy_panels(results)},
+                folder / "privacy.png",
+                title=f"{results.system}: risk per speaker and linkability",
+            )
     return written
 
 
@@ -450,6 +559,254 @@ def read_results(folder) -> dict:
     if not path.is_file():
         raise FileNotFoundError(f"{path}: no results (run recipes/evaluate.py first)")
     return json.loads(path.read_text(encoding="utf-8"))
+
+
+# ---------------------------------------------------------------------------------------------------
+# Privacy metrics of one system (segreconcat_aug.privacy)
+# ---------------------------------------------------------------------------------------------------
+
+#: Columns of the privacy table in results.md: (key, header, decimals).
+PRIVACY_COLUMNS = (
+    ("linkability", "linkability D<->sys", 3),
+    ("zebra_dece_bits", "ZEBRA D_ECE (bits)", 3),
+    ("zebra_max_abs_log10_lr", "ZEBRA max abs log10 LR (tag)", 2),
+    ("cllr", "Cllr (bits)", 3),
+    ("min_cllr", "minCllr (bits)", 3),
+    ("rocch_eer", "ROCCH-EER (%)", 2),
+    ("rank1", "rank-1 (%)", 1),
+    ("top5", "top-5 (%)", 1),
+    ("pi_link", "pi_link", 3),
+    ("singling_out", "Singling Out", 3),
+    ("per_speaker_eer_share_below", "speakers below the EER threshold (%)", 1),
+)
+
+
+def _is_scalar(value) -> bool:
+    return value is None or isinstance(value, (bool, int, float, str, np.number))
+
+
+def _ci_pair(interval: dict | None):
+    """``[low, high]`` of an interval, or None where it is undefined."""
+    if not interval or interval.get("low") is None:
+        return None
+    return [interval["low"], interval["high"]]
+
+
+def privacy_markdown(metrics: dict, intervals: dict, privacy_rows: dict, options) -> list[str]:
+    """The privacy section of ``results.md``: a table per subset and average, the worst speakers, the
+    population sweeps and why a value is missing."""
+    top = f"top{options.top_k}"
+    columns = [
+        (top if key == "top5" else key, header.replace("top-5", f"top-{options.top_k}"), digits)
+        for key, header, digits in PRIVACY_COLUMNS
+    ]
+    headers = [
+        "subset",
+        *(
+            header.replace("the EER threshold", f"{options.speaker_eer_threshold:g} % EER")
+            for _, header, _ in columns
+        ),
+    ]
+
+    def cell(column, key, value, digits):
+        text = format_interval(value, intervals.get(column, {}).get(key) if intervals else None, digits)
+        if key == "zebra_max_abs_log10_lr" and column in metrics and value is not None:
+            head, _, tail = text.partition(" ")
+            text = f"{head} ({metrics[column]['zebra_tag']})" + (f" {tail}" if tail else "")
+        return text
+
+    rows = [
+        [name, *(cell(name, key, values.get(key), digits) for key, _, digits in columns)]
+        for name, values in metrics.items()
+    ]
+    for column in ("dev_avg", "test_avg", "avg"):
+        if any(column in row for row in privacy_rows.values()):
+            rows.append(
+                [
+                    column,
+                    *(
+                        cell(column, key, privacy_rows.get(key, {}).get(column), digits)
+                        for key, _, digits in columns
+                    ),
+                ]
+            )
+    text = ["## Privacy beyond the EER (docs/evaluation.md)", "", markdown_table(headers, rows), ""]
+    for name, values in metrics.items():
+        worst = values.get("per_speaker_eer_worst") or []
+        if worst:
+            listed = ", ".join(f"{speaker} {eer:.1f}" for speaker, eer in worst)
+            text.append(
+                f"- {name}: lowest speaker EERs (%) {listed}; median {values['per_speaker_eer_median']:.1f} "
+                f"over {len(values['per_speaker_eer'])} speakers (per_speaker_eer.csv)"
+            )
+    text.append("")
+    for key, label in (
+        ("pi_link_sweep", "pi_link by candidate-set size N'"),
+        ("singling_out_sweep", "Singling Out by population size N"),
+    ):
+        sweeps = {name: values.get(key) or {} for name, values in metrics.items()}
+        sizes = sorted({int(size) for sweep in sweeps.values() for size in sweep})
+        if sizes:
+            table = [
+                [size, *(_fmt(sweeps[name].get(size, sweeps[name].get(str(size))), 3) for name in sweeps)]
+                for size in sizes
+            ]
+            text += [f"{label}:", "", markdown_table(["N", *sweeps], table), ""]
+    reasons = [
+        f"- no value for {name} {key}: {reason}"
+        for name, values in metrics.items()
+        for key, reason in (values.get("undefined_because") or {}).items()
+    ]
+    return text + reasons + ([""] if reasons else [])
+
+
+def write_per_speaker_eer(path, results) -> Path:
+    """``per_speaker_eer.csv``: system, subset, speaker, EER (%) and whether it is below the threshold."""
+    path = Path(path)
+    with open(path, "w", newline="", encoding="utf-8") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(["system", "subset", "speaker", "eer", "below_threshold"])
+        for name, values in results.metrics.items():
+            threshold = values.get("per_speaker_eer_threshold")
+            for speaker, value in sorted((values.get("per_speaker_eer") or {}).items(), key=lambda x: x[1]):
+                writer.writerow([results.system, name, speaker, value, value < threshold])
+    return path
+
+
+def privacy_panel(values: dict, target_scores, nontarget_scores) -> dict:
+    """What :func:`plot_privacy` draws for one subset: its privacy values (``results.json``'s subset
+    entry) and its target and non-target scores."""
+    return {
+        "per_speaker_eer": values.get("per_speaker_eer") or {},
+        "worst": values.get("per_speaker_eer_worst") or [],
+        "threshold": values.get("per_speaker_eer_threshold"),
+        "linkability": values.get("linkability"),
+        "local": values.get("linkability_local") or {},
+        "reason": (values.get("undefined_because") or {}).get("linkability"),
+        "target_scores": np.asarray(target_scores, dtype=np.float64),
+        "nontarget_scores": np.asarray(nontarget_scores, dtype=np.float64),
+    }
+
+
+def privacy_panels(results) -> dict:
+    """:func:`privacy_panel` of every subset of an evaluated system."""
+    return {
+        name: privacy_panel(results.metrics[name], subset.target_scores, subset.nontarget_scores)
+        for name, subset in results.subsets.items()
+        if name in results.metrics
+    }
+
+
+def _density(ax, scores, **style):
+    """A Gaussian kernel density (Scott's bandwidth, 3 bandwidths beyond the data, as seaborn's kdeplot)."""
+    from scipy.stats import gaussian_kde
+
+    if len(scores) < 2 or np.ptp(scores) == 0:
+        return 0.0
+    kde = gaussian_kde(scores)
+    width = 3 * np.sqrt(kde.covariance[0, 0])
+    grid = np.linspace(scores.min() - width, scores.max() + width, 200)
+    density = kde(grid)
+    ax.plot(grid, density, **style)
+    return float(density.max())
+
+
+def plot_privacy(runs: dict, path, title: str | None = None) -> Path:
+    """Risk per speaker and linkability: one column per subset.
+
+    ``runs``: run label -> subset -> panel (:func:`privacy_panels`). Top row: the EER of every enrolled
+    speaker, one strip per run, the threshold dashed and the lowest EERs labelled. Below, one row per
+    run: the target and non-target score densities and the local linkability ``D(s)`` on the right
+    axis, titled with ``D<->sys``, as VPC 2024's ``draw_linkability_scores`` draws them.
+    """
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    subsets = list(dict.fromkeys(name for panels in runs.values() for name in panels))
+    labels = list(runs)
+    colors = ["#e66101", "#fdb863", "#b2abd2", "#5e3c99"]  # VPC's colour-blind friendly palette
+    fig, axes = plt.subplots(
+        1 + len(labels),
+        max(1, len(subsets)),
+        figsize=(4.6 * max(1, len(subsets)), 3.4 * (1 + len(labels))),
+        squeeze=False,
+    )
+    rng = np.random.default_rng(0)  # the strip's vertical jitter only
+    try:
+        for j, name in enumerate(subsets):
+            ax = axes[0, j]
+            for y, label in enumerate(labels):
+                panel = runs[label].get(name)
+                if not panel:
+                    continue
+                speakers = list(panel["per_speaker_eer"])
+                eers = np.array([panel["per_speaker_eer"][speaker] for speaker in speakers], dtype=np.float64)
+                heights = y + rng.uniform(-0.2, 0.2, len(eers))
+                ax.scatter(eers, heights, s=14, color=colors[3], alpha=0.8)
+                where = dict(zip(speakers, heights))
+                for speaker, value in panel["worst"]:
+                    ax.annotate(
+                        str(speaker),
+                        (value, where.get(speaker, y)),
+                        xytext=(3, 3),
+                        textcoords="offset points",
+                        fontsize="x-small",
+                    )
+                if panel["threshold"] is not None:
+                    ax.axvline(panel["threshold"], color="0.5", linestyle="--", linewidth=0.8)
+            ax.set_yticks(range(len(labels)), labels, fontsize="small")
+            ax.set_ylim(-0.6, len(labels) - 0.4)
+            ax.set_xlim(-2, 62)
+            ax.set_xlabel("EER per enrolled speaker (%)")
+            ax.set_title(f"{name}: risk per speaker")
+            ax.grid(True, axis="x", alpha=0.3)
+            for i, label in enumerate(labels, start=1):
+                ax = axes[i, j]
+                panel = runs[label].get(name)
+                if not panel:
+                    ax.set_axis_off()
+                    continue
+                styles = (
+                    ("target_scores", colors[2], "--", "Same Speaker"),
+                    ("nontarget_scores", colors[0], ":", "Not Same Speaker"),
+                )
+                peak = max(
+                    _density(ax, panel[key], color=color, linewidth=2, linestyle=style, label=text)
+                    for key, color, style, text in styles
+                )
+                ax.set_ylim(0, max(peak, 1e-9) * 1.05)
+                ax.set_xlabel("Score")
+                ax.set_ylabel("Probability Density")
+                local = panel["local"]
+                if panel["linkability"] is not None and local.get("D"):
+                    twin = ax.twinx()
+                    centers, d_local = np.asarray(local["bin_centers"]), np.asarray(local["D"])
+                    twin.plot(centers, d_local, color=colors[3], linewidth=2, label="D(s)")
+                    below = np.flatnonzero(d_local <= 0)
+                    if below.size:
+                        ax.axvline(centers[below[0]], color="k", linestyle="--", linewidth=0.8)
+                    twin.set_ylim(0, 1.1)
+                    twin.set_ylabel("D(s)")
+                    ax.set_title(f"{label} {name}: D<->sys = {panel['linkability']:.2f}", fontsize="medium")
+                else:
+                    why = (panel["reason"] or "").split(":")[0]
+                    ax.set_title(f"{label} {name}: D<->sys undefined\n({why})", fontsize="small")
+                ax.legend(loc="upper left", fontsize="x-small")
+        _save_figure(fig, path, title, dpi=90)
+    finally:
+        plt.close(fig)
+    return path
+
+
+def _save_figure(fig, path, title: str | None, dpi: int) -> None:
+    if title:
+        fig.suptitle(title)
+    fig.tight_layout()
+    fig.savefig(path, dpi=dpi)
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -503,10 +860,7 @@ def plot_det_panels(panels: dict, path, title: str | None = None) -> Path:
     try:
         for ax, (panel, curves) in zip(axes.ravel(), panels.items()):
             _draw_det(ax, curves, panel)
-        if title:
-            fig.suptitle(title)
-        fig.tight_layout()
-        fig.savefig(path, dpi=100)
+        _save_figure(fig, path, title, dpi=100)
     finally:
         plt.close(fig)
     return path
@@ -567,14 +921,24 @@ def seed_mean_std(tables: list[dict], columns=TABLE_COLUMNS) -> tuple[dict, dict
     return mean, std
 
 
-def compare_runs(runs: dict, baseline: str, resamples: int, seed: int, key: str = "", table=None) -> dict:
+def compare_runs(
+    runs: dict,
+    baseline: str,
+    resamples: int,
+    seed: int,
+    key: str = "",
+    table=None,
+    privacy=None,
+    privacy_metrics=(),
+) -> dict:
     """Intervals per configuration (seeds combined) and each configuration's paired difference to the baseline.
 
     Parameters
     ----------
     runs : dict
         Configuration -> list of runs, each ``{"seed", "table", "scores": {subset: ScoreFile}}``
-        (:func:`read_score_file`), all on the same trial lists.
+        (:func:`read_score_file`), all on the same trial lists; with ``privacy_metrics`` also
+        ``"metrics"``: subset -> point values (``results.json``'s ``subsets``).
     baseline : str
         The configuration the others are compared with (``difference`` = configuration - baseline).
     resamples, seed : int
@@ -583,13 +947,16 @@ def compare_runs(runs: dict, baseline: str, resamples: int, seed: int, key: str 
         Names the comparison (e.g. the system) in the seeds' generator.
     table : TableLayout, optional
         The protocol's columns (default: Table 2's).
+    privacy, privacy_metrics : PrivacyOptions, list of str
+        Privacy metrics (:data:`segreconcat_aug.privacy.INTERVAL_METRICS`) compared the same way.
 
     Returns
     -------
     dict
         Configuration -> ``{"table": mean row, "std": row std across seeds (None for one seed),
         "intervals": column -> interval, "seeds": [{"seed", "table", "intervals"}],
-        "difference": column -> paired result (absent for the baseline)}``.
+        "difference": column -> paired result (absent for the baseline)}`` for the EER, and under
+        ``"privacy"`` the same per privacy metric.
     """
     reference = next(iter(runs.get(baseline) or next(iter(runs.values()))))["scores"]
     mismatched = sorted(
@@ -602,39 +969,78 @@ def compare_runs(runs: dict, baseline: str, resamples: int, seed: int, key: str 
     flat = [(config, run) for config, config_runs in runs.items() for run in config_runs]
     usable = [(config, run) for config, run in flat if f"{config} (seed {run['seed']})" not in mismatched]
     table = table or VPAC_TABLE
+    privacy_metrics = list(privacy_metrics or ())
     designs, samples = bootstrap_samples(
         reference,
         [{n: run["scores"][n].scores for n in reference} for _, run in usable],
         resamples,
         seed,
         table=table,
+        privacy=privacy if privacy_metrics else None,
+        privacy_metrics=privacy_metrics or None,
     )
     by_run = {id(run): sample for (_, run), sample in zip(usable, samples)}
-    columns = [c for c in table.columns if any(c in run["table"] for _, run in flat)]
+    summary = _metric_summaries(
+        runs, baseline, by_run, designs, "eer", lambda run: run["table"], resamples, seed, key, table
+    )
+    for metric in privacy_metrics:
+        found = _metric_summaries(
+            runs,
+            baseline,
+            by_run,
+            designs,
+            metric,
+            lambda run, metric=metric: privacy_table(run.get("metrics") or {}, metric, table),
+            resamples,
+            seed,
+            f"{key}/{metric}",
+            table,
+            lambda run, column, metric=metric: metric_problem(
+                run.get("metrics") or {}, column, metric, table
+            ),
+        )
+        for config, values in found.items():
+            summary[config].setdefault("privacy", {})[metric] = values
+    return summary
+
+
+def _metric_summaries(
+    runs, baseline, by_run, designs, metric, table_of, resamples, seed, key, table, point_problem=None
+) -> dict:
+    """:func:`compare_runs` for one metric: ``table_of(run)`` gives a run's point row in ``table``'s columns."""
+    flat = [run for config_runs in runs.values() for run in config_runs]
+    columns = [c for c in table.columns if any(c in table_of(run) for run in flat)]
     combined, summary = {}, {}
     for config, config_runs in runs.items():
-        mean, std = seed_mean_std([run["table"] for run in config_runs], columns)
+        mean, std = seed_mean_std([table_of(run) for run in config_runs], columns)
         problem = None
         if any(id(run) not in by_run for run in config_runs):
             problem = "its trial lists differ from the baseline's: no paired bootstrap"
+
+        def why(column, run=config_runs[0], problem=problem):
+            return (
+                problem
+                or column_problem(designs, column, table)
+                or (point_problem(run, column) if point_problem else None)
+            )
+
         seeds = []
         for run in config_runs:
             sample = by_run.get(id(run), {})
             seeds.append(
                 {
                     "seed": run["seed"],
-                    "table": run["table"],
+                    "table": table_of(run),
                     "intervals": {
                         c: percentile_interval(
-                            sample[c]["eer"] if c in sample else [],
-                            problem=problem or column_problem(designs, c, table),
+                            sample[c][metric] if metric in sample.get(c, {}) else [], problem=why(c, run)
                         )
                         for c in mean
                     },
                 }
             )
         combined[config] = {
-            c: combine_seeds([by_run[id(run)][c]["eer"] for run in config_runs], seed, f"{key}/{config}/{c}")
+            c: combine_seeds([by_run[id(run)][c][metric] for run in config_runs], seed, f"{key}/{config}/{c}")
             if problem is None
             else np.full(resamples, np.nan)
             for c in mean
@@ -642,15 +1048,13 @@ def compare_runs(runs: dict, baseline: str, resamples: int, seed: int, key: str 
         summary[config] = {
             "table": mean,
             "std": std,
-            "intervals": {
-                c: percentile_interval(
-                    combined[config][c], problem=problem or column_problem(designs, c, table)
-                )
-                for c in mean
-            },
+            "intervals": {c: percentile_interval(combined[config][c], problem=why(c)) for c in mean},
             "seeds": seeds,
             "problem": problem,
         }
+        if point_problem is not None:  # why a column has no value (e.g. linkability below 20 targets)
+            undefined = {c: point_problem(config_runs[0], c) for c in table.columns if c not in mean}
+            summary[config]["undefined"] = {c: reason for c, reason in undefined.items() if reason}
     for config, values in summary.items():
         if config == baseline or baseline not in summary:
             continue
@@ -710,14 +1114,55 @@ def _summary(cell) -> dict:
     return cell if "table" in cell else {"table": cell, "intervals": {}, "seeds": [], "std": None}
 
 
-def _cell_text(value, interval, std=None) -> str:
+def _cell_text(value, interval, std=None, digits: int = 2) -> str:
     if value is None:
         return "-"
-    text = format_interval(value, interval)
+    text = format_interval(value, interval, digits)
     if std is not None:
         head, _, tail = text.partition(" ")
-        text = f"{head} ± {std:.2f}" + (f" {tail}" if tail else "")
+        text = f"{head} ± {std:.{digits}f}" + (f" {tail}" if tail else "")
     return text
+
+
+def privacy_label(metric: str) -> str:
+    """A privacy metric's name in tables (``min_cllr`` -> ``minCllr (bits)``).
+
+    >>> privacy_label("min_cllr"), privacy_label("top3")
+    ('minCllr (bits)', 'top-3 (%)')
+    """
+    if metric.startswith("top") and metric[3:].isdigit():
+        return f"top-{metric[3:]} (%)"
+    return next((header for key, header, _ in PRIVACY_COLUMNS if key == metric), metric)
+
+
+def _privacy_digits(metric: str) -> int:
+    return next((digits for key, _, digits in PRIVACY_COLUMNS if key == metric), 2)
+
+
+def _privacy_cells(cell, metrics, seed_index=None, compared: bool = False) -> list:
+    """Table cells of the privacy columns: per metric the average [CI] and, for a compared
+    configuration, its paired difference to the baseline [CI] with p."""
+    cells = []
+    for metric in metrics:
+        summary = _summary(((cell.get("privacy") or {}).get(metric)) if "privacy" in cell else None)
+        digits = _privacy_digits(metric)
+        if seed_index is not None and summary["seeds"]:
+            run = summary["seeds"][seed_index]
+            cells += [_cell_text(run["table"].get("avg"), run["intervals"].get("avg"), digits=digits), ""]
+            continue
+        std = (summary.get("std") or {}).get("avg")
+        cells.append(_cell_text(summary["table"].get("avg"), summary["intervals"].get("avg"), std, digits))
+        difference = (summary.get("difference") or {}).get("avg") if compared else None
+        if not difference:
+            cells.append("-")
+        else:
+            text = format_interval(
+                difference["difference"], difference if "low" in difference else None, digits
+            )
+            if difference.get("p_value") is not None:
+                text += f", p = {difference['p_value']:.3f}"
+            cells.append(text)
+    return cells
 
 
 def _diff_cells(difference) -> list:
@@ -737,6 +1182,7 @@ def comparison_table(
     labels: dict | None = None,
     references: list[dict] | None = None,
     protocol: str | None = None,
+    privacy_columns=(),
 ) -> str:
     """Table 2 style: per system, the baseline row then each compared configuration with its difference.
 
@@ -758,6 +1204,9 @@ def comparison_table(
         paper's Table 2 and the challenge baseline; VPC 2026 Track 1: the challenge's own attacker).
     protocol : str, optional
         The protocol whose table columns and published numbers are shown (default ``vpac2024``).
+    privacy_columns : list of str
+        Privacy metrics (e.g. ``["linkability", "min_cllr"]``): per metric the average over the subsets
+        with its interval and the paired difference to the baseline (``compare_runs(privacy_metrics=...)``).
 
     Example
     -------
@@ -773,6 +1222,8 @@ def comparison_table(
     scheme = get_protocol(protocol)
     columns = scheme.table.columns
     headers = ["system", "attacker", *scheme.table.headers, "diff avg [95 % CI]", "p", "significant (5 %)"]
+    for metric in privacy_columns:
+        headers += [f"{privacy_label(metric)} avg [95 % CI]", f"diff {privacy_label(metric)} [95 % CI]"]
     paper_table = scheme.published.get("paper")
     challenge_row = scheme.published.get("challenge")
     if references is not None:
@@ -784,7 +1235,8 @@ def comparison_table(
     for system in systems:
         base = _summary(cells.get((system, baseline)))
         for config in [baseline, *compared]:
-            cell = _summary(cells.get((system, config)))
+            raw = cells.get((system, config)) or {}
+            cell = _summary(raw)
             label = labels.get(config, config)
             published = []
             if references is not None:
@@ -795,7 +1247,7 @@ def comparison_table(
                     challenge = reference_value(references, *challenge_row[:1], system, challenge_row[1])
                     published.append(challenge if config == baseline else None)
             if len(cell["seeds"]) > 1:
-                for run in cell["seeds"]:
+                for index, run in enumerate(cell["seeds"]):
                     values = [_cell_text(run["table"].get(c), run["intervals"].get(c)) for c in columns]
                     rows.append(
                         [
@@ -805,6 +1257,7 @@ def comparison_table(
                             "",
                             "",
                             "",
+                            *_privacy_cells(raw, privacy_columns, seed_index=index),
                             *([""] * len(published)),
                         ]
                     )
@@ -820,7 +1273,14 @@ def comparison_table(
             ):
                 difference = {"difference": cell["table"]["avg"] - base["table"]["avg"]}
             rows.append(
-                [system, label, *values, *_diff_cells(difference if config != baseline else None), *published]
+                [
+                    system,
+                    label,
+                    *values,
+                    *_diff_cells(difference if config != baseline else None),
+                    *_privacy_cells(raw, privacy_columns, compared=config != baseline),
+                    *published,
+                ]
             )
     return markdown_table(headers, rows)
 
@@ -835,15 +1295,33 @@ def interval_notes(cells: dict) -> list[str]:
             *((f"seed {run['seed']} ", run["intervals"]) for run in cell["seeds"]),
         ]
         sources += [("difference ", cell.get("difference") or {})]
+        for metric, summary in (cell.get("privacy") or {}).items():
+            sources += [
+                (f"{metric} ", summary["intervals"]),
+                (f"{metric} difference ", summary.get("difference") or {}),
+            ]
+            undefined = summary.get("undefined") or {}
+            if undefined:  # one line per metric: the columns without a value, and the first subset's reason
+                reason = next(
+                    (r for c, r in undefined.items() if not c.endswith("avg")), next(iter(undefined.values()))
+                )
+                notes[f"{system} {config} {metric} ({', '.join(undefined)})"] = f"no value: {reason}"
         for prefix, intervals in sources:
             for column, interval in intervals.items():
                 if interval.get("reason"):
                     notes[f"{system} {config} {prefix}{column}"] = interval["reason"]
-    return [f"- no interval for {where}: {why}" for where, why in notes.items()]
+    return [
+        f"- no {'value' if why.startswith('no value: ') else 'interval'} for {where}: {why.removeprefix('no value: ')}"
+        for where, why in notes.items()
+    ]
 
 
-def ablation_table(cells: dict, system: str, configs, labels: dict | None = None, references=None) -> str:
+def ablation_table(
+    cells: dict, system: str, configs, labels: dict | None = None, references=None, privacy_columns=()
+) -> str:
     """Table 1 style: average EER (%) of each configuration on one system, with its interval (+ the paper's).
+
+    ``privacy_columns``: also the average of these privacy metrics, with their intervals.
 
     >>> cells = {("T8-5", "none"): {"avg": 37.0}}
     >>> print(ablation_table(cells, "T8-5", ["none", "rr"], {"none": "No Augmentation"}))
@@ -853,19 +1331,21 @@ def ablation_table(cells: dict, system: str, configs, labels: dict | None = None
     | rr | - |
     """
     labels = labels or {}
-    headers = ["method", "avg EER (%) [95 % CI]"] + (
-        ["paper avg EER (%) (published)"] if references is not None else []
-    )
+    headers = ["method", "avg EER (%) [95 % CI]"]
+    headers += [f"{privacy_label(metric)} avg [95 % CI]" for metric in privacy_columns]
+    headers += ["paper avg EER (%) (published)"] if references is not None else []
     rows = []
     for config in configs:
         label = labels.get(config, config)
-        cell = _summary(cells.get((system, config)))
+        raw = cells.get((system, config)) or {}
+        cell = _summary(raw)
         seeds = f" ({len(cell['seeds'])} seeds, mean ± std)" if len(cell["seeds"]) > 1 else ""
         line = [
             label + seeds,
             _cell_text(
                 cell["table"].get("avg"), cell["intervals"].get("avg"), (cell.get("std") or {}).get("avg")
             ),
+            *_privacy_cells(raw, privacy_columns)[::2],
         ]
         if references is not None:
             line.append(reference_value(references, "paper-table1", system, label))

@@ -31,9 +31,21 @@ def test_quick_demo_prints_the_comparison_and_writes_the_det_figure(tmp_path):
         assert all(np.isfinite(eers)) and all(0 <= e <= 100 for e in eers)
         assert results["subsets"]["dev_f"]["target_trials"] == 15
         assert results["subsets"]["dev_f"]["nontarget_trials"] == 60
+        # The privacy metrics beyond the EER, with intervals; linkability undefined on 15 targets, and why.
+        dev_f = results["subsets"]["dev_f"]
+        assert (
+            0 <= dev_f["min_cllr"] <= 1
+            and dev_f["zebra_tag"] in "0ABCDEF"
+            and 0 <= dev_f["singling_out"] <= 1
+        )
+        assert dev_f["linkability"] is None and "< 20" in dev_f["undefined_because"]["linkability"]
+        assert len(dev_f["per_speaker_eer"]) == 5 and "min_cllr_ci" in dev_f
+        assert (out / "MCADAMS" / config / "eval" / "privacy.png").stat().st_size > 10_000
         logged = (out / "MCADAMS" / config / "grid_train.log").read_text()
         assert f"--mode={mode}" in logged
     # SegReConcat really ran: the training log counts augmented utterances every epoch.
     assert "augmented=" in (out / "MCADAMS" / "rr_concat" / "grid_train.log").read_text()
     assert (out / "det_MCADAMS.png").stat().st_size > 10_000
-    assert (out / "table2_comparison.md").is_file()
+    assert "minCllr (bits) avg [95 % CI]" in (out / "table2_comparison.md").read_text()
+    assert (out / "privacy_MCADAMS.png").stat().st_size > 10_000
+    assert "privacy beyond the EER: " in run.stdout

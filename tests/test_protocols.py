@@ -252,3 +252,21 @@ def test_published_2026_numbers_are_the_challenge_attacker_s_and_shown_only_besi
     assert header.endswith("VPC 2026 challenge attacker (WavLM-Large+ECAPA) avg (published) |")
     assert line.endswith("| 15.28 |") and "paper" not in header
     assert json.dumps(PROTOCOLS["vpc2026-track2"].published) == "{}"  # no published Track 2 attacker numbers
+
+
+def test_privacy_averages_follow_the_protocols_table():
+    """A pooled list's privacy metric averages over dev_mixed and test_mixed, not over name prefixes;
+    its same/cross gender rows are rows, not members of the average."""
+    from segreconcat_aug.protocols import MIXED_TABLE
+    from segreconcat_aug.report import metric_problem, privacy_table
+
+    metrics = {
+        "dev_mixed": {"min_cllr": 0.4},
+        "dev_mixed_cross": {"min_cllr": 0.0},
+        "test_mixed": {"min_cllr": 0.8},
+    }
+    row = privacy_table(metrics, "min_cllr", MIXED_TABLE)
+    assert row == {"dev_mixed": 0.4, "test_mixed": 0.8, "avg": pytest.approx(0.6)}
+    metrics["test_mixed"] = {"min_cllr": None, "undefined_because": {"min_cllr": "no targets"}}
+    assert "avg" not in privacy_table(metrics, "min_cllr", MIXED_TABLE)
+    assert metric_problem(metrics, "avg", "min_cllr", MIXED_TABLE) == "test_mixed: no targets"

@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 import soundfile
 import torch
+from test_train import TINY as TRAIN_TINY
 from test_train import train_recipe
 
 from segreconcat_aug import cli
@@ -29,18 +30,7 @@ from segreconcat_aug.orders import order_record
 
 REPO = Path(__file__).resolve().parents[1]
 HPARAMS = REPO / "hparams" / "ecapa_segreconcat.yaml"
-TINY = [
-    "--channels=[16,16,16,16,48]",
-    "--lin_neurons=16",
-    "--attention_channels=8",
-    "--batch_size=8",
-    "--num_workers=0",
-    "--sentence_len=2.0",
-    "--check_workers=2",
-    "--number_of_epochs=1",
-    "--device=cpu",
-    "--evaluate_after_training=False",
-]
+TINY = [*TRAIN_TINY, "--number_of_epochs=1"]
 SCRIPTS = {
     "train": "train.py",
     "evaluate": "evaluate.py",

@@ -394,8 +394,9 @@ def ecapa_sizes(state: dict) -> dict:
     """``channels``, ``attention_channels`` and ``lin_neurons`` of an ECAPA-TDNN state dict (what is found).
 
     >>> from speechbrain.lobes.models.ECAPA_TDNN import ECAPA_TDNN
-    >>> ecapa_sizes(ECAPA_TDNN(80, channels=[16, 16, 16, 48], attention_channels=8, lin_neurons=16).state_dict())
-    {'channels': [16, 16, 16, 48], 'attention_channels': 8, 'lin_neurons': 16}
+    >>> model = ECAPA_TDNN(80, channels=[16, 16, 16, 16, 48], attention_channels=8, lin_neurons=16)
+    >>> ecapa_sizes(model.state_dict())
+    {'channels': [16, 16, 16, 16, 48], 'attention_channels': 8, 'lin_neurons': 16}
     """
     channels = []
     while True:

@@ -358,3 +358,16 @@ def test_run_main_keeps_cited_files_and_says_where(tmp_path, monkeypatch, capsys
     assert (tmp_path / "new.problems.txt").read_text() == "an earlier run's list"
     message = capsys.readouterr().err.strip()
     assert message.endswith(f"(all listed in {tmp_path / 'new.problems.1.txt'})")
+
+
+def test_an_internal_error_keeps_its_traceback_and_the_folders(tmp_path, monkeypatch):
+    out = tmp_path / "new"
+
+    def main(argv):
+        cli.remove_if_user_error(out)
+        out.mkdir()
+        raise ZeroDivisionError("a bug, not the user's mistake")
+
+    with pytest.raises(ZeroDivisionError, match="a bug"):  # not a one-line exit 2: the traceback stays
+        cli.run_main(main, [])
+    assert out.is_dir()  # left for the post-mortem

@@ -45,8 +45,9 @@ from segreconcat_aug.jobs import (
 )
 from segreconcat_aug.jsonl_files import shard_files
 from segreconcat_aug.kaldi import PipeCommand, read_kaldi_map
+from segreconcat_aug.options import OptionError
 from segreconcat_aug.protocols import language_of_set, whisper_language
-from segreconcat_aug.whisper import DEFAULT_MODELS, WhisperLoadError, check_model_folder
+from segreconcat_aug.whisper import DEFAULT_MODELS, check_model_folder
 
 logger = logging.getLogger("align")
 IMPORTERS = ("mfa", "ctm")
@@ -131,13 +132,11 @@ def build_aligner(hparams: dict, device: str | None):
 def align(hparams: dict, device: str | None) -> int:
     """Align every pending utterance of this shard; returns the exit status."""
     if not hparams["data_folder"]:
-        raise SystemExit("align.py: --data_folder=<Kaldi folder or CSV manifest> is required")
+        raise OptionError("--data_folder=<Kaldi folder or CSV manifest> is required: the utterances to align")
     backend = ALIASES.get(hparams["backend"], hparams["backend"])
     if backend in DEFAULT_MODELS and hparams["whisper_model"] not in (None, "tiny-random-whisper"):
-        try:  # a wrong model folder stops the run before anything is written
-            check_model_folder(hparams["whisper_model"], backend)
-        except WhisperLoadError as err:
-            raise SystemExit(f"align.py: {err}") from None
+        # A wrong model folder stops the run before anything is written (a WhisperLoadError: one line).
+        check_model_folder(hparams["whisper_model"], backend)
     check_language(hparams, backend)
     items = read_inputs(hparams["data_folder"], allow_pipes=hparams["allow_pipes"], root=hparams["data_root"])
     shard = resolve_shard(hparams["shard"])
@@ -149,10 +148,7 @@ def align(hparams: dict, device: str | None) -> int:
         fsync=hparams["fsync"],
     ) as job:
         todo = job.pending(items)
-        try:
-            aligner = build_aligner(hparams, device) if todo else None  # no model load when all is done
-        except WhisperLoadError as err:
-            raise SystemExit(f"align.py: {err}") from None
+        aligner = build_aligner(hparams, device) if todo else None  # no model load when all is done
         batch_size = aligner.batch_size if aligner else 1
         for batch in job.track(todo, batch_size=batch_size):
             ready, audios, texts = [], [], []
@@ -204,7 +200,7 @@ def folder_durations(hparams: dict) -> tuple[dict | None, list | None]:
 
 def run_import(hparams: dict) -> int:
     if not hparams["import_from"]:
-        raise SystemExit(f"align.py: --backend={hparams['backend']} needs --import_from=<path>")
+        raise OptionError(f"--backend={hparams['backend']} needs --import_from=<path> (the files to import)")
     durations, ids = folder_durations(hparams)
     options = dict(
         durations=durations, ids=ids, shard=resolve_shard(hparams["shard"]), progress=hparams["progress"]
@@ -257,9 +253,7 @@ def main(argv=None) -> int:
     if backend in IMPORTERS:
         return run_import(hparams)
     if backend not in BACKENDS and backend not in ALIASES:
-        raise SystemExit(
-            f"align.py: --backend={backend!r}: expected one of {', '.join(BACKENDS + IMPORTERS)}"
-        )
+        raise OptionError(f"--backend={backend!r}: expected one of {', '.join(BACKENDS + IMPORTERS)}")
     return align(hparams, device)
 
 

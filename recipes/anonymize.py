@@ -19,7 +19,8 @@ import logging
 from pathlib import Path
 
 from segreconcat_aug.cli import load_recipe_hparams, run_main
-from segreconcat_aug.mcadams import anonymize_folder
+from segreconcat_aug.errors import MissingInputError
+from segreconcat_aug.mcadams import AnonymizeInputError, anonymize_folder
 
 logger = logging.getLogger(__name__)
 
@@ -31,10 +32,10 @@ def jobs(hparams) -> list[tuple[Path, Path]]:
     if not sets:
         return [(source, target)]
     if not system:
-        raise ValueError("`sets` needs `system` (the name of the anonymized system, e.g. MCADAMS)")
+        raise AnonymizeInputError("--sets needs --system (the name of the anonymized system, e.g. MCADAMS)")
     missing = [name for name in sets if not (source / name).is_dir()]
     if missing:
-        raise FileNotFoundError(f"{source}: no folder for set(s) {missing} (expected {source}/<set>/)")
+        raise MissingInputError(f"{source}: no folder for set(s) {missing} (expected {source}/<set>/)")
     return [(source / name, target / system / "data" / f"{name}_{system}") for name in sets]
 
 

@@ -22,7 +22,7 @@ from pathlib import Path
 from segreconcat_aug.alignment import load_alignments
 from segreconcat_aug.cli import load_recipe_hparams, run_main
 from segreconcat_aug.jobs import read_inputs, resolve_shard
-from segreconcat_aug.orders import OrderComputer, run_order_job
+from segreconcat_aug.orders import OrderComputer, OrderOptionError, run_order_job
 from segreconcat_aug.vpac import training_folder
 
 logger = logging.getLogger(__name__)
@@ -51,7 +51,7 @@ def build_computer(hparams, alignments, device=None) -> OrderComputer:
         # semantic_options.context must agree with it.
         context = hparams.get("sr_context", options.get("context", "segment"))
         if options.setdefault("context", context) != context:
-            raise ValueError(
+            raise OrderOptionError(
                 f"semantic_options.context={options['context']!r} contradicts sr_context={context!r}; "
                 "set sr_context only"
             )

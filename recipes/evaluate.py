@@ -23,13 +23,19 @@ and ``privacy.png``. Options: the ``eval_*`` keys (docs/evaluation.md).
 from __future__ import annotations
 
 from segreconcat_aug.cli import create_experiment_directory, load_recipe_hparams, run_main
-from segreconcat_aug.evaluation import check_evaluation_folder, evaluate_system, evaluation_folder
+from segreconcat_aug.evaluation import (
+    check_evaluation_folder,
+    evaluate_system,
+    evaluation_folder,
+    load_exported_model,
+)
 
 
 def main(argv=None):
     hparams_file, run_opts, overrides, hparams = load_recipe_hparams(
-        argv, configure_logging=False, new_folders=("output_folder", "eval_folder")
+        argv, configure_logging=False, new_folders=("output_folder", "save_folder", "eval_folder")
     )
+    load_exported_model(hparams)  # a missing, damaged or other-size model stops before eval/ is made
     eval_folder = evaluation_folder(hparams)
     check_evaluation_folder(hparams)  # before anything is written there
     create_experiment_directory(eval_folder, hparams_file, overrides)

@@ -99,8 +99,10 @@ def check_corpus(data_folder: Path) -> None:
     ]
     missing = [str(path) for path in needed if not path.exists()]
     if missing:
-        raise SystemExit(
-            f"run_demo.py: the demo corpus is missing ({', '.join(missing)}); it is committed under demo/ "
+        from segreconcat_aug.errors import MissingInputError
+
+        raise MissingInputError(
+            f"the demo corpus is missing ({', '.join(missing)}); it is committed under demo/ "
             "(rebuild it with recipes/build_demo_corpus.py from the LibriSpeech samples)"
         )
 

@@ -52,6 +52,7 @@ from tqdm import tqdm
 from segreconcat_aug.cli import PROGRESS_PREFIX, REPO, checkout_path, parse_recipe_arguments, run_main
 from segreconcat_aug.evaluation import EVAL_SUBFOLDER
 from segreconcat_aug.metrics import det_curve
+from segreconcat_aug.options import SEED, OptionError, validate_hparams_file
 from segreconcat_aug.privacy import INTERVAL_METRICS, PrivacyOptions
 from segreconcat_aug.protocols import get_protocol
 from segreconcat_aug.report import (
@@ -87,24 +88,26 @@ def load_grid(path, overrides=None) -> dict:
     named += grid.get("ablation", {}).get("configurations", []) if grid.get("ablation") else []
     unknown = sorted({name for name in named if name not in configs})
     if unknown:
-        raise ValueError(f"{path}: configuration(s) {unknown} are used but not defined under configurations")
+        raise OptionError(f"{path}: configuration(s) {unknown} are used but not defined under configurations")
     for where, seeds in [("seeds", grid.get("seeds"))] + [
         (f"configurations.{name}.seeds", spec.get("seeds")) for name, spec in configs.items()
     ]:
         if seeds is not None and (
             not isinstance(seeds, list)
             or not seeds
-            or not all(isinstance(s, int) for s in seeds)
+            or not all(SEED.accepts(s) for s in seeds)
             or len(set(seeds)) != len(seeds)
         ):
-            raise ValueError(f"{path}: {where} must be null or a list of distinct integers, got {seeds!r}")
+            raise OptionError(
+                f"{path}: {where} must be null or a list of distinct integers ({SEED.allowed()}), got {seeds!r}"
+            )
     if any(run_seeds(grid, name) for name in configs) and "seed" in (grid.get("extra_overrides") or {}):
-        raise ValueError(f"{path}: extra_overrides sets seed while seeds lists them; keep one of the two")
+        raise OptionError(f"{path}: extra_overrides sets seed while seeds lists them; keep one of the two")
     protocol = get_protocol(grid.get("protocol"))
     languages = grid.get("languages")
     if languages is not None:
         if protocol.languages is None:
-            raise ValueError(
+            raise OptionError(
                 f"{path}: languages is for vpc2026-track2; protocol {protocol.name} has none (null)"
             )
         for language in languages:
@@ -115,13 +118,13 @@ def load_grid(path, overrides=None) -> dict:
         not isinstance(c, str) or (c not in allowed and not (c.startswith("top") and c[3:].isdigit()))
         for c in columns
     ):
-        raise ValueError(
+        raise OptionError(
             f"{path}: privacy_columns must be a list of privacy metrics ({', '.join(allowed)}, top<k>), "
             f"got {columns!r}"
         )
     resamples = grid.get("bootstrap_resamples", BOOTSTRAP_DEFAULTS["resamples"])
     if not isinstance(resamples, int) or resamples < 0:
-        raise ValueError(
+        raise OptionError(
             f"{path}: bootstrap_resamples must be an integer >= 0 (0: no intervals), got {resamples!r}"
         )
     return grid
@@ -210,14 +213,29 @@ def _mark(folder: Path, step: str) -> None:
 def format_command(template: str, fields: dict) -> list[str]:
     """Fill a command template and split it into arguments (no shell).
 
+    A ``--key=value`` given again later (the configuration's overrides, then ``extra_overrides``,
+    over the template's own) replaces the earlier one: the recipes refuse a key given twice.
+
     >>> format_command("{python} x.py --a={a} {extra}", {"python": "py", "a": "1 2", "extra": ""})
     ['py', 'x.py', '--a=1 2']
+    >>> format_command("x.py --b=False {extra}", {"extra": "--b=True --c=1"})
+    ['x.py', '--b=True', '--c=1']
     """
     quoted = {
         key: shlex.quote(str(value)) if key not in ("overrides", "extra", "language") else value
         for key, value in fields.items()
     }
-    return shlex.split(template.format(**quoted))
+    arguments = shlex.split(template.format(**quoted))
+    last = {_option_key(argument): position for position, argument in enumerate(arguments)}
+    return [
+        argument
+        for position, argument in enumerate(arguments)
+        if _option_key(argument) is None or last[_option_key(argument)] == position
+    ]
+
+
+def _option_key(argument: str) -> str | None:
+    return argument[2:].split("=", 1)[0] if argument.startswith("--") and "=" in argument else None
 
 
 def overrides_string(value) -> str:
@@ -633,6 +651,7 @@ def write_grid_results(out: Path, cells: dict, columns, privacy_columns=()) -> d
 
 def main(argv=None) -> int:
     grid_file, _, overrides = parse_recipe_arguments(argv)
+    validate_hparams_file(grid_file, overrides)  # every option value, before anything is written
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     grid = load_grid(grid_file, overrides)
     failed = []

@@ -33,7 +33,7 @@ import ruamel.yaml
 import speechbrain as sb
 import torch
 from hyperpyyaml import load_hyperpyyaml, resolve_references
-from speechbrain.utils.checkpoints import register_checkpoint_hooks
+from speechbrain.utils.checkpoints import CKPT_PREFIX, METAFNAME, register_checkpoint_hooks
 from speechbrain.utils.distributed import ddp_all_reduce, ddp_broadcast, if_main_process, run_on_main
 from speechbrain.utils.epoch_loop import EpochCounterWithStopper
 
@@ -51,10 +51,12 @@ from segreconcat_aug.cli import (
 )
 from segreconcat_aug.data_prep import DataPrepError, prepare_vpac_training
 from segreconcat_aug.errors import UserError
+from segreconcat_aug.jsonl_files import cache_files
 from segreconcat_aug.manifest import ManifestDataset, read_manifest
 from segreconcat_aug.options import validate_hparams_file
 from segreconcat_aug.pipeline import SkipFailedReads, TrainAudioPipeline, chunk_audio_pipeline
 from segreconcat_aug.strategies import get_strategy
+from segreconcat_aug.vpac import training_folder
 
 logger = logging.getLogger(__name__)
 
@@ -85,11 +87,14 @@ class SpeakerBrain(sb.core.Brain):
 
     ``train_audio`` is the training set's :class:`TrainAudioPipeline`; its epoch
     is set here so every epoch draws new crops (and, with ``rr_redraw: epoch``, new RR permutations).
+    ``settings`` (:func:`run_settings`) are written to the output folder once a checkpoint exists:
+    from then on a rerun into the folder resumes this run, and is checked against them.
     """
 
-    def __init__(self, *args, train_audio: TrainAudioPipeline, **kwargs):
+    def __init__(self, *args, train_audio: TrainAudioPipeline, settings: dict | None = None, **kwargs):
         super().__init__(*args, **kwargs)
         self.train_audio = train_audio
+        self.settings = settings
         self.samples_seen = 0
         self.failed_reads = 0
         self.resumed_at_batch = 0
@@ -160,6 +165,7 @@ class SpeakerBrain(sb.core.Brain):
         # update_metric first: the counter (a recoverable) is saved with its new patience state.
         self.hparams.epoch_counter.update_metric(loss)
         self.checkpointer.save_and_keep_only(meta={"loss": loss}, min_keys=["loss"])
+        self.record_settings()
         self.hparams.train_logger.log_stats(
             stats_meta={"epoch": epoch, "lr": lr}, train_stats=self.train_stats, valid_stats=valid_stats
         )
@@ -177,6 +183,16 @@ class SpeakerBrain(sb.core.Brain):
                 handle.write(json.dumps(record) + "\n")
             self.epoch_seconds.append(time.time() - self.stage_started)
             report_progress(epoch_line(record, counter, self.epoch_seconds))
+
+    def _save_intra_epoch_ckpt(self):
+        super()._save_intra_epoch_ckpt()
+        self.record_settings()
+
+    def record_settings(self) -> None:
+        """Write the run's settings beside its checkpoints (once per process run, main process only)."""
+        if self.settings is not None and if_main_process():
+            save_run_settings(self.hparams.output_folder, self.settings)
+            self.settings = None
 
     def _end_train_epoch(self, stage_loss, epoch):
         elapsed = max(time.time() - self.stage_started, 1e-9)
@@ -369,6 +385,9 @@ def dataio_prep(
         speakers = train_rows.distinct("spk_id")
     os.makedirs(hparams["save_folder"], exist_ok=True)
     encoder_file = os.path.join(hparams["save_folder"], "label_encoder.txt")
+    if if_main_process() and not has_checkpoints(hparams["save_folder"]):
+        # No checkpoint uses it (a run that stopped before training): made afresh for this data.
+        Path(encoder_file).unlink(missing_ok=True)
     label_encoder.load_or_create(path=encoder_file, from_iterables=[speakers])
     if set(label_encoder.lab2ind) != set(speakers):
         raise DataPrepError(
@@ -485,6 +504,7 @@ def load_hparams(hparams_file, overrides):
 # What makes a run the run it is: a rerun into the same output folder resumes its checkpoints, so it
 # must not differ in any of these (experiment_name names only strategy, mode, SpecAugment and seed).
 RUN_SETTINGS_FILE = "run_settings.json"
+EXPERIMENT_HPARAMS = "hyperparams.yaml"  # what SpeechBrain's experiment folder keeps of the YAML as run
 RUN_SETTING_KEYS = (
     "protocol",
     "language",
@@ -517,7 +537,12 @@ RUN_SETTING_KEYS = (
 
 
 class RunSettingsError(UserError, ValueError):
-    """The output folder holds a run made with other method settings."""
+    """The output folder holds a run made with other method settings (or settings that cannot be read)."""
+
+
+def has_checkpoints(save_folder) -> bool:
+    """Whether ``save_folder`` holds a SpeechBrain checkpoint: training has started there."""
+    return any(Path(save_folder).glob(f"{CKPT_PREFIX}+*/{METAFNAME}"))
 
 
 # Keys left out of run_settings.json at these values, so the folders of runs made before the keys
@@ -535,12 +560,53 @@ def run_settings(hparams) -> dict:
     return json.loads(json.dumps(values, default=str))
 
 
+def saved_run_settings(folder) -> dict | None:
+    """The settings the run in ``folder`` was made with: its ``run_settings.json``, else the
+    ``hyperparams.yaml`` (the YAML with its overrides) SpeechBrain saved when that run started; None if neither.
+    """
+    folder = Path(folder)
+    path = folder / RUN_SETTINGS_FILE
+    if path.is_file():
+        try:
+            saved = json.loads(path.read_text(encoding="utf-8"))
+        except (ValueError, UnicodeDecodeError) as err:
+            saved = err
+        if not isinstance(saved, dict):
+            raise RunSettingsError(
+                f"{path}: damaged (not a JSON object of settings), so the checkpoints in {folder} cannot be "
+                "checked against this run's settings: restore the file, or delete it to check them against "
+                f"{folder / EXPERIMENT_HPARAMS} instead"
+            )
+        return saved
+    yaml_file = folder / EXPERIMENT_HPARAMS
+    if yaml_file.is_file():
+        try:
+            values = ruamel.yaml.YAML(typ="rt").load(yaml_file.read_text(encoding="utf-8"))
+        except (ruamel.yaml.YAMLError, UnicodeDecodeError):
+            return None
+        if isinstance(values, dict):
+            return run_settings(values)
+    return None
+
+
 def check_run_settings(hparams) -> None:
-    """Refuse to resume a run of the same folder made with other settings (named, with the fix)."""
-    path = Path(hparams["output_folder"]) / RUN_SETTINGS_FILE
-    if not path.is_file():
+    """Refuse to resume a run of the same folder made with other settings (named, with the fix).
+
+    ``hparams``: the YAML's values (:func:`segreconcat_aug.options.validate_hparams_file`, read
+    before anything is loaded or written) or the loaded YAML. A folder without checkpoints has no
+    run to resume, so its settings never refuse a rerun.
+    """
+    folder = Path(hparams["output_folder"])
+    save_folder = hparams.get("save_folder") or folder / "save"
+    if not has_checkpoints(save_folder):
         return
-    saved = json.loads(path.read_text(encoding="utf-8"))
+    saved = saved_run_settings(folder)
+    if saved is None:
+        raise RunSettingsError(
+            f"{save_folder} holds checkpoints, but neither {RUN_SETTINGS_FILE} nor {EXPERIMENT_HPARAMS} in "
+            f"{folder} says which settings made them, and a rerun would resume them: choose another "
+            f"--output_folder, or remove {save_folder} to start over"
+        )
     current = run_settings(hparams)
     changed = [key for key in sorted(saved.keys() | current.keys()) if saved.get(key) != current.get(key)]
     if changed:
@@ -554,22 +620,42 @@ def check_run_settings(hparams) -> None:
         )
 
 
-def save_run_settings(hparams) -> None:
-    """Write :func:`run_settings` into the output folder (a later rerun is checked against it)."""
-    folder = Path(hparams["output_folder"])
+def save_run_settings(output_folder, settings: dict) -> None:
+    """Write ``settings`` (:func:`run_settings`) into the output folder (a later rerun is checked against them)."""
+    folder = Path(output_folder)
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / RUN_SETTINGS_FILE).write_text(json.dumps(run_settings(hparams), indent=2), encoding="utf-8")
+    (folder / RUN_SETTINGS_FILE).write_text(json.dumps(settings, indent=2), encoding="utf-8")
+
+
+def check_training_inputs(hparams) -> None:
+    """What the run reads is there, before anything is written: the system's training folder (unless
+    ``skip_prep``), and the alignment cache (and, for AR/SR, the order cache) SegReConcat reads."""
+    if not hparams.get("skip_prep"):
+        training_folder(
+            hparams["data_folder"],
+            hparams["system"],
+            hparams.get("folder_overrides"),
+            protocol=hparams.get("protocol"),
+            language=hparams.get("language"),
+        )
+    if hparams["mode"] == "none":
+        return
+    cache_files(hparams["alignment_cache"], what="alignment cache (recipes/align.py writes it)")
+    if get_strategy(hparams["strategy"]).precomputed:
+        cache_files(hparams["orders_cache"], what="order cache (recipes/compute_orders.py writes it)")
 
 
 def main(argv=None) -> SpeakerBrain:
     hparams_file, run_opts, overrides = parse_recipe_arguments(argv)
     values = validate_hparams_file(hparams_file, overrides)  # every option value, before anything is written
-    remember_new_folders(values, "output_folder")  # removed if a user error stops the run
+    # Before anything is written (loading the YAML makes the checkpointer's folder): never resume
+    # another run's checkpoints, and every input the run reads is there.
+    check_run_settings(values)
+    check_training_inputs(values)
+    remember_new_folders(values, "output_folder", "save_folder")  # removed if a user error stops the run
     sb.utils.distributed.ddp_init_group(run_opts)
     hparams = load_hparams(hparams_file, overrides)
-    check_run_settings(hparams)  # before anything in the folder is written: never resume another run
     create_experiment_directory(hparams["output_folder"], hparams_file, overrides)
-    run_on_main(save_run_settings, args=[hparams])
 
     if not hparams["skip_prep"]:
         run_on_main(
@@ -631,7 +717,10 @@ def main(argv=None) -> SpeakerBrain:
         run_opts=run_opts,
         checkpointer=hparams["checkpointer"],
         train_audio=train_audio,
+        settings=run_settings(hparams),
     )
+    if has_checkpoints(hparams["save_folder"]):
+        brain.record_settings()  # a resumed run: its settings were checked above
     try:
         brain.fit(
             brain.hparams.epoch_counter,

@@ -415,7 +415,7 @@ class _FileAlignments:
     """Every record of one cache file, cleaned, in file order (repeats not yet resolved)."""
 
     file: Path
-    key: dict | None  # the file's size and modification time when read; None: not indexable
+    key: dict | None  # the file's path, size, times and inode when read (_file_key); None: not indexable
     ids: list[str]
     lines: np.ndarray  # line number of each record
     fingerprints: np.ndarray  # int64, of each record's line
@@ -430,8 +430,17 @@ class _FileAlignments:
 
 
 def _file_key(file: Path) -> dict:
+    """What identifies one state of a cache file. Size and modification time alone miss an edit that keeps
+    the size and sets the time back (``touch -r``); any write changes the inode's change time (ctime),
+    which no user can set, and a file replaced by another has another inode."""
     stat = file.stat()
-    return {"path": str(file.resolve()), "size": stat.st_size, "mtime_ns": stat.st_mtime_ns}
+    return {
+        "path": str(file.resolve()),
+        "size": stat.st_size,
+        "mtime_ns": stat.st_mtime_ns,
+        "ctime_ns": stat.st_ctime_ns,
+        "inode": stat.st_ino,
+    }
 
 
 def _ends_with_newline(file: Path, size: int) -> bool:
@@ -614,7 +623,8 @@ def _write_index(part: _FileAlignments) -> Path | None:
         return None
     names = sorted(set(part.aligners))
     code = {name: k for k, name in enumerate(names)}
-    racy = time.time() - part.key["mtime_ns"] / 1e9 < _RACY_SECONDS
+    changed = max(part.key["mtime_ns"], part.key["ctime_ns"]) / 1e9  # ctime: when it was really last written
+    racy = time.time() - changed < _RACY_SECONDS
     arrays = {
         "meta": _json_array(_index_meta(part)),
         "content": _json_array(_content_digest(part.file) if racy else None),

@@ -58,7 +58,7 @@ FATAL_KINDS = ("missing", "unreadable", "sample_rate", "truncated", "nonfinite",
 WEAK_KINDS = ("silent", "too_short")
 CACHE_VERSION = 1
 _BLOCK = 1 << 18  # frames decoded at a time: bounded memory for any file length
-_SHOWN = 20  # problems named in a message (all of them go to the list file)
+_SHOWN = 5  # problems named in a message, which is one line (all of them go to the list file)
 
 
 class AudioCheckFailed(RuntimeError):
@@ -405,12 +405,11 @@ def write_problem_list(problems, path) -> Path:
 
 
 def problem_message(problems, total: int, what: str, listed_in=None) -> str:
-    """One message naming the files with problems (the first 20) and the list file.
+    """One line naming the files with problems (the first few) and the list file that names them all.
 
     >>> print(problem_message([AudioProblem("u1", "a/u1.flac", "truncated", "10 of 20 samples decode")], 5,
     ...                       "training audio files"))
-    1 of 5 training audio files failed the audio check:
-      u1 a/u1.flac: truncated (10 of 20 samples decode)
+    1 of 5 training audio files failed the audio check: u1 a/u1.flac: truncated (10 of 20 samples decode)
     """
     problems = list(problems)
     kinds: dict[str, int] = {}
@@ -418,10 +417,10 @@ def problem_message(problems, total: int, what: str, listed_in=None) -> str:
         kinds[problem.kind] = kinds.get(problem.kind, 0) + 1
     where = f" (all listed in {listed_in})" if listed_in is not None else ""
     by_kind = ", ".join(f"{kind}: {count}" for kind, count in kinds.items())
-    shown = "\n  ".join(str(problem) for problem in problems[:_SHOWN])
-    more = f"\n  ... and {len(problems) - _SHOWN} more" if len(problems) > _SHOWN else ""
+    shown = "; ".join(str(problem) for problem in problems[:_SHOWN])
+    more = f"; and {len(problems) - _SHOWN} more" if len(problems) > _SHOWN else ""
     files = len({problem.utt for problem in problems})
     head = f"{files} of {total} {what} failed the audio check"
     if len(kinds) > 1:
         head += f" ({by_kind})"
-    return f"{head}{where}:\n  {shown}{more}"
+    return f"{head}{where}: {shown}{more}"

@@ -11,8 +11,9 @@ Every recipe ends with ``run_main(main)``, which gives it
 - ``--help`` (or ``-h``): the YAML's own keys with their one-line comments (read from the
   YAML file itself), then the recipe's usage lines; exit status 0;
 - user errors (:class:`segreconcat_aug.errors.UserError`: a wrong layout, a missing
-  alignment, a misspelt ``--key``...) as one line without a traceback, exit status 2, and
-  no results folder left behind that this run created; ``--traceback`` shows the traceback
+  alignment, a misspelt or repeated ``--key``...) as one line without a traceback, exit status 2,
+  and no results folder left behind that this run created (a file the message cites is kept
+  beside it, and the message says where); ``--traceback`` shows the traceback
   (SpeechBrain's own ``--debug`` means "run a few batches").
 
 >>> sorted(RECIPES)[:3]
@@ -66,6 +67,10 @@ _NEW_FOLDERS: list[Path] = []
 
 class UnknownOptionError(UserError, ValueError):
     """A ``--key=value`` whose key is not in the recipe's YAML, or a YAML file that is not there."""
+
+
+class RepeatedOptionError(UserError, ValueError):
+    """The same ``--key`` given twice on the command line (which one was meant?)."""
 
 
 def report_progress(message: str) -> None:
@@ -135,11 +140,40 @@ def check_override_keys(hparams_file, overrides) -> None:
         )
 
 
+def check_repeated_keys(argv, keys) -> None:
+    """Refuse a YAML key given twice among ``argv``'s ``--key=value`` (or ``--key value``) arguments.
+
+    >>> check_repeated_keys(["x.yaml", "--seed=1", "--lr", "2"], ["seed", "lr"])
+    >>> check_repeated_keys(["x.yaml", "--seed=1", "--seed=2"], ["seed"])
+    Traceback (most recent call last):
+    ...
+    segreconcat_aug.cli.RepeatedOptionError: --seed is given twice (1, then 2): give it once
+    """
+    given: dict[str, list[str]] = {}
+    for position, argument in enumerate(argv):
+        if not argument.startswith("--"):
+            continue
+        key, equals, value = argument[2:].partition("=")
+        if not equals:
+            following = argv[position + 1] if position + 1 < len(argv) else ""
+            value = "" if following.startswith("--") else following
+        given.setdefault(key, []).append(value)
+    for key, values in given.items():
+        if key in keys and len(values) > 1:
+            raise RepeatedOptionError(
+                f"--{key} is given {_times(len(values))} ({', then '.join(values)}): give it once"
+            )
+
+
+def _times(count: int) -> str:
+    return {2: "twice", 3: "three times"}.get(count, f"{count} times")
+
+
 def parse_recipe_arguments(argv=None):
     """``hparams.yaml --key=value ...`` -> ``(hparams_file, run_opts, overrides)``, the keys checked.
 
     As SpeechBrain's ``parse_arguments``; a missing YAML file or an override key the YAML does
-    not have is an :class:`UnknownOptionError`.
+    not have is an :class:`UnknownOptionError`, a key given twice a :class:`RepeatedOptionError`.
     """
     import speechbrain as sb
 
@@ -149,6 +183,7 @@ def parse_recipe_arguments(argv=None):
         raise UnknownOptionError("expected a hyperparameter file first (hparams/...yaml); --help shows usage")
     if not Path(argv[0]).is_file():
         raise UnknownOptionError(f"{argv[0]}: no such hyperparameter file (give a path to hparams/...yaml)")
+    check_repeated_keys(argv[1:], yaml_keys(argv[0]))
     hparams_file, run_opts, overrides = sb.parse_arguments(argv)
     check_override_keys(hparams_file, overrides)
     return hparams_file, run_opts, overrides
@@ -284,14 +319,38 @@ def keep_new_folders() -> None:
     _NEW_FOLDERS.clear()
 
 
-def _remove_new_folders() -> None:
+def _remove_new_folders(keep=()) -> dict[Path, Path]:
+    """Remove this run's new folders; the files of ``keep`` inside one move beside it first.
+
+    Returns ``{a kept file as cited: where it is now}``. A kept file lands in the removed
+    folder's parent (which was there before this run) as ``<folder name>.<file name>``.
+    """
     from speechbrain.utils.distributed import if_main_process
 
+    moved: dict[Path, Path] = {}
     while _NEW_FOLDERS:
         folder = _NEW_FOLDERS.pop()
-        if folder.exists() and if_main_process():
-            logging.shutdown()  # SpeechBrain's log file handler holds <folder>/log.txt open
-            shutil.rmtree(folder, ignore_errors=True)
+        if not (folder.exists() and if_main_process()):
+            continue
+        for cited in keep:
+            where = Path(cited).absolute()
+            if where.is_file() and folder in where.parents:
+                target = _free_name(folder.parent / f"{folder.name}.{where.name}")
+                shutil.move(str(where), str(target))
+                moved[Path(cited)] = target
+        logging.shutdown()  # SpeechBrain's log file handler holds <folder>/log.txt open
+        shutil.rmtree(folder, ignore_errors=True)
+    return moved
+
+
+def _free_name(path: Path) -> Path:
+    """``path``, or ``<stem>.<n><suffix>`` with the first free ``n``: an earlier run's file is not overwritten."""
+    number = 1
+    candidate = path
+    while candidate.exists():
+        candidate = path.with_name(f"{path.stem}.{number}{path.suffix}")
+        number += 1
+    return candidate
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -444,12 +503,17 @@ def run_main(main, argv: list[str] | None = None, *, extra_help: str = "") -> No
     try:
         outcome = main(argv)
     except UserError as error:
+        if not show_traceback:
+            logger.debug(
+                "user error", exc_info=True
+            )  # before the removal: the log file may be in a new folder
+        moved = _remove_new_folders(keep=error.cited_files)
         if show_traceback:
-            _remove_new_folders()
             raise
-        logger.debug("user error", exc_info=True)
-        _remove_new_folders()
-        print(f"{script}: error: {user_message(error)}", file=sys.stderr)
+        message = user_message(error)
+        for cited, now in moved.items():  # the message says where the file it cites is now
+            message = message.replace(str(cited), str(now))
+        print(f"{script}: error: {message}", file=sys.stderr)
         sys.exit(USAGE_EXIT_STATUS)
     sys.exit(outcome if isinstance(outcome, int) else 0)
 

@@ -77,7 +77,7 @@ from .audio_check import (
     write_problem_list,
 )
 from .augment import MODES
-from .errors import UserError
+from .errors import UserError, cite
 from .kaldi import group_by_speaker, load_kaldi_folder
 from .seeding import seeded_rng
 from .vpac import training_folder
@@ -197,7 +197,7 @@ def check_training_audio(
     Raises
     ------
     AudioCheckError
-        Naming every file with a problem (the first 20 in the message).
+        Naming the files with a problem (the first 5 in the message, all in ``problems_file``).
     """
     if bad_audio not in BAD_AUDIO_POLICIES:
         raise ValueError(f"bad_audio: unknown policy {bad_audio!r}; choose from {BAD_AUDIO_POLICIES}")
@@ -216,7 +216,10 @@ def check_training_audio(
     listed = write_problem_list(report.problems, problems_file) if problems_file is not None else None
     message = problem_message(report.problems, len(wav), "audio files", listed)
     if bad_audio == "error":
-        raise AudioCheckError(f"{message}\n(bad_audio: skip leaves them out of training instead)")
+        # The list outlives a removed output folder (cli.run_main moves it beside and says where).
+        raise cite(
+            AudioCheckError(f"{message} (bad_audio: skip leaves them out of training instead)"), listed
+        )
     logger.warning("%s\nbad_audio: skip -> these utterances are left out of training", message)
     bad = {problem.utt for problem in report.problems}
     return {utt: frames for utt, frames in report.frames.items() if utt not in bad}, report.chunk_means

@@ -25,12 +25,13 @@ from tqdm import tqdm
 
 from .audio import SAMPLE_RATE, audio_duration, read_audio
 from .audio_check import file_signature
+from .errors import UserError
 from .kaldi import PipeCommand
 
 logger = logging.getLogger(__name__)
 
 
-class EmbeddingError(RuntimeError):
+class EmbeddingError(UserError, RuntimeError):
     """An utterance gave no usable (finite) embedding; the message names the utterance and its file."""
 
 

@@ -5,21 +5,42 @@ wrong, and the message names what and how to fix it". The recipes' entry point
 (:func:`segreconcat_aug.cli.run_main`) prints such an error as one line, without a traceback,
 and exits with status 2; any other exception is a bug and keeps its traceback.
 
+An error whose message points to a file the run wrote (a list of every bad audio file, say)
+names it with :func:`cite`: when the run's new folders are removed, that file is kept (moved
+beside the outermost removed folder, and the message says where it is now).
+
 >>> class LayoutError(UserError, FileNotFoundError):
 ...     pass
 >>> isinstance(LayoutError("x"), (UserError, OSError))
 True
 >>> user_message(KeyError("no alignment for utterance 'u1'"))
 "no alignment for utterance 'u1'"
+>>> [path.name for path in cite(LayoutError("see /out/problems.txt"), "/out/problems.txt").cited_files]
+['problems.txt']
 """
 
 from __future__ import annotations
+
+from pathlib import Path
 
 USAGE_EXIT_STATUS = 2  # a command-line mistake, as argparse exits
 
 
 class UserError(Exception):
     """Mixin (or base) of the errors a user fixes by changing input files or options."""
+
+    #: Files the message names, which must outlive the run (see :func:`cite`).
+    cited_files: tuple[Path, ...] = ()
+
+
+class MissingInputError(UserError, FileNotFoundError):
+    """A file or folder the options or an input list name is not there; the message names it."""
+
+
+def cite(error: BaseException, *paths) -> BaseException:
+    """Mark the files ``error``'s message names as ones to keep (returns ``error``, to raise it)."""
+    error.cited_files = tuple(Path(path) for path in paths if path is not None)
+    return error
 
 
 def user_message(error: BaseException) -> str:

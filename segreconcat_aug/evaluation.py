@@ -50,7 +50,7 @@ from speechbrain.utils.distributed import infer_device
 from .audio import SAMPLE_RATE
 from .audio_check import check_audio_files, problem_message, write_problem_list
 from .embeddings import WAVE_CACHE_NAMES, EmbeddingExtractor, model_fingerprint, wave_normalization
-from .errors import UserError
+from .errors import UserError, cite
 from .kaldi import KaldiFolder, group_by_speaker, load_kaldi_folder, read_trials
 from .metrics import verification_metrics
 from .privacy import ListPrivacy, PrivacyOptions
@@ -78,6 +78,10 @@ class MissingExportError(UserError, FileNotFoundError):
 
 class TrialListError(UserError, ValueError):
     """A trial list or enrollment folder cannot be scored as it is."""
+
+
+class ExportError(UserError, RuntimeError):
+    """The exported model cannot be loaded: a damaged file, or another model size than the YAML's."""
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -531,14 +535,59 @@ def load_exported_model(hparams: dict, model_folder=None) -> Path:
             f"{checkpoint}: no exported model (recipes/train.py writes it when training ends; "
             "set eval_model_folder to evaluate another export)"
         )
-    state = torch.load(checkpoint, map_location="cpu", weights_only=True)
     try:
-        hparams["embedding_model"].load_state_dict(state)
+        state = torch.load(checkpoint, map_location="cpu", weights_only=True)
+    except Exception as err:  # torch raises RuntimeError, KeyError, EOFError... for a damaged file
+        reason = " ".join(str(err).split())[:120]
+        raise ExportError(
+            f"{checkpoint}: cannot be read, the file is damaged or cut ({type(err).__name__}: {reason}); "
+            "rerun recipes/train.py with the training's options to export the best checkpoint again"
+        ) from None
+    model = hparams["embedding_model"]
+    try:
+        model.load_state_dict(state)
     except RuntimeError as err:
-        raise RuntimeError(
-            f"{checkpoint}: does not fit the YAML's embedding_model (channels or lin_neurons differ?): {err}"
-        ) from err
+        theirs, ours = ecapa_sizes(state), ecapa_sizes(model.state_dict())
+        if theirs != ours:
+            sizes = f"the export has {_sizes_text(theirs)}, the YAML's embedding_model {_sizes_text(ours)}"
+        else:
+            sizes = " ".join(str(err).split())[:200]
+        raise ExportError(
+            f"{checkpoint}: does not fit: {sizes}; give the training's values (its train_hyperparams.yaml "
+            "beside the export lists them)"
+        ) from None
     return checkpoint
+
+
+def ecapa_sizes(state: dict) -> dict:
+    """``channels``, ``attention_channels`` and ``lin_neurons`` of an ECAPA-TDNN state dict (what is found).
+
+    >>> from speechbrain.lobes.models.ECAPA_TDNN import ECAPA_TDNN
+    >>> model = ECAPA_TDNN(80, channels=[16, 16, 16, 16, 48], attention_channels=8, lin_neurons=16)
+    >>> ecapa_sizes(model.state_dict())
+    {'channels': [16, 16, 16, 16, 48], 'attention_channels': 8, 'lin_neurons': 16}
+    """
+    channels = []
+    while True:
+        layer = len(channels)
+        key = "blocks.0.conv.conv.weight" if layer == 0 else f"blocks.{layer}.tdnn2.conv.conv.weight"
+        if key not in state:
+            break
+        channels.append(int(state[key].shape[0]))
+    sizes = {"channels": channels}
+    for name, key in (
+        ("channels", "mfa.conv.conv.weight"),
+        ("attention_channels", "asp.tdnn.conv.conv.weight"),
+        ("lin_neurons", "fc.conv.weight"),
+    ):
+        if key in state:
+            value = int(state[key].shape[0])
+            sizes[name] = [*channels, value] if name == "channels" else value
+    return sizes
+
+
+def _sizes_text(sizes: dict) -> str:
+    return ", ".join(f"{name}={value}" for name, value in sizes.items())
 
 
 class EvaluationAudioError(TrialListError):
@@ -570,9 +619,8 @@ def check_evaluation_audio(hparams: dict, enrollments: dict, trial_lists: dict, 
     )
     if report.fatal:
         listed = write_problem_list(report.fatal, Path(eval_folder) / "audio_problems.txt")
-        raise EvaluationAudioError(
-            problem_message(report.fatal, len(wav), "enrollment and trial files", listed)
-        )
+        message = problem_message(report.fatal, len(wav), "enrollment and trial files", listed)
+        raise cite(EvaluationAudioError(message), listed)  # the list outlives a removed eval folder
     warnings = []
     for kind, words in (("silent", "silent"), ("too_short", "shorter than min_audio_duration")):
         utts = [problem.utt for problem in report.weak if problem.kind == kind]

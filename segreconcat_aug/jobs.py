@@ -62,6 +62,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
+from .errors import MissingInputError, UserError
 from .jsonl_files import _is_folder_target, cache_files, shard_files, truncate_partial_tail
 from .kaldi import KaldiFormatError, PipeCommand, load_kaldi_folder
 
@@ -85,8 +86,12 @@ __all__ = [
 ]
 
 
-class JobError(RuntimeError):
-    """A job cannot start or a merge cannot proceed; the message names the file."""
+class JobError(UserError, RuntimeError):
+    """A job cannot start or a merge cannot proceed; the message names the file and the fix."""
+
+
+class ShardError(UserError, ValueError):
+    """A ``--shard`` that is not ``i/n`` with ``0 <= i < n``."""
 
 
 # --------------------------------------------------------------------------- shards
@@ -107,7 +112,9 @@ class Shard:
 
     def __post_init__(self):
         if self.count < 1 or not 0 <= self.index < self.count:
-            raise ValueError(f"shard {self.index}/{self.count}: need 0 <= index < count")
+            raise ShardError(
+                f"--shard {self.index}/{self.count}: need 0 <= i < n in i/n, e.g. 0/{max(self.count, 2)}"
+            )
 
     def owns(self, utt_id: str) -> bool:
         """Whether this shard processes ``utt_id`` (stable CRC32 hash of the id)."""
@@ -135,7 +142,7 @@ def resolve_shard(spec: str | None = None, *, env=None) -> Shard:
     if spec not in (None, "", "None"):
         match = re.fullmatch(r"\s*(\d+)\s*/\s*(\d+)\s*", str(spec))
         if not match:
-            raise ValueError(f"--shard {spec!r}: expected 'i/n' with 0 <= i < n, e.g. 0/4")
+            raise ShardError(f"--shard {spec!r}: expected 'i/n' with 0 <= i < n, e.g. 0/4")
         index, count = int(match.group(1)), int(match.group(2))
         Shard(index, count)  # validates
     world = int(env.get("WORLD_SIZE", "1") or 1)
@@ -290,7 +297,10 @@ class Job:
             fcntl.flock(self._lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             self._lock.close()
-            raise JobError(f"{self.path}: another process is writing this shard") from None
+            raise JobError(
+                f"{self.path}: another process is writing this shard: wait for it to finish, or give this "
+                "one another --shard"
+            ) from None
         own = jsonl_ids(self.path, key=key, truncate=True)
         self.done: set[str] = set(own)
         for sibling in self._siblings():
@@ -568,7 +578,7 @@ def read_inputs(
             items.append(JobItem(utt, wav, texts.get(utt), problem))
         return items
     if not source.is_file():
-        raise FileNotFoundError(f"{source}: neither a Kaldi data folder nor a CSV manifest")
+        raise MissingInputError(f"{source}: neither a Kaldi data folder nor a CSV manifest")
     items, seen = [], {}
     for number, row in _csv_rows(source):
         utt, wav = (row.get("ID") or "").strip(), (row.get("wav") or "").strip()

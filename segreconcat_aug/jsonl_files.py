@@ -17,6 +17,8 @@ import os
 import re
 from pathlib import Path
 
+from .errors import MissingInputError
+
 logger = logging.getLogger(__name__)
 
 
@@ -77,17 +79,17 @@ def cache_files(path, *, what: str = "alignment cache", required: bool = True) -
     are read beside it, merged or not: after a merge, ``x.jsonl`` and the parts
     hold the same lines, which :class:`~segreconcat_aug.alignment.RepeatedIds` lets the loaders read once.
     Shared by the alignment and order caches; ``required`` raises
-    :class:`FileNotFoundError` (naming ``what``) when there is nothing to read.
+    :class:`~segreconcat_aug.errors.MissingInputError` (naming ``what``) when there is nothing to read.
     """
     path = Path(path)
     if path.is_dir():
         files = sorted(path.glob("*.jsonl"))
         if required and not files:
-            raise FileNotFoundError(f"{path}: no *.jsonl files of the {what} in this folder")
+            raise MissingInputError(f"{path}: no *.jsonl files of the {what} in this folder")
         return files
     files = sorted({*shard_files(path), *([path] if path.is_file() else [])})
     if required and not files:
-        raise FileNotFoundError(
+        raise MissingInputError(
             f"{path}: {what} not found (neither this file nor shards {path.stem}.part-*-of-*.jsonl)"
         )
     return files

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
 
-from segreconcat_aug.errors import UserError
+from segreconcat_aug.errors import MissingInputError, UserError
 
 
 class KaldiFormatError(UserError, ValueError):
@@ -49,7 +49,7 @@ def read_kaldi_map(path, *, value_required: bool = True) -> dict[str, str]:
     """
     path = Path(path)
     if not path.is_file():
-        raise FileNotFoundError(f"{path}: no such file")
+        raise MissingInputError(f"{path}: no such file")
     result: dict[str, str] = {}
     first_seen: dict[str, int] = {}
     for number, line in _lines(path):
@@ -136,7 +136,7 @@ def read_trials(path) -> list[Trial]:
     """
     path = Path(path)
     if not path.is_file():
-        raise FileNotFoundError(f"{path}: no such file")
+        raise MissingInputError(f"{path}: no such file")
     trials = []
     for number, line in _lines(path):
         fields = line.split()
@@ -184,7 +184,7 @@ def load_kaldi_folder(
     """
     path = Path(path)
     if not path.is_dir():
-        raise FileNotFoundError(f"{path}: data folder not found")
+        raise MissingInputError(f"{path}: data folder not found")
     wav = read_wav_scp(path / "wav.scp", root=root, allow_pipes=allow_pipes)
     if not wav:
         raise KaldiFormatError(f"{path / 'wav.scp'}: empty")

@@ -50,6 +50,7 @@ from pathlib import Path
 import numpy as np
 
 from .audio import SAMPLE_RATE, AudioReadError, audio_duration, read_audio, write_audio
+from .errors import MissingInputError, UserError
 from .kaldi import (
     group_by_speaker,
     load_kaldi_folder,
@@ -323,6 +324,10 @@ def speaker_of(utt_id: str) -> str:
     return utt_id.split("-", 1)[0]
 
 
+class AnonymizeInputError(UserError, ValueError):
+    """The folder to anonymize (or where to write it) cannot be used as given; the message names it."""
+
+
 def read_source(path, *, root=None, allow_pipes: bool = False) -> SourceFolder:
     """Read a Kaldi-style folder (has ``wav.scp``) or scan a folder of audio files.
 
@@ -340,24 +345,24 @@ def read_source(path, *, root=None, allow_pipes: bool = False) -> SourceFolder:
     """
     path = Path(path)
     if not path.is_dir():
-        raise FileNotFoundError(f"{path}: input folder not found")
+        raise MissingInputError(f"{path}: input folder not found")
     if (path / "wav.scp").is_file():
         folder = load_kaldi_folder(path, root=root, allow_pipes=allow_pipes, require_utt2spk=False)
         utt2spk = folder.utt2spk or {utt: speaker_of(utt) for utt in folder.wav}
         missing = [utt for utt in folder.wav if utt not in utt2spk]
         if missing:
-            raise ValueError(
+            raise AnonymizeInputError(
                 f"{path / 'utt2spk'}: {len(missing)} utterance(s) have no speaker, first: {missing[:5]}"
             )
         copies = {name: path / name for name in ("enrolls", "trials") if (path / name).is_file()}
         return SourceFolder(folder.wav, utt2spk, folder.text or {}, folder.spk2gender or {}, copies)
     files = sorted(p for p in path.rglob("*") if p.suffix.lower() in AUDIO_EXTENSIONS and p.is_file())
     if not files:
-        raise FileNotFoundError(f"{path}: no wav.scp and no audio files ({', '.join(AUDIO_EXTENSIONS)})")
+        raise MissingInputError(f"{path}: no wav.scp and no audio files ({', '.join(AUDIO_EXTENSIONS)})")
     wav: dict[str, str] = {}
     for file in files:
         if file.stem in wav:
-            raise ValueError(
+            raise AnonymizeInputError(
                 f"{path}: two audio files give utterance id {file.stem!r}: {wav[file.stem]} and {file}"
             )
         wav[file.stem] = str(file)
@@ -389,7 +394,7 @@ def read_librispeech_speakers(path) -> dict[str, str]:
                 continue
             fields = [item.strip() for item in line.split("|")]
             if len(fields) < 2 or fields[1].upper() not in ("F", "M"):
-                raise ValueError(f"{path}:{number}: expected 'id | F|M | ...', got {line.strip()!r}")
+                raise AnonymizeInputError(f"{path}:{number}: expected 'id | F|M | ...', got {line.strip()!r}")
             genders[fields[0]] = fields[1].lower()
     return genders
 
@@ -469,7 +474,10 @@ def anonymize_folder(
     if not isinstance(source, SourceFolder):
         source_path = Path(source)
         if source_path.resolve() == Path(output).resolve():
-            raise ValueError(f"{output}: output folder is the input folder; refusing to overwrite the input")
+            raise AnonymizeInputError(
+                f"{output}: output folder is the input folder; refusing to overwrite the input: give another "
+                "--output_folder"
+            )
         source = read_source(source_path, root=root, allow_pipes=allow_pipes)
     output = Path(output)
     wav_dir = output / "wav"
@@ -528,12 +536,12 @@ def _check_lists(output: Path, utts: set[str]) -> None:
     if (output / "enrolls").is_file():
         missing = [utt for utt in read_id_list(output / "enrolls") if utt not in utts]
         if missing:
-            raise ValueError(
+            raise AnonymizeInputError(
                 f"{output / 'enrolls'}: {len(missing)} id(s) not in the folder, first: {missing[:5]}"
             )
     if (output / "trials").is_file():
         missing = [t.test_utterance for t in read_trials(output / "trials") if t.test_utterance not in utts]
         if missing:
-            raise ValueError(
+            raise AnonymizeInputError(
                 f"{output / 'trials'}: {len(missing)} test utterance(s) not in the folder, first: {missing[:5]}"
             )

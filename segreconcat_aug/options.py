@@ -3,13 +3,15 @@
 :data:`OPTION_RULES` is a table: YAML key -> what it may hold (a set of values or a
 range). :func:`validate_options` checks the keys of a loaded hyperparameter mapping
 that the table knows (others pass: a recipe's own keys are its business) and raises
-ONE :class:`OptionError` listing every bad value with the values allowed. A recipe
+ONE :class:`OptionError` listing every bad value with the values allowed, on one line. A recipe
 calls it right after loading its YAML, so ``--strategy=bogus`` or ``--crossfade=-0.01``
 is refused before ``train.csv``, ``dev.csv`` or any output folder exists.
 
 Recipes call :func:`validate_hparams_file` on the YAML file and its overrides BEFORE
 loading it: loading instantiates the YAML's objects, and SpeechBrain's checkpointer
-creates its folder as it is built.
+creates its folder as it is built. It also refuses a required key left out (``!PLACEHOLDER``),
+paths that cannot be what they name (:data:`PATH_RULES`: an output folder that is a file, or
+lies under one) and values that do not fit together (:data:`CONSTRAINTS`: the ECAPA-TDNN's layer lists).
 
 A new option is one line of the table.
 
@@ -23,16 +25,17 @@ segreconcat_aug.options.OptionError: option eval_subsets: ['dev_x'] is not a non
 >>> validate_options({"mode": "bogus", "crossfade": -0.01})
 Traceback (most recent call last):
 ...
-segreconcat_aug.options.OptionError: 2 option values are not allowed:
-  mode: 'bogus' is not one of 'concat', 'rearranged', 'none'
-  crossfade: -0.01 is not a number >= 0
+segreconcat_aug.options.OptionError: 2 option values are not allowed: mode: 'bogus' is not one of 'concat', 'rearranged', 'none'; crossfade: -0.01 is not a number >= 0
 """
 
 from __future__ import annotations
 
 import math
+import os
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 
 from .errors import UserError
 
@@ -57,23 +60,30 @@ class Rule:
     integer: bool = False
     optional: bool = False
     each: bool = False  # the value is a list, and each item must be allowed
+    test: Callable[[object], bool] | None = None  # any other rule, described by ``text``
+    text: str = ""
 
     def allowed(self) -> str:
         """The allowed values, in words."""
-        if self.choices is not None:
+        if self.test is not None:
+            text = self.text
+        elif self.choices is not None:
             choices = self.choices() if callable(self.choices) else self.choices
             text = "one of " + ", ".join(repr(choice) for choice in choices)
         else:
             kind = "an integer" if self.integer else "a number"
             bounds = []
             if self.low is not None:
-                bounds.append(f"{'>' if self.low_open else '>='} {self.low:g}")
+                bounds.append(f"{'>' if self.low_open else '>='} {self._bound(self.low)}")
             if self.high is not None:
-                bounds.append(f"{'<' if self.high_open else '<='} {self.high:g}")
+                bounds.append(f"{'<' if self.high_open else '<='} {self._bound(self.high)}")
             text = kind + (" " + " and ".join(bounds) if bounds else "")
         if self.each:
             text = f"a non-empty list, each item {text}"
         return text + (" (or null)" if self.optional else "")
+
+    def _bound(self, value) -> str:
+        return str(int(value)) if self.integer and float(value).is_integer() else f"{value:g}"
 
     def accepts(self, value) -> bool:
         if value is None:
@@ -83,6 +93,8 @@ class Rule:
                 return False
             item = Rule(self.choices, self.low, self.high, self.low_open, self.high_open, self.integer)
             return all(item.accepts(element) for element in value)
+        if self.test is not None:
+            return bool(self.test(value))
         if self.choices is not None:
             choices = self.choices() if callable(self.choices) else self.choices
             # bool is an int in Python: True must not pass for 1 (nor 1 for True).
@@ -118,6 +130,16 @@ def number(*, ge=None, gt=None, le=None, lt=None, integer: bool = False, optiona
 
 
 FLAG = one_of(True, False)
+#: Seeds seed numpy's global generator too (SpeechBrain's seed_everything), which takes 0 .. 2**32 - 1.
+SEED = number(ge=0, le=2**32 - 1, integer=True)
+
+
+def _is_shard(value) -> bool:
+    match = re.fullmatch(r"\s*(\d+)\s*/\s*(\d+)\s*", str(value))
+    return bool(match) and int(match.group(1)) < int(match.group(2))
+
+
+SHARD = Rule(test=_is_shard, text="'i/n' with 0 <= i < n, e.g. 0/4", optional=True)
 
 
 def _strategies() -> tuple:
@@ -173,6 +195,7 @@ def _subsets() -> tuple:
 #: recipe's YAML are not checked there. One line per option.
 OPTION_RULES: dict[str, Rule] = {
     # SegReConcat (training, order computation)
+    "seed": SEED,
     "mode": Rule(choices=_modes),
     "strategy": Rule(choices=_strategies),
     "segment_policy": Rule(choices=_segment_policies),
@@ -216,9 +239,9 @@ OPTION_RULES: dict[str, Rule] = {
     "eval_enroll_mean": one_of("raw", "l2", optional=True),
     "eval_trim_zeros": FLAG,
     "eval_bootstrap_resamples": number(ge=0, integer=True),
-    "eval_bootstrap_seed": number(ge=0, integer=True),
+    "eval_bootstrap_seed": SEED,
     "bootstrap_resamples": number(ge=0, integer=True),
-    "bootstrap_seed": number(ge=0, integer=True),
+    "bootstrap_seed": SEED,
     "eval_score_norm": one_of("s-norm", "as-norm", optional=True),
     "eval_batch_size": number(ge=1, integer=True),
     "eval_max_batch_seconds": number(gt=0, optional=True),
@@ -247,7 +270,111 @@ OPTION_RULES: dict[str, Rule] = {
     "fsync": FLAG,
     "num_beams": number(ge=1, integer=True),
     "encoder_batch_size": number(ge=1, integer=True),
+    "shard": SHARD,
+    # McAdams anonymization (segreconcat_aug.mcadams)
+    "audio_format": one_of("wav", "flac", "ogg"),
+    "alpha_low": number(gt=0),
+    "alpha_high": number(gt=0),
+    "compression_level": number(ge=0, le=1, optional=True),
+    # Model (the ECAPA-TDNN; how its lists fit together: CONSTRAINTS)
+    "channels": Rule(low=1, integer=True, each=True),
+    "kernel_sizes": Rule(low=1, integer=True, each=True),
+    "dilations": Rule(low=1, integer=True, each=True),
+    "attention_channels": number(ge=1, integer=True),
+    "lin_neurons": number(ge=1, integer=True),
+    "n_mels": number(ge=1, integer=True),
 }
+
+#: What a path option must be: a folder, a file, or either (a JSON Lines file or a folder of parts). A path
+#: that cannot be one (a folder that is a file, a file that is a folder, anything under a file) is refused
+#: before anything is written. Only what exists is looked at: a path that is not there yet is fine.
+PATH_RULES: dict[str, str] = {
+    "output_folder": "folder",
+    "save_folder": "folder",
+    "export_folder": "folder",
+    "eval_folder": "folder",
+    "audio_check_cache": "file",
+    "train_log": "file",
+    "train_annotation": "file",
+    "valid_annotation": "file",
+    "output": "file or folder",
+    "merge_output": "file",
+    "orders_cache": "file or folder",
+}
+
+
+def path_problem(key: str, value, kind: str) -> tuple[str, Path] | None:
+    """Why ``value`` cannot be the ``kind`` of path ``key`` asks for, and the path in the way (None: it can).
+
+    >>> path_problem("output_folder", "/no/such/place", "folder") is None
+    True
+    >>> path_problem("audio_check_cache", "/", "file")[0]
+    "audio_check_cache: '/' is a folder, not a file: give a file path"
+    """
+    if value is None or not isinstance(value, (str, os.PathLike)) or not str(value):
+        return None
+    path = Path(value)
+    shown = repr(str(value))
+    if path.exists():
+        if kind == "folder" and not path.is_dir():
+            return f"{key}: {shown} is a file, not a folder: give a folder path (or move the file away)", path
+        if kind == "file" and path.is_dir():
+            return f"{key}: {shown} is a folder, not a file: give a file path", path
+        return None
+    for parent in path.absolute().parents:
+        if parent.exists():
+            if not parent.is_dir():
+                return f"{key}: {shown} lies under {str(parent)!r}, which is a file, not a folder", parent
+            return None
+    return None
+
+
+def path_problems(hparams: Mapping) -> list[str]:
+    """:func:`path_problem` of each :data:`PATH_RULES` key; a path in the way is named once (by the first key).
+
+    The YAML derives paths from others (``save_folder`` is ``<output_folder>/save``): a file given as
+    ``output_folder`` is named once, as ``output_folder``.
+    """
+    problems, in_the_way = [], set()
+    for key, kind in PATH_RULES.items():
+        found = path_problem(key, hparams[key], kind) if key in hparams else None
+        if found is not None and found[1].absolute() not in in_the_way:
+            in_the_way.add(found[1].absolute())
+            problems.append(found[0])
+    return problems
+
+
+def _ecapa_lists(values: Mapping) -> str | None:
+    lists = {key: values.get(key) for key in ("channels", "kernel_sizes", "dilations")}
+    if not all(isinstance(value, (list, tuple)) for value in lists.values()):
+        return None  # not this model's YAML, or the items' own rule names the problem
+    lengths = {key: len(value) for key, value in lists.items()}
+    if len(set(lengths.values())) > 1 or lengths["channels"] < 3:
+        return (
+            f"channels, kernel_sizes and dilations: one entry per ECAPA-TDNN layer, the same number each "
+            f"(at least 3), got {lengths['channels']}, {lengths['kernel_sizes']} and {lengths['dilations']}"
+        )
+    inner = [c for c in lists["channels"][1:-1] if isinstance(c, int) and c % _RES2NET_SCALE]
+    if inner:
+        return (
+            f"channels: {list(lists['channels'])}: the SE-Res2Net layers (all but the first and last) need "
+            f"a multiple of {_RES2NET_SCALE} channels (its res2net scale), got {inner}"
+        )
+    return None
+
+
+_RES2NET_SCALE = 8  # SpeechBrain's ECAPA_TDNN default, which the YAML keeps
+
+
+def _alpha_range(values: Mapping) -> str | None:
+    low, high = values.get("alpha_low"), values.get("alpha_high")
+    if isinstance(low, (int, float)) and isinstance(high, (int, float)) and low > high:
+        return f"alpha_low ({low}) is above alpha_high ({high}): the McAdams coefficient is drawn from [low, high]"
+    return None
+
+
+#: How values of several keys must fit together: each check names the problem, or returns None.
+CONSTRAINTS: list[Callable[[Mapping], str | None]] = [_ecapa_lists, _alpha_range]
 
 
 def validate_options(hparams: Mapping, rules: Mapping[str, Rule] | None = None) -> None:
@@ -264,10 +391,13 @@ def validate_options(hparams: Mapping, rules: Mapping[str, Rule] | None = None) 
         for key, rule in rules.items()
         if key in hparams and not rule.accepts(hparams[key])
     ]
+    if not problems:  # the values that fit together and name possible paths, once each is allowed
+        problems = [problem for check in CONSTRAINTS if (problem := check(hparams))]
+        problems += path_problems(hparams)
     if len(problems) == 1:
         raise OptionError(f"option {problems[0]}")
     if problems:
-        raise OptionError(f"{len(problems)} option values are not allowed:\n  " + "\n  ".join(problems))
+        raise OptionError(f"{len(problems)} option values are not allowed: " + "; ".join(problems))
 
 
 def validate_hparams_file(hparams_file, overrides=None) -> Mapping:
@@ -275,13 +405,23 @@ def validate_hparams_file(hparams_file, overrides=None) -> Mapping:
 
     The references are resolved (``!ref``) and the text parsed without building
     any object (``!new:``, ``!apply:`` stay tags), so nothing is created or
-    written, not even the checkpointer's folder.
+    written, not even the checkpointer's folder. A required key (``!PLACEHOLDER``)
+    that is not given is an :class:`OptionError` naming it.
     """
     import ruamel.yaml
     from hyperpyyaml import resolve_references
 
     with open(hparams_file, encoding="utf-8") as handle:
-        text = resolve_references(handle, overrides or {}).getvalue()
+        try:
+            text = resolve_references(handle, overrides or {}).getvalue()
+        except ValueError as err:
+            required = re.fullmatch(r"'(.+)' is a !PLACEHOLDER and must be replaced\.", str(err))
+            if required is None:
+                raise
+            key = required.group(1)
+            raise OptionError(
+                f"--{key} is required: {hparams_file} has no default for it (--help says what it is)"
+            ) from None
     values = ruamel.yaml.YAML(typ="rt").load(text)
     if not isinstance(values, Mapping):
         return {}

@@ -60,6 +60,7 @@ logger = logging.getLogger(__name__)
 __all__ = [
     "OrderCacheError",
     "OrderComputer",
+    "OrderOptionError",
     "StaleOrderError",
     "load_orders",
     "order_key",
@@ -75,6 +76,10 @@ class OrderCacheError(UserError, ValueError):
 
 class StaleOrderError(OrderCacheError):
     """A cached order does not match the current alignment, segmentation or options."""
+
+
+class OrderOptionError(UserError, ValueError):
+    """The order computation was asked for something it cannot do (a strategy or option it lacks)."""
 
 
 FORMAT = 2  # 2: keys hash the span rule and every option, defaults included
@@ -427,15 +432,16 @@ class OrderComputer:
 
         self.strategy = get_strategy(strategy)
         if not self.strategy.precomputed:
-            raise ValueError(
-                f"strategy {strategy!r} draws its order in the data pipeline; nothing to precompute"
+            raise OrderOptionError(
+                f"strategy {strategy!r} draws its order in the data pipeline; nothing to precompute "
+                "(--strategy=acoustic or semantic)"
             )
         self.span_rule = span_rule(segment_policy, self.strategy.name)  # checks the policy
         self.options = json.loads(_canonical(options))
         accepted = _option_names(self.strategy.fn)
         unknown = sorted(set(self.options) - accepted)
         if unknown:
-            raise ValueError(f"unknown {strategy} option(s) {unknown}; accepted: {sorted(accepted)}")
+            raise OrderOptionError(f"unknown {strategy} option(s) {unknown}; accepted: {sorted(accepted)}")
         if self.strategy.name == "semantic":
             # SR's feature context is always in the options, hence in the key and the record: caches
             # written before it existed (utterance context) are stale, never read as the default.

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -236,8 +237,9 @@ def load_faster_whisper(
         )
     except (OSError, ValueError, RuntimeError) as err:  # no hub (offline), a compute type the device lacks
         raise WhisperLoadError(
-            f"{model}: cannot load for faster-whisper with compute_type={compute} on {device}: {err}. "
-            "Offline, pass a converted folder (docs/alignment.md, ct2-transformers-converter)"
+            f"{model}: cannot load for faster-whisper with compute_type={compute} on {device}: "
+            f"{' '.join(str(err).split())}. Offline, pass a converted folder (docs/alignment.md, "
+            "ct2-transformers-converter)"
         ) from err
     logger.info("loaded faster-whisper %s on %s (%s)", model, device, compute)
     return loaded
@@ -290,6 +292,46 @@ def prepare(bundle: WhisperBundle, *, word_timestamps: bool = True) -> WhisperBu
     return bundle
 
 
+def _hub_offline() -> bool:
+    return any(
+        os.environ.get(variable, "").strip().lower() in ("1", "true", "yes", "on")
+        for variable in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")
+    )
+
+
+def hub_model_cached(name: str) -> bool:
+    """Whether the hub model ``name`` is in the local Hugging Face cache (then it loads with no network).
+
+    When it is not, ONE quick look-up asks the hub whether it has the model (a download follows);
+    a name the hub does not know, or a hub that cannot be reached (offline, or ``HF_HUB_OFFLINE``
+    set), is a :class:`WhisperLoadError` naming the fix, instead of a download's retries and traceback.
+    """
+    from huggingface_hub import HfApi, snapshot_download
+
+    try:
+        snapshot_download(name, local_files_only=True)
+        return True
+    except Exception:  # not cached (LocalEntryNotFoundError), or not a hub name at all (HFValidationError)
+        pass
+    fix = f"pass a local model folder (--whisper_model=<folder>), or download it first (huggingface-cli download {name})"
+    if _hub_offline():
+        raise WhisperLoadError(
+            f"{name}: not in the local Hugging Face cache and HF_HUB_OFFLINE is set: {fix}"
+        )
+    try:
+        HfApi().model_info(name, timeout=10)
+    except Exception as err:
+        kind = type(err).__name__
+        if kind == "GatedRepoError":
+            why = "a gated model: accept its terms on the hub and log in (huggingface-cli login)"
+        elif kind in ("RepositoryNotFoundError", "HFValidationError"):
+            why = f"no such model on the Hugging Face hub, nor a local folder (misspelt? the paper's is {DEFAULT_MODEL})"
+        else:
+            why = f"not in the local Hugging Face cache, and the hub cannot be reached ({kind}: {' '.join(str(err).split())[:100]})"
+        raise WhisperLoadError(f"{name}: {why}; {fix}") from None
+    return False
+
+
 def load_whisper(
     name: str = DEFAULT_MODEL,
     *,
@@ -314,6 +356,9 @@ def load_whisper(
         the alignment heads; ``False`` for encoder features only (SDPA attention).
     alignment_heads : list of [layer, head] or None
         Overrides the checkpoint's (for a fine-tuned model that lost them).
+    local_files_only : bool
+        Never ask the hub. A hub name already in the local cache loads this way anyway, and one
+        that is not is looked up once first (:func:`hub_model_cached`).
     """
     from transformers import WhisperFeatureExtractor, WhisperForConditionalGeneration, WhisperTokenizer
 
@@ -323,13 +368,21 @@ def load_whisper(
     device = device or default_device()
     torch_dtype = resolve_dtype(dtype, device)
     attention = "eager" if word_timestamps else "sdpa"
-    model = WhisperForConditionalGeneration.from_pretrained(
-        name, dtype=torch_dtype, attn_implementation=attention, local_files_only=local_files_only
-    )
+    if not local_files_only and not Path(name).exists():
+        local_files_only = hub_model_cached(name)  # cached: no network at all; else one quick look-up
+    try:
+        model = WhisperForConditionalGeneration.from_pretrained(
+            name, dtype=torch_dtype, attn_implementation=attention, local_files_only=local_files_only
+        )
+        feature_extractor = WhisperFeatureExtractor.from_pretrained(name, local_files_only=local_files_only)
+        tokenizer = WhisperTokenizer.from_pretrained(name, local_files_only=local_files_only)
+    except OSError as err:  # files missing from a folder or the cache, a download cut off
+        raise WhisperLoadError(
+            f"{name}: cannot load for transformers ({' '.join(str(err).split())[:200]}); pass a complete "
+            "local model folder, or download the model again"
+        ) from None
     if alignment_heads is not None:
         model.generation_config.alignment_heads = [list(pair) for pair in alignment_heads]
-    feature_extractor = WhisperFeatureExtractor.from_pretrained(name, local_files_only=local_files_only)
-    tokenizer = WhisperTokenizer.from_pretrained(name, local_files_only=local_files_only)
     bundle = WhisperBundle(model, feature_extractor, tokenizer, name, device, torch_dtype)
     logger.info("loaded %s on %s (%s)", name, device, torch_dtype)
     return prepare(bundle, word_timestamps=word_timestamps)

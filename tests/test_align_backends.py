@@ -123,7 +123,9 @@ def test_int8_on_cpu_runs(ct2_model):
     assert "int8" in aligner.model.model.compute_type  # auto on the CPU
     audio = fixture_audio("19-198-0001")
     result = aligner.align_batch([audio])[0]
-    if not isinstance(result, AlignmentFailed):  # quantized random weights may write nothing
+    if isinstance(result, AlignmentFailed):  # random int8 weights may write no word; it must have decoded
+        assert str(result).startswith("no words found") and aligner.stats["no_words"] == 1, result
+    else:
         check_words(result, len(audio) / 16000)
 
 
@@ -267,12 +269,13 @@ def test_recipe_refuses_a_model_folder_of_the_wrong_kind_before_writing(recipe, 
     out = tmp_path / "cache.jsonl"
     transformers_folder = str(Path(ct2_model).parent / "transformers")
     with pytest.raises(
-        SystemExit, match=r"transformers: not a model for --backend=faster-whisper; expected a CTranslate2"
+        WhisperLoadError,
+        match=r"transformers: not a model for --backend=faster-whisper; expected a CTranslate2",
     ):
         recipe.main(
             [HPARAMS, f"--data_folder={folder}", f"--output={out}", f"--whisper_model={transformers_folder}"]
         )
-    with pytest.raises(SystemExit, match="expected an openai-whisper checkpoint"):
+    with pytest.raises(WhisperLoadError, match="expected an openai-whisper checkpoint"):
         recipe.main(
             [
                 HPARAMS,

@@ -146,3 +146,45 @@ def test_load_whisper_from_a_local_checkpoint(tmp_path, singles):
         load_whisper(str(tmp_path), device="cpu", local_files_only=True)
     fixed = load_whisper(str(tmp_path), device="cpu", local_files_only=True, alignment_heads=[[1, 0]])
     assert fixed.model.generation_config.alignment_heads == [[1, 0]]
+
+
+@pytest.mark.parametrize(
+    "hub, message",
+    [
+        (ConnectionError("Name or service not known"), "the hub cannot be reached"),
+        ("missing", "no such model on the Hugging Face hub"),
+    ],
+)
+def test_a_hub_model_not_in_the_cache_is_looked_up_once_not_downloaded(tmp_path, monkeypatch, hub, message):
+    """Issue 22: offline or misspelt, one look-up and one line naming the fix; no download and its retries."""
+    import huggingface_hub
+    import transformers
+
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))  # an empty cache
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.delenv("TRANSFORMERS_OFFLINE", raising=False)
+    calls = []
+
+    class RepositoryNotFoundError(Exception):  # the hub's answer is told by its class name
+        pass
+
+    def model_info(self, name, **kwargs):
+        calls.append((name, kwargs.get("timeout")))
+        raise hub if isinstance(hub, Exception) else RepositoryNotFoundError(name)
+
+    def no_download(*args, **kwargs):
+        raise AssertionError("from_pretrained was called: a download (with its retries) was attempted")
+
+    monkeypatch.setattr(huggingface_hub.HfApi, "model_info", model_info)
+    monkeypatch.setattr(transformers.WhisperForConditionalGeneration, "from_pretrained", no_download)
+    with pytest.raises(
+        WhisperLoadError, match=rf"openai/whisper-mediun: .*{message}.*--whisper_model=<folder>"
+    ):
+        load_whisper("openai/whisper-mediun", device="cpu")
+    assert len(calls) == 1 and calls[0][1] is not None  # one request, with a timeout
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")  # offline mode: not even that request
+    with pytest.raises(
+        WhisperLoadError, match="not in the local Hugging Face cache and HF_HUB_OFFLINE is set"
+    ):
+        load_whisper("openai/whisper-mediun", device="cpu")
+    assert len(calls) == 1

@@ -409,3 +409,18 @@ def test_7_a_half_written_alignment_line_removed_on_resume_is_logged(tmp_path, c
             assert job.done == {"u1"}
     assert any("removed a half-written last line (19 bytes" in r.getMessage() for r in caplog.records)
     assert cache.read_text().count("\n") == 1
+
+
+@pytest.mark.parametrize("mode", ["header", "full"])
+def test_2_a_file_that_could_not_be_opened_is_never_cached(root, tmp_path, mode):
+    """The same unreadable file checked twice with one cache: unreadable both times, never a cache record."""
+    good = wav_of(root, TRAIN, utterances(root, TRAIN)[0])
+    bad = tmp_path / "bad.wav"
+    bad.write_bytes(b"RIFF" + bytes(60))  # a WAV header's start, then nothing soundfile can open
+    cache = tmp_path / "check.jsonl"
+    wav = {"good": str(good), "bad": str(bad)}
+    for run in range(2):
+        report = check_audio_files(wav, mode=mode, cache=cache, progress=False)
+        assert [(problem.utt, problem.kind) for problem in report.problems] == [("bad", "unreadable")]
+        assert list(report.frames) == ["good"] and report.from_cache == run  # the good file, from the 2nd run
+    assert [Path(json.loads(line)["path"]).name for line in cache.read_text().splitlines()] == [good.name]

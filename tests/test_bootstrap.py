@@ -52,14 +52,21 @@ def speaker_interval(enroll, test_speakers, targets, scores, resamples, seed):
 def test_interval_covers_the_true_eer_about_95_percent_of_the_time():
     truth, repetitions = true_eer(), 200
     rng = np.random.default_rng(2024)
-    covered = 0
+    covered, half_widths, points = 0, [], []
     for repetition in range(repetitions):
         enroll, test, _, targets, scores, _ = simulate(rng)
         interval = speaker_interval(enroll, test, targets, scores, 200, repetition)
         covered += interval["low"] <= truth <= interval["high"]
+        half_widths.append((interval["high"] - interval["low"]) / 2)
+        points.append(100 * eer(scores[targets], scores[~targets]).eer)
     # 200 repetitions: the binomial standard error of a 95 % rate is 1.5 points; percentile intervals
     # from 30 speakers run slightly short of nominal, hence the lower bound 3.5 errors below.
     assert 0.89 <= covered / repetitions <= 0.995
+    # Nor too wide: a 95 % interval's half-width is about 1.96 times the spread of the EER from one
+    # simulated experiment to the next (measured 1.01 times; 99 % intervals give 1.28, 90 % ones 0.86,
+    # and that spread is known to about 5 % from 200 experiments).
+    ratio = np.mean(half_widths) / (1.96 * np.std(points, ddof=1))
+    assert 0.88 <= ratio <= 1.12
 
 
 def paired_null_p_values(noise: str, repetitions: int = 150) -> np.ndarray:

@@ -39,6 +39,19 @@ else:
     shutil.copytree(source, out / "eval", dirs_exist_ok=True)
 """
 SEPARATION = {"baseline": 0.6, "specaug": 0.5, "rr_concat": 1.2, "rr_concat_specaug": 1.5}
+# A real training of one epoch with a tiny ECAPA-TDNN, as extra_overrides.
+TINY_TRAINING = {
+    "channels": [16, 16, 16, 16, 48],
+    "lin_neurons": 16,
+    "attention_channels": 8,
+    "batch_size": 8,
+    "num_workers": 0,
+    "sentence_len": 2.0,
+    "dev_ratio": 0.1,
+    "check_workers": 2,
+    "number_of_epochs": 1,
+    "device": "cpu",
+}
 
 
 def _prepare_eval_templates(folder: Path, seeds=(None,)):
@@ -256,18 +269,7 @@ def test_format_command_quotes_fields_but_splits_overrides():
 def test_one_real_tiny_cell(vpac_root, tmp_path, monkeypatch, capsys):
     """recipes/train.py (one epoch, tiny ECAPA) then recipes/evaluate.py, through the grid runner."""
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
-    tiny = {
-        "channels": [16, 16, 16, 16, 48],
-        "lin_neurons": 16,
-        "attention_channels": 8,
-        "batch_size": 8,
-        "num_workers": 0,
-        "sentence_len": 2.0,
-        "dev_ratio": 0.1,
-        "check_workers": 2,
-        "number_of_epochs": 1,
-        "device": "cpu",
-    }
+    tiny = dict(TINY_TRAINING)
     overrides = {
         "data_folder": str(vpac_root),
         "output_folder": str(tmp_path / "grid"),
@@ -294,3 +296,33 @@ def test_one_real_tiny_cell(vpac_root, tmp_path, monkeypatch, capsys):
     log = (cell / "grid_train.log").read_text()
     assert run_grid.main(_argv(overrides)) == 0  # finished: nothing runs again
     assert (cell / "grid_train.log").read_text() == log
+
+
+def test_a_cell_failed_on_an_option_is_retried_once_the_option_is_corrected(vpac_root, tmp_path, monkeypatch):
+    """Issue 22: the grid makes the cell's folder before training; a training refused on its options
+    (60 s crops: no training rows) must not make that folder refuse the corrected rerun."""
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    _prepare_eval_templates(tmp_path / "templates")
+    (tmp_path / "stub.py").write_text(STUB)
+    tiny = dict(TINY_TRAINING)
+    stub = f"{{python}} {tmp_path / 'stub.py'} eval {{system}} {{configuration}} {{output_folder}}"
+    overrides = {
+        "data_folder": str(vpac_root),
+        "output_folder": str(tmp_path / "grid"),
+        "systems": ["T8-5"],
+        "comparison": {"baseline": "baseline", "compared": []},
+        "ablation": None,
+        "bootstrap_resamples": 0,
+        "eval_command": f"{stub} {tmp_path / 'calls.txt'} {tmp_path / 'templates'}",  # real training, stub scoring
+        "extra_overrides": {**tiny, "sentence_len": 60.0},
+    }
+    cell = tmp_path / "grid" / "T8-5" / "baseline"
+    assert run_grid.main(_argv(overrides)) == 1
+    assert "no training rows" in (cell / "grid_train.log").read_text()
+    assert not (cell / "run_settings.json").exists()  # nothing trained: no settings to hold a rerun to
+
+    overrides["extra_overrides"] = tiny
+    assert run_grid.main(_argv(overrides)) == 0
+    assert (cell / "export" / "embedding_model.ckpt").is_file()
+    assert json.loads((cell / "run_settings.json").read_text())["sentence_len"] == 2.0
+    assert json.loads((cell / run_grid.STATUS_FILE).read_text()) == {"train": "done", "eval": "done"}

@@ -21,6 +21,7 @@ from segreconcat_aug.jobs import (
     resolve_shard,
     shard_path,
 )
+from segreconcat_aug.kaldi import read_kaldi_map
 from segreconcat_aug.orders import (
     OrderCacheError,
     OrderComputer,
@@ -29,6 +30,7 @@ from segreconcat_aug.orders import (
     order_record,
     run_order_job,
 )
+from segreconcat_aug.segments import word_segments
 from segreconcat_aug.similarity import semantic_order
 
 REPO = Path(__file__).resolve().parents[1]
@@ -459,8 +461,11 @@ def test_training_reads_sr_orders_of_its_sr_context_only(vpac_root, tmp_path):
     spec.loader.exec_module(train_recipe)
     alignment_cache = vpac_root / "alignments" / "B3.jsonl"
     alignments = load_alignments(alignment_cache)
-    utt = next(iter(alignments.ids))
-    count = len(alignments.spans(utt)[0]) + 1  # words plus the leading silence segment (cover)
+    utt = next(utt for utt in alignments.ids if len(alignments.spans(utt)[0]) >= 4)
+    wav = read_kaldi_map(vpac_root / "B3/data/train-clean-360_B3/wav.scp")[utt]
+    audio = read_audio(vpac_root / wav)
+    segments = word_segments(*alignments.spans(utt), len(audio), 16000, "cover", strategy="semantic")
+    count = len(segments)
     settings = dict(strategy="semantic", alignments=alignments, segment_policy="cover")
     cache = tmp_path / "sr.jsonl"
     record = order_record(utt, list(range(count))[::-1], options={"context": "segment"}, **settings)
@@ -481,7 +486,13 @@ def test_training_reads_sr_orders_of_its_sr_context_only(vpac_root, tmp_path):
         )
     assert hparams["sr_context"] == "segment"  # the paper's default
     augmenter = train_recipe.build_augmenter(hparams)
-    assert augmenter is not None
+    assert (
+        augmenter.strategy.name == "semantic" and augmenter.orders[utt].tolist() == list(range(count))[::-1]
+    )
+    # The rearranged copy follows the cached order: the original, then its segments last to first.
+    plan = augmenter.plan(audio, utt, 1)
+    assert plan.source[0].tolist() == [0, len(audio)]
+    assert plan.source[1:].tolist() == segments.spans[::-1].tolist()
     hparams["sr_context"] = "utterance"
     with pytest.raises(StaleOrderError, match="option context='segment'.*not 'utterance'"):
         train_recipe.build_augmenter(hparams)

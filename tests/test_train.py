@@ -11,6 +11,7 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 import soundfile
 import speechbrain as sb
@@ -21,6 +22,7 @@ from speechbrain.utils.checkpoints import Checkpointer
 from segreconcat_aug.alignment import AlignmentWriter, iter_cache, load_alignments
 from segreconcat_aug.augment import MissingAlignmentError, SegReConcat
 from segreconcat_aug.data_prep import AudioCheckError, DataPrepError, prepare_vpac_training
+from segreconcat_aug.kaldi import read_kaldi_map
 from segreconcat_aug.pipeline import TrainAudioPipeline
 from segreconcat_aug.vpac import VPACLayoutError
 
@@ -361,3 +363,77 @@ def test_a_rerun_with_other_method_settings_does_not_resume_the_folder(vpac_root
     train_recipe.check_run_settings(
         {**saved, "output_folder": str(out), "number_of_epochs": 3, "patience": 9}
     )
+
+
+def test_settings_refuse_a_rerun_only_where_checkpoints_are(vpac_root, tmp_path):
+    """Issue 22: a run that stopped before training (a bad option, no full batch) holds no settings, and
+    a folder without checkpoints never refuses the corrected rerun; one with checkpoints does."""
+    out = tmp_path / "out"
+    out.mkdir()
+    with pytest.raises(DataPrepError, match="no full batch of 512"):
+        train_recipe.main(_args(vpac_root, out, "--batch_size=512", "--mode=none"))
+    assert (out / "train.csv").is_file()  # data preparation ran; training did not start
+    assert not (out / train_recipe.RUN_SETTINGS_FILE).exists()
+    assert not train_recipe.has_checkpoints(out / "save")
+    other = {"output_folder": str(out), "mode": "concat", "crossfade": 0.005, "system": "B3"}
+    (out / train_recipe.RUN_SETTINGS_FILE).write_text(json.dumps({"mode": "none", "system": "T8-5"}))
+    train_recipe.check_run_settings(other)  # a settings file without checkpoints: nothing to resume
+    Checkpointer(out / "save", {"model": torch.nn.Linear(1, 1)}).save_checkpoint(meta={"loss": 1.0})
+    with pytest.raises(train_recipe.RunSettingsError, match="mode: 'none' there, 'concat' now"):
+        train_recipe.check_run_settings(other)
+    # The settings file lost: the YAML that run saved (hyperparams.yaml) says what it was.
+    (out / train_recipe.RUN_SETTINGS_FILE).unlink()
+    with pytest.raises(train_recipe.RunSettingsError, match=r"crossfade: 0\.0 there, 0\.005 now"):
+        train_recipe.check_run_settings(other)
+    (out / train_recipe.EXPERIMENT_HPARAMS).unlink()
+    with pytest.raises(train_recipe.RunSettingsError, match="holds checkpoints, but neither"):
+        train_recipe.check_run_settings(other)
+
+
+def test_a_label_encoder_without_checkpoints_is_made_afresh(vpac_root, tmp_path):
+    out = tmp_path / "out"
+    prepare_vpac_training(vpac_root, "T8-5", out, sentence_len=2.0, dev_ratio=0.1, mode="none")
+    hparams = {"train_annotation": out / "train.csv", "valid_annotation": out / "dev.csv", "save_folder": out}
+    stale = sb.dataio.encoder.CategoricalEncoder()
+    stale.update_from_iterable(["someone", "else"])
+    stale.save(out / "label_encoder.txt")  # left by a run on other data that stopped before training
+    _, _, encoder = train_recipe.dataio_prep(hparams, TrainAudioPipeline())  # no checkpoint uses that file
+    assert set(encoder.lab2ind) == {row["spk_id"] for row in _train_rows(out)}
+    stale.save(out / "label_encoder.txt")
+    Checkpointer(out, {"model": torch.nn.Linear(1, 1)}).save_checkpoint(meta={"loss": 1.0})
+    with pytest.raises(DataPrepError, match="lists other speakers"):
+        train_recipe.dataio_prep(hparams, TrainAudioPipeline())
+
+
+@pytest.mark.parametrize("rr_redraw", ["once", "epoch"])
+def test_the_recipe_builds_the_augmenter_and_pipeline_its_yaml_asks_for(vpac_root, tmp_path, rr_redraw):
+    """What build_train_audio wires from the YAML, and what the pipeline it builds draws across epochs."""
+    overrides = {
+        "data_folder": str(vpac_root),
+        "output_folder": str(tmp_path),
+        "channels": [8, 8, 8, 8, 24],
+        "rr_redraw": rr_redraw,
+        "sentence_len": 60.0,  # longer than any augmented signal: the crop is all of it
+        "seed": 7,
+        "crossfade": 0.005,
+        "segment_policy": "cover",
+    }
+    with open(HPARAMS) as fin:
+        hparams = load_hyperpyyaml(fin, overrides)
+    augmenter, train_audio = train_recipe.build_train_audio(hparams)
+    assert train_audio.augmenter is augmenter
+    assert (augmenter.rr_redraw, augmenter.mode, augmenter.strategy.name) == (rr_redraw, "concat", "random")
+    assert (augmenter.seed, augmenter.crossfade_samples, augmenter.segment_policy) == (7, 80, "cover")
+    assert (train_audio.seed, train_audio.crop_samples, train_audio.read_errors) == (7, 60 * 16000, "skip")
+    folder = vpac_root / "T8-5/data/train-clean-360_T8-5"
+    utt, path = next(
+        (utt, path)
+        for utt, path in read_kaldi_map(folder / "wav.scp").items()
+        if len(augmenter.alignments.spans(utt)[0]) >= 8  # enough words that two draws differ
+    )
+    signals = []
+    for epoch in (1, 2):
+        train_audio.set_epoch(epoch)
+        signals.append(train_audio(f"{utt}@0", utt, str(vpac_root / path)).numpy())
+    assert len(signals[0]) == len(signals[1]) > 16000
+    assert np.array_equal(signals[0], signals[1]) == (rr_redraw == "once")

@@ -218,6 +218,7 @@ OPTION_RULES: dict[str, Rule] = {
         "faster-whisper", "openai-whisper", "transformers", "whisper", "pocketsphinx", "mfa", "ctm"
     ),
     "dtype": one_of("auto", "float32", "float16", "bfloat16"),
+    "whisper_backend": one_of("faster-whisper", "transformers"),
     "oov": one_of("add", "skip"),
     "allow_pipes": FLAG,
     "resample": FLAG,

@@ -87,6 +87,9 @@ def load_grid(path, overrides=None) -> dict:
             raise ValueError(f"{path}: {where} must be null or a list of distinct integers, got {seeds!r}")
     if any(run_seeds(grid, name) for name in configs) and "seed" in (grid.get("extra_overrides") or {}):
         raise ValueError(f"{path}: extra_overrides sets seed while seeds lists them; keep one of the two")
+    parallel = grid.get("parallel", 1)
+    if parallel is not None and (not isinstance(parallel, int) or isinstance(parallel, bool) or parallel < 1):
+        raise ValueError(f"{path}: parallel must be an integer >= 1 (runs at once), got {parallel!r}")
     resamples = grid.get("bootstrap_resamples", BOOTSTRAP_DEFAULTS["resamples"])
     if not isinstance(resamples, int) or resamples < 0:
         raise ValueError(
@@ -417,21 +420,42 @@ def write_grid_results(out: Path, cells: dict) -> dict[str, Path]:
     return {"csv": out / "grid_results.csv", "json": out / "grid_results.json"}
 
 
+def run_all(grid) -> list[str]:
+    """Train and evaluate every run of the grid, ``parallel`` at a time; the runs that failed.
+
+    Each run is its own processes (one training, then one evaluation), so runs at once change
+    nothing they compute; ``parallel: 2`` fills two cores with runs of one math thread each.
+    With ``stop_on_error`` a failure starts no further run (those started finish).
+    """
+    from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
+
+    runs = list(grid_runs(grid))
+    parallel = max(1, int(grid.get("parallel") or 1))
+    failed, pending = [], {}
+    with tqdm(total=len(runs), desc="grid", unit="run") as bar, ThreadPoolExecutor(parallel) as pool:
+        while runs or pending:
+            while runs and len(pending) < parallel and not (failed and grid.get("stop_on_error")):
+                system, config, seed = runs.pop(0)
+                where = f"{system}/{config}" + (f"/seed{seed}" if seed is not None else "")
+                pending[pool.submit(run_cell, grid, system, config, seed)] = where
+            if not pending:
+                break
+            done, _ = wait(pending, return_when=FIRST_COMPLETED)
+            for future in done:
+                where = pending.pop(future)
+                outcome = future.result()
+                logger.info("%s: %s", where, outcome)
+                bar.update()
+                if outcome == "failed":
+                    failed.append(where)
+    return failed
+
+
 def main(argv=None) -> int:
     grid_file, _, overrides = parse_recipe_arguments(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     grid = load_grid(grid_file, overrides)
-    failed = []
-    if not grid.get("tables_only"):
-        runs = grid_runs(grid)
-        for system, config, seed in tqdm(runs, desc="grid", unit="run"):
-            outcome = run_cell(grid, system, config, seed)
-            where = f"{system}/{config}" + (f"/seed{seed}" if seed is not None else "")
-            logger.info("%s: %s", where, outcome)
-            if outcome == "failed":
-                failed.append(where)
-                if grid.get("stop_on_error"):
-                    break
+    failed = [] if grid.get("tables_only") else run_all(grid)
     written = assemble(grid)
     for kind, path in written.items():
         logger.info("wrote %s: %s", kind, path)

@@ -275,6 +275,7 @@ def build_train_audio(hparams) -> tuple[SegReConcat | None, TrainAudioPipeline]:
         sample_rate=hparams["sample_rate"],
         seed=hparams["seed"],
         read_errors=hparams.get("read_errors", "skip"),
+        decoded_cache_mb=hparams.get("decoded_cache_mb", 0),
     )
     return augmenter, train_audio
 

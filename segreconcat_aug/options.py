@@ -181,6 +181,7 @@ OPTION_RULES: dict[str, Rule] = {
     "min_audio_duration": number(ge=0),
     "silence_db": number(le=0),
     "read_errors": one_of("skip", "error"),
+    "decoded_cache_mb": number(ge=0),
     # Training
     "specaug": FLAG,
     "number_of_epochs": number(ge=1, integer=True),

@@ -220,17 +220,28 @@ def test_a_strategy_that_uses_the_audio_plans_from_the_whole_file(vpac_root, tra
         del STRATEGIES["loudest_first_for_test"]
 
 
-def test_lossy_files_give_the_same_crops_as_a_whole_read(vpac_root, train_rows, tmp_path):
+def test_lossy_files_give_the_same_crops_as_a_whole_read(vpac_root, train_rows, tmp_path, monkeypatch):
     # Vorbis cannot seek exactly in libsndfile; the pipeline's crops must still be the
     # crops of the whole decoded file.
     alignments = load_alignments(vpac_root / "alignments" / "B3.jsonl")
     augmenter = SegReConcat(alignments, mode="concat", seed=3)
     pipeline = TrainAudioPipeline(augmenter, seed=3)
+    # decoded_cache_mb: each lossy file decoded once for all its crops, the same samples.
+    cached = TrainAudioPipeline(augmenter, seed=3, decoded_cache_mb=64)
+    decodes = []
+    read_from = AudioFile._read_from
+    monkeypatch.setattr(
+        AudioFile, "_read_from", lambda self, a, b: decodes.append(self.source) or read_from(self, a, b)
+    )
     for row_id, row in train_rows.items():
         ogg = tmp_path / f"{row['utt_id']}.ogg"
         soundfile.write(ogg, read_audio(row["wav"]), 16000, format="OGG", subtype="VORBIS")
         for epoch in range(4):
             pipeline.set_epoch(epoch)
+            cached.set_epoch(epoch)
             crop = pipeline(row_id, row["utt_id"], str(ogg)).numpy()
             expected = _crop_from_the_whole_file(augmenter, 3, epoch, row_id, row["utt_id"], str(ogg))
             np.testing.assert_array_equal(crop, expected)
+            decodes.clear()
+            np.testing.assert_array_equal(cached(row_id, row["utt_id"], str(ogg)).numpy(), expected)
+            assert decodes == ([str(ogg)] if epoch == 0 else [])

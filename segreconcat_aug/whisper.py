@@ -257,6 +257,21 @@ def resolve_compute_type(compute_type: str, device: str) -> str:
     return str(compute_type)
 
 
+def resolve_encoder_compute_type(compute_type: str, device: str) -> str:
+    """SR's CTranslate2 compute type: ``auto`` = float16 on CUDA (the authors' SR precision), float32 on the CPU.
+
+    Not the aligner's int8 on the CPU: int8 weights moved tiny.en's pooled segment features by up to
+    5 % of their range and changed 8 of 10 SR orders of the demo (docs/rearrangement.md); word times
+    do not need that precision, the greedy chain does.
+
+    >>> resolve_encoder_compute_type("auto", "cpu"), resolve_encoder_compute_type("auto", "cuda:0")
+    ('float32', 'float16')
+    """
+    if compute_type in (None, "auto"):
+        return "float16" if str(device).startswith("cuda") else "float32"
+    return str(compute_type)
+
+
 def _device_and_index(device: str) -> tuple[str, int]:
     kind, _, index = str(device).partition(":")
     return kind, int(index or 0)
@@ -354,7 +369,8 @@ def load_ctranslate2_encoder(
     cpu_threads: int = 0,
 ) -> CTranslate2Encoder:
     """SR's encoder from a faster-whisper model (size name or CTranslate2 folder), as
-    :func:`load_faster_whisper` loads it for the aligner: the same model, the same backend.
+    :func:`load_faster_whisper` loads it for the aligner: the same model, the same backend
+    (``compute_type``: :func:`resolve_encoder_compute_type`).
 
     The number of log-mel bins is the model's (80; 128 for large-v3).
     """
@@ -363,11 +379,10 @@ def load_ctranslate2_encoder(
     from .jobs import default_device
 
     device = device or default_device()
+    compute_type = resolve_encoder_compute_type(compute_type, device)
     loaded = load_faster_whisper(model, device=device, compute_type=compute_type, cpu_threads=cpu_threads)
     extractor = WhisperFeatureExtractor(feature_size=int(loaded.model.n_mels))
-    return CTranslate2Encoder(
-        loaded, extractor, str(model), device, resolve_compute_type(compute_type, device)
-    )
+    return CTranslate2Encoder(loaded, extractor, str(model), device, compute_type)
 
 
 #: SR's encoder backends: faster-whisper (CTranslate2, the aligner's default) and transformers.

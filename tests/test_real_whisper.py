@@ -175,7 +175,7 @@ def test_align_recipe_on_real_speech_and_silence_then_sr_orders_from_the_same_mo
     assert (options["whisper_backend"], options["whisper_model"], options["whisper_dtype"]) == (
         "faster-whisper",
         "tiny.en",
-        "int8",
+        "float32",
     )
     orders = load_orders(
         orders_cache, strategy="semantic", alignments=alignments, segment_policy="authors", require_peaks=True

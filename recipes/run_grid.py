@@ -110,7 +110,7 @@ def grid_cells(grid) -> list[tuple[str, str]]:
     comparison = [grid["comparison"]["baseline"], *grid["comparison"].get("compared", [])]
     cells = [(system, config) for system in grid["systems"] for config in comparison]
     ablation = grid.get("ablation")
-    if ablation:
+    if ablation and ablation.get("configurations"):
         cells += [(ablation["system"], config) for config in ablation["configurations"]]
     return list(dict.fromkeys(cells))
 
@@ -341,7 +341,7 @@ def assemble(grid) -> dict[str, Path]:
     )
 
     ablation = grid.get("ablation")
-    if ablation:
+    if ablation and ablation.get("configurations"):  # none: no Table 1
         table1_labels = {name: spec.get("table1", spec.get("label", name)) for name, spec in configs.items()}
         table1 = ablation_table(
             cells, ablation["system"], ablation["configurations"], table1_labels, references

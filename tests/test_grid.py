@@ -311,7 +311,7 @@ def test_parallel_runs_overlap_and_give_the_same_tables(grid_overrides, tmp_path
         "    h.write(f'{step} {config} {len(others()) >= 2}\\n')\n"
     )
     (tmp_path / "stub.py").write_text(STUB.replace('if step == "train":', waiting + 'if step == "train":', 1))
-    grid_overrides.update(parallel=2, ablation=None)
+    grid_overrides.update(parallel=2, ablation=None, bootstrap_resamples=200)
     assert run_grid.main(_argv(grid_overrides)) == 0
     overlap = (tmp_path / "calls.txt.overlap").read_text().splitlines()
     assert (

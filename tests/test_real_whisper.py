@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import soundfile
 from vpac_fixture import FIXTURES, fixture_audio, fixture_utterances
 
 pytest.importorskip(
@@ -127,8 +128,6 @@ def test_align_recipe_on_real_speech_and_silence_then_sr_orders_from_the_same_mo
     utts = ["26-495-0007", "27-123349-0010", "3331-159605-0004"]
     folder = tmp_path / "data"
     (folder / "wav").mkdir(parents=True)
-    import soundfile
-
     soundfile.write(folder / "wav" / "silence.wav", np.zeros(3 * 16000, np.float32), 16000)
     wav = {utt: str(FIXTURES / f"{utt}.flac") for utt in utts} | {
         "silence": str(folder / "wav" / "silence.wav")

@@ -12,7 +12,10 @@ process (so its memory is its own) and prints each figure beside its target:
   training batch, and its peak resident memory;
 - the training DataLoader with 1 and 2 workers: samples/s, and each worker's
   memory beyond the main process's (USS: pages only it holds; PSS: its share of
-  the shared ones; from ``/proc/<pid>/smaps_rollup``);
+  the shared ones; from ``/proc/<pid>/smaps_rollup``); on the demo's Ogg Vorbis
+  and, with ``--formats``, on 16-bit WAV (as the challenge ships) and FLAC copies
+  of the same audio (decoded once into the temporary folder; the manifests point
+  at them): a lossy file is decoded whole for every crop, WAV and FLAC seek to it;
 - AR order computation (MFCC + DTW) on one core: utterances/s, and the hours
   that implies for 104,014 utterances;
 - the evaluation's scoring (cosine, EER, minDCF; plain and AS-norm) at the
@@ -24,6 +27,7 @@ figures to quote. Usage::
     python benchmarks/bench_scale.py                      # the full 104k set, a temporary folder
     python benchmarks/bench_scale.py --utterances 20000   # a smaller set, same stages
     python benchmarks/bench_scale.py --keep DIR           # build in DIR and keep it
+    python benchmarks/bench_scale.py --formats ogg        # the loader on the demo's Ogg only (default: ogg wav flac)
 """
 
 from __future__ import annotations
@@ -230,6 +234,39 @@ def _touch_rows(dataset, share: float, workers: int = 2, batch_size: int = 512) 
     return {"rows": batches * batch_size, "workers": worker_mib}
 
 
+def convert_training_audio(output: Path, target: Path, audio_format: str) -> Path:
+    """The training manifests of ``output`` with their audio converted to ``audio_format``, in ``target``.
+
+    Each distinct file is decoded once and written as 16-bit WAV or FLAC under ``target/audio``
+    (the samples of the decoded Ogg, so every format holds the same audio); ``train.csv`` and
+    ``dev.csv`` are copied with their paths replaced. Returns ``target``, an output folder
+    :func:`stage_loader` reads.
+    """
+    import csv
+
+    from segreconcat_aug.audio import read_audio, write_audio
+
+    audio_dir = target / "audio"
+    audio_dir.mkdir(parents=True, exist_ok=True)
+    converted: dict[str, str] = {}
+    for name in ("train.csv", "dev.csv"):
+        with open(output / name, newline="", encoding="utf-8") as handle:
+            rows = list(csv.DictReader(handle))
+        for row in rows:
+            source = row["wav"]
+            if source not in converted:
+                path = audio_dir / f"{Path(source).stem}.{audio_format}"
+                if not path.exists():
+                    write_audio(path, read_audio(source), subtype="PCM_16")
+                converted[source] = str(path)
+            row["wav"] = converted[source]
+        with open(target / name, "w", newline="", encoding="utf-8") as handle:
+            writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
+            writer.writeheader()
+            writer.writerows(rows)
+    return target
+
+
 def stage_orders(root: Path, output: Path) -> dict:
     """AR (acoustic) orders on one core: audio read, MFCC, all-pairs DTW, greedy chain."""
     if hasattr(os, "sched_setaffinity"):
@@ -348,6 +385,13 @@ def main(argv=None) -> None:
     parser.add_argument("--speakers", type=int, default=CHALLENGE_SPEAKERS)
     parser.add_argument("--keep", help="build in this folder and keep it (default: a temporary folder)")
     parser.add_argument("--order-utterances", type=int, default=24, help="utterances the AR stage orders")
+    parser.add_argument(
+        "--formats",
+        nargs="+",
+        default=["ogg", "wav", "flac"],
+        choices=["ogg", "wav", "flac"],
+        help="audio formats of the DataLoader stage (ogg: the demo's files; wav, flac: converted copies)",
+    )
     parser.add_argument("--stage", choices=sorted(STAGES), help=argparse.SUPPRESS)
     parser.add_argument("--root", help=argparse.SUPPRESS)
     parser.add_argument("--output", help=argparse.SUPPRESS)
@@ -415,19 +459,31 @@ def main(argv=None) -> None:
         )
         _row("peak resident memory (main process)", f"{batch['peak_mib']:.0f} MiB", "")
 
-        loader = run_stage("loader", root, output)
-        print(f"\ntraining DataLoader ({loader['rows']:,} rows, batches of 32, RR concat)")
-        _row("main process", f"USS {loader['main']['uss']:.0f} MiB", "")
-        for workers in (1, 2):
-            result = loader[f"workers_{workers}"]
-            _row(f"{workers} worker(s)", f"{result['samples_per_s']:.0f} samples/s", "")
-            for k, worker in enumerate(result["workers"]):
-                _row(
-                    f"  worker {k}: memory beyond the main process's",
-                    f"USS {worker['uss']:.0f} MiB, PSS {worker['pss']:.0f}",
-                    _verdict(worker["uss"], TARGETS["worker_uss_mb"]),
-                )
+        loaders = {}
+        for audio_format in args.formats:
+            where = output
+            if audio_format != "ogg":
+                where = convert_training_audio(output, scratch / f"train-{audio_format}", audio_format)
+            loaders[audio_format] = loader = run_stage("loader", root, where)
+            what = "the demo's Ogg Vorbis" if audio_format == "ogg" else f"{audio_format.upper()}, 16-bit"
+            print(f"\ntraining DataLoader, {what} ({loader['rows']:,} rows, batches of 32, RR concat)")
+            _row("main process", f"USS {loader['main']['uss']:.0f} MiB", "")
+            for workers in (1, 2):
+                result = loader[f"workers_{workers}"]
+                _row(f"{workers} worker(s)", f"{result['samples_per_s']:.0f} samples/s", "")
+                for k, worker in enumerate(result["workers"]):
+                    _row(
+                        f"  worker {k}: memory beyond the main process's",
+                        f"USS {worker['uss']:.0f} MiB, PSS {worker['pss']:.0f}",
+                        _verdict(worker["uss"], TARGETS["worker_uss_mb"]),
+                    )
+        if len(loaders) > 1:
+            print("\nworker cores a GPU at 600 crops/s needs (samples/s of one worker, RR concat)")
+            for audio_format, loader in loaders.items():
+                rate = loader["workers_1"]["samples_per_s"]
+                _row(audio_format, f"{600 / rate:.1f} cores", f"{rate:.0f} samples/s per worker")
 
+        loader = loaders[args.formats[0]]
         for key, title in (("touched", "this recipe's"), ("touched_reference", "from_csv (reference)")):
             touched = loader[key]
             _row(

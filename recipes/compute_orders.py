@@ -55,13 +55,16 @@ def build_computer(hparams, alignments, device=None) -> OrderComputer:
                 f"semantic_options.context={options['context']!r} contradicts sr_context={context!r}; "
                 "set sr_context only"
             )
-        from segreconcat_aug.whisper import load_whisper
+        from segreconcat_aug.whisper import load_encoder
 
-        whisper = load_whisper(
+        # The encoder of the model that segments: faster-whisper (CTranslate2) as recipes/align.py's
+        # default backend, or transformers.
+        whisper = load_encoder(
+            hparams.get("whisper_backend", "transformers"),
             hparams["whisper_model"],
             device=device or hparams.get("device"),
+            compute_type=hparams.get("compute_type", "auto"),
             dtype=hparams["dtype"],
-            word_timestamps=False,
         )
     return OrderComputer(
         strategy,

@@ -3,8 +3,9 @@
 
 Usage (from anywhere; paths are resolved from the repository root)::
 
-    python recipes/run_demo.py                      # about 8 minutes on 2 cores
+    python recipes/run_demo.py                      # about 5-6 minutes on 2 cores
     python recipes/run_demo.py --quick              # one epoch of a tiny model: checks the install (~1 min)
+    python recipes/run_demo.py --table1             # the Table-1 rows: baseline, RR, AR, SR, each +- concat
     python recipes/run_demo.py --output_folder=/tmp/demo --seed=7   # any hparams/demo.yaml key
 
 It runs ``recipes/run_grid.py hparams/demo.yaml``: for each of the two runs,
@@ -19,6 +20,12 @@ score distributions) in ``<output_folder>`` (default ``results/demo``; ``results
 ``--quick``). Table 2 carries linkability and minCllr; each run's ``eval/results.md`` every privacy
 metric. Reruns resume: finished runs are skipped, so after changing an option use another
 ``--output_folder`` or delete the old one.
+The runs go two at a time (``parallel`` in ``hparams/demo.yaml``), one math thread each.
+
+``--table1`` runs the paper's Table-1 rows instead (``table1_rows`` of ``hparams/demo.yaml``: no
+augmentation, RR, AR and SR, each rearranged alone and concatenated; AR and SR read the orders shipped
+in ``demo/data/orders/``) into ``results/demo-table1``: ``table1_ablation.md`` (average EER with its 95 %
+interval per row) and ``table2_comparison.md`` (every row against the baseline, paired, with intervals).
 
 ``--seed=N`` (or any key of ``extra_overrides``) is passed to both runs; other ``--key=value``
 overrides go to ``hparams/demo.yaml`` itself.
@@ -45,6 +52,7 @@ QUICK_OVERRIDES = {
 }
 DEMO_HELP = """Demo options:
   --quick  one epoch of a tiny model (about a minute): checks the install; writes results/demo-quick
+  --table1 the Table-1 rows (baseline, RR, AR, SR, each with and without concatenation); results/demo-table1
 Any key of hparams/ecapa_segreconcat.yaml not listed above (--seed=7, --number_of_epochs=3, ...) is passed
 to both training runs (`segreconcat-train --help` lists them)."""
 # Keys of hparams/demo.yaml itself (run_grid.py's); every other --key=value is a training override.
@@ -54,6 +62,7 @@ GRID_KEYS = {
     "train_hparams",
     "python",
     "stop_on_error",
+    "parallel",
     "tables_only",
     "show_published",
     "systems",
@@ -64,39 +73,58 @@ GRID_KEYS = {
 }
 
 
-def split_arguments(argv: list[str]) -> tuple[bool, list[str], dict]:
-    """``(quick, grid overrides as --key=value, training overrides as a mapping)``.
+def split_arguments(argv: list[str]) -> tuple[set, list[str], dict]:
+    """``(flags given, grid overrides as --key=value, training overrides as a mapping)``.
 
     >>> split_arguments(["--quick", "--output_folder=/tmp/x", "--seed=7"])
-    (True, ['--output_folder=/tmp/x'], {'seed': 7})
+    ({'quick'}, ['--output_folder=/tmp/x'], {'seed': 7})
     """
     import yaml
 
     from segreconcat_aug.cli import UnknownOptionError
 
-    quick, grid, training = False, [], {}
+    flags, grid, training = set(), [], {}
     for argument in argv:
-        if argument == "--quick":
-            quick = True
+        if argument in ("--quick", "--table1"):
+            flags.add(argument[2:])
             continue
         if not argument.startswith("--") or "=" not in argument:
             raise UnknownOptionError(
-                f"expected --quick or --key=value, got {argument!r} (--help lists the keys)"
+                f"expected --quick, --table1 or --key=value, got {argument!r} (--help lists the keys)"
             )
         key, value = argument[2:].split("=", 1)
         if key in GRID_KEYS:
             grid.append(argument)
         else:
             training[key] = yaml.safe_load(value)
-    return quick, grid, training
+    return flags, grid, training
 
 
-def check_corpus(data_folder: Path) -> None:
-    """The bundled corpus must be there (a clone without it, e.g. a shallow sparse checkout, is told how)."""
+def table1_overrides(grid) -> list[str]:
+    """The grid overrides of ``--table1``: every ``table1_rows`` run against the first, and Table 1 of them.
+
+    >>> table1_overrides({"table1_rows": ["baseline", "rr"], "systems": ["MCADAMS"]})
+    ['--comparison={"baseline": "baseline", "compared": ["rr"]}', '--ablation={"system": "MCADAMS", "configurations": ["baseline", "rr"]}']
+    """
+    rows = list(grid["table1_rows"])
+    comparison = {"baseline": rows[0], "compared": rows[1:]}
+    ablation = {"system": grid["systems"][0], "configurations": rows}
+    return [f"--comparison={json.dumps(comparison)}", f"--ablation={json.dumps(ablation)}"]
+
+
+def check_corpus(data_folder: Path, orders: bool = False) -> None:
+    """The bundled corpus must be there (a clone without it, e.g. a shallow sparse checkout, is told how).
+
+    ``orders``: the AR and SR orders too (``--table1``).
+    """
     needed = [
         data_folder / "MCADAMS" / "data" / "train-clean-360_MCADAMS",
         data_folder / "alignments" / "MCADAMS.jsonl",
     ]
+    if orders:
+        needed += [
+            data_folder / "orders" / f"MCADAMS-{strategy}.jsonl" for strategy in ("acoustic", "semantic")
+        ]
     missing = [str(path) for path in needed if not path.exists()]
     if missing:
         from segreconcat_aug.errors import MissingInputError
@@ -148,10 +176,12 @@ def verdict(difference: dict, label: str, baseline_label: str) -> str:
 
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
-    quick, grid_overrides, training = split_arguments(argv)
-    if quick and not any(a.startswith("--output_folder=") for a in grid_overrides):
+    flags, grid_overrides, training = split_arguments(argv)
+    quick = "quick" in flags
+    if flags and not any(a.startswith("--output_folder=") for a in grid_overrides):
         # Its own folder: finished runs are skipped on rerun, so a quick run must not stand in for a full one.
-        grid_overrides.append("--output_folder=results/demo-quick")
+        name = "-".join(["results/demo"] + [flag for flag in ("table1", "quick") if flag in flags])
+        grid_overrides.append(f"--output_folder={name}")
     os.chdir(REPO)  # demo.yaml's paths (demo/data, recipes/...) are relative to the repository root
     # One math thread per process: the trainer computes while one DataLoader worker reads and augments,
     # which fills 2 cores; more threads only oversubscribe them (several times slower here).
@@ -161,8 +191,10 @@ def main(argv=None) -> int:
 
     from segreconcat_aug.cli import check_override_keys
 
+    if "table1" in flags:
+        grid_overrides += table1_overrides(run_grid.load_grid(DEMO_HPARAMS))
     grid = run_grid.load_grid(DEMO_HPARAMS, "\n".join(a[2:].replace("=", ": ", 1) for a in grid_overrides))
-    check_corpus(Path(grid["data_folder"]))
+    check_corpus(Path(grid["data_folder"]), orders="table1" in flags)
     extra = dict(grid.get("extra_overrides") or {})
     if quick:
         extra.update(QUICK_OVERRIDES)

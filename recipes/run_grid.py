@@ -122,6 +122,9 @@ def load_grid(path, overrides=None) -> dict:
             f"{path}: privacy_columns must be a list of privacy metrics ({', '.join(allowed)}, top<k>), "
             f"got {columns!r}"
         )
+    parallel = grid.get("parallel", 1)
+    if parallel is not None and (not isinstance(parallel, int) or isinstance(parallel, bool) or parallel < 1):
+        raise OptionError(f"{path}: parallel must be an integer >= 1 (runs at once), got {parallel!r}")
     resamples = grid.get("bootstrap_resamples", BOOTSTRAP_DEFAULTS["resamples"])
     if not isinstance(resamples, int) or resamples < 0:
         raise OptionError(
@@ -172,7 +175,7 @@ def grid_ablation(grid) -> dict | None:
             "ablation system %s is not among this grid's systems (%s): no Table 1", ablation["system"], units
         )
         return None
-    return ablation or None
+    return ablation if ablation and ablation.get("configurations") else None  # none: no Table 1
 
 
 def grid_cells(grid) -> list[tuple[str, str]]:
@@ -649,22 +652,43 @@ def write_grid_results(out: Path, cells: dict, columns, privacy_columns=()) -> d
     return {"csv": out / "grid_results.csv", "json": out / "grid_results.json"}
 
 
+def run_all(grid) -> list[str]:
+    """Train and evaluate every run of the grid, ``parallel`` at a time; the runs that failed.
+
+    Each run is its own processes (one training, then one evaluation), so runs at once change
+    nothing they compute; ``parallel: 2`` fills two cores with runs of one math thread each.
+    With ``stop_on_error`` a failure starts no further run (those started finish).
+    """
+    from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
+
+    runs = list(grid_runs(grid))
+    parallel = max(1, int(grid.get("parallel") or 1))
+    failed, pending = [], {}
+    with tqdm(total=len(runs), desc="grid", unit="run") as bar, ThreadPoolExecutor(parallel) as pool:
+        while runs or pending:
+            while runs and len(pending) < parallel and not (failed and grid.get("stop_on_error")):
+                system, config, seed = runs.pop(0)
+                where = f"{system}/{config}" + (f"/seed{seed}" if seed is not None else "")
+                pending[pool.submit(run_cell, grid, system, config, seed)] = where
+            if not pending:
+                break
+            done, _ = wait(pending, return_when=FIRST_COMPLETED)
+            for future in done:
+                where = pending.pop(future)
+                outcome = future.result()
+                logger.info("%s: %s", where, outcome)
+                bar.update()
+                if outcome == "failed":
+                    failed.append(where)
+    return failed
+
+
 def main(argv=None) -> int:
     grid_file, _, overrides = parse_recipe_arguments(argv)
     validate_hparams_file(grid_file, overrides)  # every option value, before anything is written
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     grid = load_grid(grid_file, overrides)
-    failed = []
-    if not grid.get("tables_only"):
-        runs = grid_runs(grid)
-        for system, config, seed in tqdm(runs, desc="grid", unit="run"):
-            outcome = run_cell(grid, system, config, seed)
-            where = f"{system}/{config}" + (f"/seed{seed}" if seed is not None else "")
-            logger.info("%s: %s", where, outcome)
-            if outcome == "failed":
-                failed.append(where)
-                if grid.get("stop_on_error"):
-                    break
+    failed = [] if grid.get("tables_only") else run_all(grid)
     written = assemble(grid)
     for kind, path in written.items():
         logger.info("wrote %s: %s", kind, path)

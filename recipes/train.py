@@ -294,6 +294,7 @@ def build_train_audio(hparams) -> tuple[SegReConcat | None, TrainAudioPipeline]:
         sample_rate=hparams["sample_rate"],
         seed=hparams["seed"],
         read_errors=hparams.get("read_errors", "skip"),
+        decoded_cache_mb=hparams.get("decoded_cache_mb", 0),
     )
     return augmenter, train_audio
 
@@ -319,6 +320,7 @@ def build_augmenter(hparams) -> SegReConcat | None:
     alignments = load_alignments(hparams["alignment_cache"])
     log_alignment_repairs(alignments, hparams["alignment_cache"])
     orders = None
+    semantic = strategy.name == "semantic"
     if strategy.precomputed:
         from segreconcat_aug.orders import load_orders
 
@@ -329,7 +331,11 @@ def build_augmenter(hparams) -> SegReConcat | None:
             segment_policy=hparams["segment_policy"],
             min_leading_silence=hparams["min_leading_silence"],
             # SR orders must come from the feature context asked for (sr_context).
-            required_options={"context": hparams["sr_context"]} if strategy.name == "semantic" else None,
+            required_options={"context": hparams["sr_context"]} if semantic else None,
+            # SR's pad-and-normalize divides by the segments' peak, stored with each order, so
+            # training reads only each crop's samples.
+            require_peaks=semantic and hparams["sr_pad_normalize"],
+            rebuild=rebuild_orders_command(hparams) if semantic else None,
         )
     return SegReConcat(
         alignments,
@@ -344,6 +350,19 @@ def build_augmenter(hparams) -> SegReConcat | None:
         min_leading_silence=hparams["min_leading_silence"],
         rr_redraw=hparams["rr_redraw"],
         sr_pad_normalize=hparams["sr_pad_normalize"],
+        peaks=orders.peaks if orders is not None else None,
+    )
+
+
+def rebuild_orders_command(hparams) -> str:
+    """The command that recomputes this training's SR order cache (named when it is refused)."""
+    cache = hparams["orders_cache"]
+    return (
+        f"move {cache} aside, then python recipes/compute_orders.py hparams/orders.yaml "
+        f"--data_folder={hparams['data_folder']} --system={hparams['system']} --strategy=semantic "
+        f"--alignment_cache={hparams['alignment_cache']} --segment_policy={hparams['segment_policy']} "
+        f"--min_leading_silence={hparams['min_leading_silence']} --sr_context={hparams['sr_context']} "
+        f"--orders_cache={cache}"
     )
 
 

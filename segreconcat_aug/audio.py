@@ -76,6 +76,52 @@ def read_audio(source, *, sample_rate: int | None = SAMPLE_RATE, resample: bool 
 _EXACT_SEEK_SUBTYPES = ("PCM_", "FLOAT", "DOUBLE", "ULAW", "ALAW")
 
 
+class DecodedCache:
+    """The decoded samples of lossy files, kept up to ``max_bytes``, the least recently used dropped first.
+
+    A span of a lossy file (Vorbis, Opus, MP3) is read by decoding the whole file
+    (:class:`AudioFile`); a training epoch that takes several crops of each file decodes it
+    each time. With this cache (``decoded_cache_mb`` of the training YAML; the demo's Ogg corpus
+    uses it) a DataLoader worker decodes each file once while it fits: the samples are the
+    same. Entries are keyed by path, size and modification time, so a changed file is decoded
+    again. Each process (each DataLoader worker) holds its own.
+
+    >>> cache = DecodedCache(max_bytes=8)
+    >>> cache.put(("a", 0, 0), np.zeros(2, np.float32)); cache.put(("b", 0, 0), np.ones(2, np.float32))
+    >>> cache.get(("a", 0, 0)) is None, cache.get(("b", 0, 0)).tolist()
+    (True, [1.0, 1.0])
+    """
+
+    def __init__(self, max_bytes: int):
+        from collections import OrderedDict
+
+        self.max_bytes = int(max_bytes)
+        self._entries: OrderedDict = OrderedDict()
+        self._bytes = 0
+
+    @staticmethod
+    def key(source) -> tuple:
+        import os
+
+        stat = os.stat(source)
+        return (str(source), stat.st_size, stat.st_mtime_ns)
+
+    def get(self, key):
+        audio = self._entries.get(key)
+        if audio is not None:
+            self._entries.move_to_end(key)
+        return audio
+
+    def put(self, key, audio: np.ndarray) -> None:
+        if audio.nbytes > self.max_bytes or key in self._entries:
+            return
+        self._entries[key] = audio
+        self._bytes += audio.nbytes
+        while self._bytes > self.max_bytes:
+            _, dropped = self._entries.popitem(last=False)
+            self._bytes -= dropped.nbytes
+
+
 class AudioFile:
     """A file opened for reading spans: its length from the header, then only the samples asked for.
 
@@ -93,6 +139,8 @@ class AudioFile:
     sample_rate : int or None
         The rate the caller expects (another rate is an :class:`AudioReadError`);
         ``None`` accepts any.
+    cache : DecodedCache, optional
+        Where a lossy file's decoded samples are looked up first and kept.
 
     Example
     -------
@@ -104,8 +152,9 @@ class AudioFile:
     (1600, True, True)
     """
 
-    def __init__(self, source, sample_rate: int | None = SAMPLE_RATE):
+    def __init__(self, source, sample_rate: int | None = SAMPLE_RATE, cache: DecodedCache | None = None):
         self.source = str(source)
+        self.cache = cache
         try:
             self._file = soundfile.SoundFile(self.source)
         except (RuntimeError, OSError, soundfile.LibsndfileError) as err:
@@ -127,8 +176,9 @@ class AudioFile:
             return np.zeros(0, dtype=np.float32)
         if not self.exact_seek:
             if self._whole is None:
-                self._whole = self._read_from(0, self.frames)
-            return self._whole[start:stop]
+                self._whole = self._decode_whole()
+            span = self._whole[start:stop]
+            return span.copy() if self.cache is not None else span  # the cached samples stay unchanged
         return self._read_from(start, stop)
 
     def read_ranges(self, ranges) -> np.ndarray:
@@ -157,6 +207,17 @@ class AudioFile:
             out[a - lo : b - lo] = self.read(a, b)
             previous = b
         return out
+
+    def _decode_whole(self) -> np.ndarray:
+        if self.cache is None:
+            return self._read_from(0, self.frames)
+        key = DecodedCache.key(self.source)
+        audio = self.cache.get(key)
+        if audio is None:
+            audio = self._read_from(0, self.frames)
+            audio.flags.writeable = False  # shared by every later read of the file
+            self.cache.put(key, audio)
+        return audio
 
     def _read_from(self, start: int, stop: int) -> np.ndarray:
         try:

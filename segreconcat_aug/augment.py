@@ -296,9 +296,8 @@ def _render_kernel(
             out[t - start] = np.float32(audio[first + t - where] * fade * scale)
 
 
-def _peak_gain(audio: np.ndarray, spans: np.ndarray) -> float:
-    """``1 / max |sample|`` over ``spans`` (what the authors' SR script divides by); 1 for silence."""
-    peak = max((float(np.max(np.abs(audio[s:e]))) for s, e in spans if e > s), default=0.0)
+def _peak_gain(peak: float) -> float:
+    """``1 / peak`` (what the authors' SR script divides the rearranged audio by); 1 for silence."""
     return 1.0 / peak if peak > 0 else 1.0
 
 
@@ -345,6 +344,11 @@ class SegReConcat:
         SR (``semantic``) only: zero-pad the rearranged audio to the original length
         and divide it by its peak, as the authors' SR script writes its output. The
         original half of a concatenation is untouched either way.
+    peaks : mapping, optional
+        Utterance id -> the peak of its segments (:meth:`segreconcat_aug.segments.Segments.peak`),
+        as the SR order cache stores it (``load_orders(...).peaks``). With it, SR with
+        ``sr_pad_normalize`` plans from the file's length like RR and AR (the training
+        pipeline reads only each crop's samples); without it the peak is taken from the audio.
     """
 
     def __init__(
@@ -361,6 +365,7 @@ class SegReConcat:
         min_leading_silence: float = 0.0,
         rr_redraw: str = "once",
         sr_pad_normalize: bool = True,
+        peaks=None,
     ):
         if mode not in MODES:
             raise ValueError(f"unknown mode {mode!r}; choose from {MODES}")
@@ -393,6 +398,7 @@ class SegReConcat:
         self.sample_rate = sample_rate
         self.missing_alignment = missing_alignment
         self.orders = orders
+        self.peaks = peaks if self.pad_normalize else None
         self.min_leading_silence = min_leading_silence
         # Shared memory: workers' counts reach the main process; one row per
         # worker so concurrent increments never race.
@@ -455,13 +461,14 @@ class SegReConcat:
     def plans_from_length(self) -> bool:
         """True when :meth:`plan` needs only the number of samples, not the samples.
 
-        So for RR and the cached AR orders; SR with ``sr_pad_normalize`` needs the
-        samples for the peak, and a plug-in strategy registered with
-        ``uses_audio=True`` (the default) needs the audio.
+        So for RR and the cached AR and SR orders; SR with ``sr_pad_normalize`` needs the
+        segments' peak, from the order cache (``peaks``) or else from the samples, and a
+        plug-in strategy registered with ``uses_audio=True`` (the default) needs the audio.
         """
         if self.mode == "none":
             return True
-        return (self.strategy.precomputed or not self.strategy.uses_audio) and not self.pad_normalize
+        peak_known = not self.pad_normalize or self.peaks is not None
+        return (self.strategy.precomputed or not self.strategy.uses_audio) and peak_known
 
     def plan(
         self, audio: np.ndarray | None, utt_id: str, epoch: int, num_samples: int | None = None
@@ -503,8 +510,22 @@ class SegReConcat:
         if self.pad_normalize:
             # Word spans never add up to more than the file, so padding is all the length match needs.
             halves = 1 if self.mode == "rearranged" else 2
-            plan = plan.padded_and_scaled(halves * num_samples, _peak_gain(audio, rearranged), halves - 1)
+            plan = plan.padded_and_scaled(
+                halves * num_samples, _peak_gain(self._peak(utt_id, segments, audio)), halves - 1
+            )
         return plan
+
+    def _peak(self, utt_id: str, segments: Segments, audio: np.ndarray | None) -> float:
+        """The segments' peak: cached with the SR order, else measured on the audio."""
+        if self.peaks is not None:
+            try:
+                return float(self.peaks[utt_id])
+            except KeyError:
+                raise MissingAlignmentError(
+                    f"utterance {utt_id!r} has an SR order but no peak in the order cache: rebuild it "
+                    "with recipes/compute_orders.py"
+                ) from None
+        return segments.peak(audio)
 
     def __call__(self, audio, utt_id: str, epoch: int) -> np.ndarray:
         """Augment one waveform (1-D numpy or torch); returns float32 numpy."""

@@ -218,6 +218,7 @@ OPTION_RULES: dict[str, Rule] = {
     "min_audio_duration": number(ge=0),
     "silence_db": number(le=0),
     "read_errors": one_of("skip", "error"),
+    "decoded_cache_mb": number(ge=0),
     # Training
     "specaug": FLAG,
     "number_of_epochs": number(ge=1, integer=True),
@@ -262,6 +263,7 @@ OPTION_RULES: dict[str, Rule] = {
         "faster-whisper", "openai-whisper", "transformers", "whisper", "pocketsphinx", "mfa", "ctm"
     ),
     "dtype": one_of("auto", "float32", "float16", "bfloat16"),
+    "whisper_backend": one_of("faster-whisper", "transformers"),
     "oov": one_of("add", "skip"),
     "allow_pipes": FLAG,
     "resample": FLAG,

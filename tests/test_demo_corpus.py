@@ -1,5 +1,6 @@
 """The bundled demo corpus (demo/): complete, readable, aligned, and its trial lists consistent."""
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -9,6 +10,7 @@ import soundfile
 from segreconcat_aug.alignment import load_alignments
 from segreconcat_aug.evaluation import load_system_trials
 from segreconcat_aug.kaldi import load_kaldi_folder, read_kaldi_map
+from segreconcat_aug.orders import load_orders
 from segreconcat_aug.vpac import ENROLL_SETS, TRAIN_SET, TRIAL_SETS, VPAC_SETS, system_folders
 
 DEMO = Path(__file__).resolve().parents[1] / "demo"
@@ -50,9 +52,18 @@ def test_training_set_shape(folders):
         assert len(utts) == 30 and all(train.text.get(u) for u in utts)
 
 
-def test_every_training_utterance_aligned(folders):
+@pytest.mark.parametrize(
+    "name, aligners",
+    [
+        # The demo's: Whisper word timestamps (tiny.en through faster-whisper), as the paper segments.
+        (f"{SYSTEM}.jsonl", {"faster-whisper:tiny.en"}),
+        # The named alternative (--alignment_cache=demo/data/alignments/MCADAMS.pocketsphinx.jsonl).
+        (f"{SYSTEM}.pocketsphinx.jsonl", {"pocketsphinx:en-us", "pocketsphinx:en-us-recognition"}),
+    ],
+)
+def test_every_training_utterance_aligned(folders, name, aligners):
     train = folders[TRAIN_SET]
-    index = load_alignments(DATA / "alignments" / f"{SYSTEM}.jsonl")
+    index = load_alignments(DATA / "alignments" / name)
     assert index.missing(train.utterances) == []
     assert set(index.ids) == set(train.utterances)
     for utt in train.utterances:
@@ -60,7 +71,33 @@ def test_every_training_utterance_aligned(folders):
         assert len(starts) >= 1, utt
         assert index.duration(utt) == pytest.approx(train.utt2dur[utt], abs=1e-3)
         assert np.all(ends <= index.duration(utt) + 1e-6) and np.all(np.diff(starts) >= 0), utt
-    assert set(index.aligners) <= {"pocketsphinx:en-us", "pocketsphinx:en-us-recognition"}
+    assert set(index.aligners) <= aligners
+
+
+@pytest.mark.parametrize("strategy", ["acoustic", "semantic"])
+def test_the_ar_and_sr_orders_are_those_of_the_whisper_alignments(folders, strategy):
+    # The training YAML's defaults read them (orders_cache: <data>/orders/<system>-<strategy>.jsonl): every
+    # order's key matches the shipped alignments and segmentation, SR's from the same tiny.en, with peaks.
+    train = folders[TRAIN_SET]
+    alignments = load_alignments(DATA / "alignments" / f"{SYSTEM}.jsonl")
+    path = DATA / "orders" / f"{SYSTEM}-{strategy}.jsonl"
+    semantic = strategy == "semantic"
+    orders = load_orders(
+        path,
+        strategy=strategy,
+        alignments=alignments,
+        segment_policy="authors",
+        required_options={"context": "segment"} if semantic else None,
+        require_peaks=semantic,
+    )
+    assert set(orders) == set(train.utterances)
+    if semantic:
+        options = json.loads(path.read_text(encoding="utf-8").splitlines()[0])["options"]
+        assert (options["whisper_backend"], options["whisper_model"]) == ("faster-whisper", "tiny.en")
+        assert set(orders.peaks) == set(orders) and all(0 < p <= 1.25 for p in orders.peaks.values())
+    # Similarity orders: not the spoken order for most utterances.
+    moved = sum(order.tolist() != sorted(order.tolist()) for order in orders.values())
+    assert moved > 0.8 * len(orders)
 
 
 def test_trial_lists_consistent_with_enrollment(folders):

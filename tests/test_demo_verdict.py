@@ -92,3 +92,29 @@ def test_one_speaker_lists_give_no_interval_but_the_difference(tmp_path):
     assert line.startswith("SegReConcat vs Baseline: ") and "no interval (" in line and "one speaker" in line
     table = (tmp_path / "table2_comparison.md").read_text()
     assert "[CI undefined]" in table and "no interval for MCADAMS baseline avg: " in table
+
+
+def test_table1_runs_the_paper_rows_against_the_baseline_and_tabulates_them(tmp_path):
+    # --table1: the Table-1 rows of hparams/demo.yaml, each a paired comparison with the baseline and a
+    # row of table1_ablation.md; AR and SR read the orders shipped with the corpus.
+    demo_yaml = REPO / run_demo.DEMO_HPARAMS
+    overrides = run_demo.table1_overrides(run_grid.load_grid(demo_yaml))
+    text = "\n".join(a[2:].replace("=", ": ", 1) for a in overrides) + f"\noutput_folder: {tmp_path}"
+    grid = run_grid.load_grid(demo_yaml, text)
+    runs = [config for _, config, _ in run_grid.grid_runs(grid)]
+    assert runs == ["baseline", "rr", "rr_concat", "ar", "ar_concat", "sr", "sr_concat"]
+    table1 = {grid["configurations"][c]["table1"] for c in runs}
+    assert table1 == {
+        "No Augmentation",
+        "RR",
+        "RR + Concatenation",
+        "AR",
+        "AR + Concatenation",
+        "SR",
+        "SR + Concatenation",
+    }
+    for config in runs[1:]:
+        mode, strategy = grid["configurations"][config]["overrides"].split()
+        assert mode == ("--mode=concat" if config.endswith("_concat") else "--mode=rearranged")
+        assert strategy == "--strategy=" + {"rr": "random", "ar": "acoustic", "sr": "semantic"}[config[:2]]
+    run_demo.check_corpus(REPO / grid["data_folder"], orders=True)  # the AR and SR orders are shipped

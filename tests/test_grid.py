@@ -326,3 +326,32 @@ def test_a_cell_failed_on_an_option_is_retried_once_the_option_is_corrected(vpac
     assert (cell / "export" / "embedding_model.ckpt").is_file()
     assert json.loads((cell / "run_settings.json").read_text())["sentence_len"] == 2.0
     assert json.loads((cell / run_grid.STATUS_FILE).read_text()) == {"train": "done", "eval": "done"}
+
+
+def test_parallel_runs_overlap_and_give_the_same_tables(grid_overrides, tmp_path):
+    # Each training stub waits until another has started (at most 20 s): with parallel: 2 two run at
+    # once; the tables are those of the one-at-a-time grid.
+    waiting = (
+        "import time, os\n"
+        "flag = os.path.join(os.path.dirname(calls), 'started-' + config + '-' + system)\n"
+        "open(flag, 'w').close()\n"
+        "others = lambda: [f for f in os.listdir(os.path.dirname(calls)) if f.startswith('started-')]\n"
+        "deadline = time.time() + 20\n"
+        "while step == 'train' and len(others()) < 2 and time.time() < deadline:\n"
+        "    time.sleep(0.05)\n"
+        "with open(calls + '.overlap', 'a') as h:\n"
+        "    h.write(f'{step} {config} {len(others()) >= 2}\\n')\n"
+    )
+    (tmp_path / "stub.py").write_text(STUB.replace('if step == "train":', waiting + 'if step == "train":', 1))
+    grid_overrides.update(parallel=2, ablation=None, bootstrap_resamples=200)
+    assert run_grid.main(_argv(grid_overrides)) == 0
+    overlap = (tmp_path / "calls.txt.overlap").read_text().splitlines()
+    assert (
+        "train baseline True" in overlap and len([line for line in overlap if line.startswith("eval")]) == 3
+    )
+    parallel_table = (tmp_path / "grid" / "table2_comparison.md").read_text()
+    serial = {**grid_overrides, "parallel": 1, "output_folder": str(tmp_path / "serial")}
+    assert run_grid.main(_argv(serial)) == 0
+    assert (tmp_path / "serial" / "table2_comparison.md").read_text() == parallel_table
+    with pytest.raises(ValueError, match="parallel must be an integer >= 1"):
+        run_grid.load_grid(REPO / "hparams" / "grid.yaml", {**grid_overrides, "parallel": 0})

@@ -11,6 +11,7 @@ from hyperpyyaml import load_hyperpyyaml
 from segreconcat_aug.alignment import AlignmentIndex, load_alignments
 from segreconcat_aug.audio import read_audio, write_audio
 from segreconcat_aug.augment import MissingAlignmentError, SegReConcat
+from segreconcat_aug.errors import UserError
 from segreconcat_aug.jobs import (
     JobError,
     JobItem,
@@ -155,7 +156,16 @@ def test_semantic_orders_with_a_tiny_whisper(train, tmp_path):
         segments = computer.segments(item.id, len(audio))
         alone = semantic_order(segments, audio, None, sample_rate=16000, whisper=bundle)
         assert orders[item.id].tolist() == alone.tolist()
+        # The segments' peak, stored for sr_pad_normalize: the largest |sample| of the word spans.
+        expected = max(float(np.abs(audio[a:b]).max()) for a, b in segments.spans)
+        assert orders.peaks[item.id] == expected and 0 < expected <= np.abs(audio).max()
     check_augmenter("semantic", items, alignments, orders)
+    # A cache without the peaks (written before they were stored) is not resumed into.
+    lines = [json.loads(line) for line in output.read_text().splitlines()]
+    old = tmp_path / "old-semantic.jsonl"
+    old.write_text("".join(json.dumps({k: v for k, v in r.items() if k != "peak"}) + "\n" for r in lines))
+    with pytest.raises(JobError, match="hold no SR peak"):
+        run_order_job(computer, items, old, progress=False)
     # Training asking for another SR context refuses these orders, naming the option.
     with pytest.raises(
         StaleOrderError, match=r"semantic.jsonl:1: .*option context='segment'.*not 'utterance'"
@@ -468,8 +478,9 @@ def test_training_reads_sr_orders_of_its_sr_context_only(vpac_root, tmp_path):
     count = len(segments)
     settings = dict(strategy="semantic", alignments=alignments, segment_policy="cover")
     cache = tmp_path / "sr.jsonl"
-    record = order_record(utt, list(range(count))[::-1], options={"context": "segment"}, **settings)
-    cache.write_text(record + "\n")
+    order = list(range(count))[::-1]
+    # An SR cache of before the peak was stored (no "peak"): refused, naming the command that rebuilds it.
+    cache.write_text(order_record(utt, order, options={"context": "segment"}, **settings) + "\n")
     with open(REPO / "hparams" / "ecapa_segreconcat.yaml") as fin:
         hparams = load_hyperpyyaml(
             fin,
@@ -485,10 +496,22 @@ def test_training_reads_sr_orders_of_its_sr_context_only(vpac_root, tmp_path):
             },
         )
     assert hparams["sr_context"] == "segment"  # the paper's default
-    augmenter = train_recipe.build_augmenter(hparams)
+    with pytest.raises(OrderCacheError, match="has no 'peak'") as refused:
+        train_recipe.build_augmenter(hparams)
+    message = str(refused.value)
+    assert "\n" not in message and isinstance(refused.value, UserError)
     assert (
-        augmenter.strategy.name == "semantic" and augmenter.orders[utt].tolist() == list(range(count))[::-1]
+        f"python recipes/compute_orders.py hparams/orders.yaml --data_folder={vpac_root} --system=B3 "
+        f"--strategy=semantic --alignment_cache={alignment_cache} --segment_policy=cover" in message
     )
+    assert f"--sr_context=segment --orders_cache={cache}" in message
+    # Without sr_pad_normalize the peak is not needed.
+    assert train_recipe.build_augmenter({**hparams, "sr_pad_normalize": False}) is not None
+    record = order_record(utt, order, options={"context": "segment"}, **settings, peak=0.5)
+    cache.write_text(record + "\n")
+    augmenter = train_recipe.build_augmenter(hparams)
+    assert augmenter.peaks == {utt: 0.5} and augmenter.plans_from_length
+    assert augmenter.strategy.name == "semantic" and augmenter.orders[utt].tolist() == order
     # The rearranged copy follows the cached order: the original, then its segments last to first.
     plan = augmenter.plan(audio, utt, 1)
     assert plan.source[0].tolist() == [0, len(audio)]

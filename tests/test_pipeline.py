@@ -6,12 +6,14 @@ import soundfile
 import speechbrain as sb
 import torch
 
+from segreconcat_aug import pipeline as pipeline_module
 from segreconcat_aug.alignment import load_alignments
-from segreconcat_aug.audio import read_audio
+from segreconcat_aug.audio import AudioFile, read_audio, write_audio
 from segreconcat_aug.augment import SegReConcat, render
 from segreconcat_aug.kaldi import read_wav_scp
 from segreconcat_aug.pipeline import (
     _CROP_STREAM,
+    _MERGE_GAP,
     TrainAudioPipeline,
     chunk_audio_pipeline,
     crop_start,
@@ -148,6 +150,56 @@ def test_reading_only_the_crops_span_gives_the_crop_of_the_whole_file(vpac_root,
         assert augmenter is None or where == {"original", "join", "rearranged"}
 
 
+def test_sr_with_the_cached_peaks_reads_only_each_crops_samples(vpac_root, train_rows, tmp_path, monkeypatch):
+    # PCM WAV, as the challenge ships: exact seeks, so a reader decodes only the samples it asks for.
+    alignments = load_alignments(vpac_root / "alignments" / "B3.jsonl")
+    rows, audios = {}, {}
+    for row_id, row in train_rows.items():
+        wav = tmp_path / f"{row['utt_id']}.wav"
+        write_audio(wav, read_audio(row["wav"]))
+        rows[row_id] = {**row, "wav": str(wav)}
+        audios[row_id] = read_audio(wav)
+    whole = _semantic_augmenter(alignments, rows)  # the peak measured on the samples
+    peaks = {
+        row["utt_id"]: whole.segments(row["utt_id"], len(audios[r])).peak(audios[r])
+        for r, row in rows.items()
+    }
+    cached = _semantic_augmenter(alignments, rows, peaks=peaks)  # the peak of the order cache
+    assert cached.plans_from_length and not whole.plans_from_length
+    spans, full = [], []
+    read_from = AudioFile._read_from
+    monkeypatch.setattr(
+        AudioFile, "_read_from", lambda self, a, b: spans.append(b - a) or read_from(self, a, b)
+    )
+    monkeypatch.setattr(pipeline_module, "read_audio", lambda *a, **k: full.append(a) or read_audio(*a, **k))
+    crops, read = {}, {}
+    for augmenter in (whole, cached):
+        pipeline = TrainAudioPipeline(augmenter, seed=5)
+        for epoch in range(4):
+            pipeline.set_epoch(epoch)
+            for row_id, row in rows.items():
+                spans.clear(), full.clear()
+                crop = pipeline(row_id, row["utt_id"], row["wav"]).numpy()
+                read[augmenter, epoch, row_id] = sum(spans) + sum(len(audios[row_id]) for _ in full)
+                if augmenter is whole:
+                    assert len(full) == 1  # the whole file, for the peak
+                    crops[epoch, row_id] = crop
+                else:
+                    np.testing.assert_array_equal(crop, crops[epoch, row_id])  # the same crop
+                    assert not full and len(spans) >= 1
+                    # The crop's samples, from one read per word span it holds (gaps under
+                    # _MERGE_GAP read through rather than seeked over).
+                    plan = cached.plan(None, row["utt_id"], epoch, num_samples=len(audios[row_id]))
+                    start = crop_start(plan.length, 48000, KeyedRandom(5)(epoch, row_id, stream=_CROP_STREAM))
+                    pieces = plan.input_ranges(start, start + 48000)
+                    assert (pieces[:, 1] - pieces[:, 0]).sum() <= 48000
+                    assert sum(spans) <= 48000 + (len(pieces) - 1) * _MERGE_GAP
+    total = sum(len(audio) for audio in audios.values()) * 4
+    assert sum(v for (a, _, _), v in read.items() if a is whole) == total
+    # The fixtures are short (2-15 s for 3 s crops): 70 % of the samples here, and less the longer the files.
+    assert sum(v for (a, _, _), v in read.items() if a is cached) < 0.75 * total
+
+
 def test_a_strategy_that_uses_the_audio_plans_from_the_whole_file(vpac_root, train_rows):
     @register_strategy("loudest_first_for_test")
     def loudest_first(segments, audio, rng, **_):
@@ -168,17 +220,28 @@ def test_a_strategy_that_uses_the_audio_plans_from_the_whole_file(vpac_root, tra
         del STRATEGIES["loudest_first_for_test"]
 
 
-def test_lossy_files_give_the_same_crops_as_a_whole_read(vpac_root, train_rows, tmp_path):
+def test_lossy_files_give_the_same_crops_as_a_whole_read(vpac_root, train_rows, tmp_path, monkeypatch):
     # Vorbis cannot seek exactly in libsndfile; the pipeline's crops must still be the
     # crops of the whole decoded file.
     alignments = load_alignments(vpac_root / "alignments" / "B3.jsonl")
     augmenter = SegReConcat(alignments, mode="concat", seed=3)
     pipeline = TrainAudioPipeline(augmenter, seed=3)
+    # decoded_cache_mb: each lossy file decoded once for all its crops, the same samples.
+    cached = TrainAudioPipeline(augmenter, seed=3, decoded_cache_mb=64)
+    decodes = []
+    read_from = AudioFile._read_from
+    monkeypatch.setattr(
+        AudioFile, "_read_from", lambda self, a, b: decodes.append(self.source) or read_from(self, a, b)
+    )
     for row_id, row in train_rows.items():
         ogg = tmp_path / f"{row['utt_id']}.ogg"
         soundfile.write(ogg, read_audio(row["wav"]), 16000, format="OGG", subtype="VORBIS")
         for epoch in range(4):
             pipeline.set_epoch(epoch)
+            cached.set_epoch(epoch)
             crop = pipeline(row_id, row["utt_id"], str(ogg)).numpy()
             expected = _crop_from_the_whole_file(augmenter, 3, epoch, row_id, row["utt_id"], str(ogg))
             np.testing.assert_array_equal(crop, expected)
+            decodes.clear()
+            np.testing.assert_array_equal(cached(row_id, row["utt_id"], str(ogg)).numpy(), expected)
+            assert decodes == ([str(ogg)] if epoch == 0 else [])

@@ -379,3 +379,34 @@ def test_sr_default_is_segment_context_not_utterance_frames():
     assert (
         default.tolist() == semantic_order(segments, audio, None, sample_rate=16000, vectors=alone).tolist()
     )
+
+
+@pytest.mark.parametrize("context", ["segment", "utterance"])  # segment_padded: the same encoding as segment
+def test_sr_ctranslate2_encoder_equals_the_transformers_encoder_on_the_same_model(tmp_path, context):
+    # The tiny random Whisper and its CTranslate2 conversion: the same weights under both backends.
+    from segreconcat_aug.similarity import semantic_order, sr_vectors
+    from segreconcat_aug.testing import tiny_faster_whisper, tiny_whisper
+    from segreconcat_aug.whisper import load_ctranslate2_encoder
+
+    bundle = tiny_whisper()
+    folder = tiny_faster_whisper(tmp_path)
+    items = [fixture_segments("19-198-0001", max_words=4), fixture_segments("27-123349-0009", max_words=3)]
+    reference = sr_vectors(bundle, items, context=context, batch_size=3)
+    for compute_type, atol, cosine in (("float32", 1e-5, 1 - 1e-9), ("int8", 2e-2, 0.9999)):
+        encoder = load_ctranslate2_encoder(folder, device="cpu", compute_type=compute_type)
+        assert (encoder.backend, encoder.dtype) == ("faster-whisper", compute_type)
+        vectors = sr_vectors(encoder, items, context=context, batch_size=3)
+        for got, expected in zip(vectors, reference):
+            # Measured: 4e-7 apart at float32 (arithmetic order), 3e-3 at int8 (quantized weights).
+            np.testing.assert_allclose(got, expected, atol=atol)
+            agreement = (
+                (got * expected).sum(1) / np.linalg.norm(got, axis=1) / np.linalg.norm(expected, axis=1)
+            )
+            assert agreement.min() >= cosine
+        if compute_type == "float32":  # the same greedy chains
+            for (audio, segments), got, expected in zip(items, vectors, reference):
+                kwargs = dict(sample_rate=16000, context="segment")
+                assert (
+                    semantic_order(segments, audio, None, vectors=got, **kwargs).tolist()
+                    == semantic_order(segments, audio, None, vectors=expected, **kwargs).tolist()
+                )

@@ -7,7 +7,7 @@ The three Whisper backends of ``recipes/align.py`` run random-weight models of t
 dimensions (``--dims``: tiny, base, small or medium; the hub cannot be assumed reachable,
 and the cost per token does not depend on the weights):
 
-- ``transformers``: :class:`segreconcat_aug.aligners.whisper.WhisperAligner` on
+- ``transformers``: :class:`segreconcat_aug.align.aligners.whisper.WhisperAligner` on
   :func:`segreconcat_aug.testing.tiny_whisper` with those dimensions, float32;
 - ``faster-whisper``: the *same* model converted by CTranslate2
   (:func:`segreconcat_aug.testing.tiny_faster_whisper`): same weights and vocabulary (its
@@ -45,9 +45,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 from vpac_fixture import FIXTURES, fixture_utterances  # noqa: E402
 
-from segreconcat_aug.aligners.pocketsphinx import PocketsphinxAligner, normalize_transcript  # noqa: E402
-from segreconcat_aug.audio import SAMPLE_RATE, read_audio  # noqa: E402
-from segreconcat_aug.kaldi import read_kaldi_map  # noqa: E402
+from segreconcat_aug.align.aligners.pocketsphinx import PocketsphinxAligner, normalize_transcript  # noqa: E402
+from segreconcat_aug.data.audio import SAMPLE_RATE, read_audio  # noqa: E402
+from segreconcat_aug.data.kaldi import read_kaldi_map  # noqa: E402
 from segreconcat_aug.testing import WHISPER_SIZES, openai_sizes, transformers_sizes  # noqa: E402
 
 TARGET_SPEEDUP = 3.0
@@ -69,7 +69,7 @@ def bench_whisper_backends(args, audios: list[np.ndarray], workdir: Path) -> lis
 
     rows = []
     if "transformers" in args.backends:
-        from segreconcat_aug.aligners.whisper import WhisperAligner
+        from segreconcat_aug.align.aligners.whisper import WhisperAligner
 
         aligner = WhisperAligner(
             bundle=tiny_whisper(**transformers_sizes(args.dims)),
@@ -78,7 +78,7 @@ def bench_whisper_backends(args, audios: list[np.ndarray], workdir: Path) -> lis
         )
         rows.append(("transformers", "float32", args.batch_size, *rtf_of(aligner, audios, args.batch_size)))
     if "faster-whisper" in args.backends:
-        from segreconcat_aug.aligners.faster_whisper import FasterWhisperAligner
+        from segreconcat_aug.align.aligners.faster_whisper import FasterWhisperAligner
 
         folder = tiny_faster_whisper(workdir / "fw", **transformers_sizes(args.dims))
         for compute_type in ("float32", "int8"):
@@ -93,7 +93,7 @@ def bench_whisper_backends(args, audios: list[np.ndarray], workdir: Path) -> lis
                 ("faster-whisper", compute_type, args.batch_size, *rtf_of(aligner, audios, args.batch_size))
             )
     if "openai-whisper" in args.backends:
-        from segreconcat_aug.aligners.openai_whisper import OpenAIWhisperAligner
+        from segreconcat_aug.align.aligners.openai_whisper import OpenAIWhisperAligner
 
         checkpoint = tiny_openai_whisper(workdir / "openai.pt", **openai_sizes(args.dims))
         options = {"temperature": 0.0, "sample_len": args.max_new_tokens, "condition_on_previous_text": False}

@@ -3,7 +3,7 @@
 Rows (per file, milliseconds of wall time, files in the page cache):
 
 - ``soundfile.info`` (reference): the header-only check the recipes did before;
-- ``check_audio: header``: :func:`segreconcat_aug.audio_check.check_audio_files` opening headers;
+- ``check_audio: header``: :func:`segreconcat_aug.data.audio_check.check_audio_files` opening headers;
 - ``soundfile.read`` (reference): decoding the whole file, nothing else;
 - ``check_audio: full``: decoding to the end + NaN / length / silence measurements;
 - ``rerun, cached``: the same check again (the cache: one ``stat`` per file).
@@ -34,7 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 from vpac_fixture import fixture_audio, fixture_utterances  # noqa: E402
 
-from segreconcat_aug.audio_check import check_audio_files  # noqa: E402
+from segreconcat_aug.data.audio_check import check_audio_files  # noqa: E402
 
 TRAIN_FILES = 104_014  # VPAC train-clean-360 utterances
 

@@ -39,10 +39,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 from vpac_fixture import FIXTURES, fixture_audio  # noqa: E402
 
-from segreconcat_aug.dtw import pairwise_dtw  # noqa: E402
-from segreconcat_aug.kaldi import read_kaldi_map  # noqa: E402
-from segreconcat_aug.segments import word_segments  # noqa: E402
-from segreconcat_aug.similarity import acoustic_order, greedy_chain, mfcc_features  # noqa: E402
+from segreconcat_aug.data.kaldi import read_kaldi_map  # noqa: E402
+from segreconcat_aug.method.dtw import pairwise_dtw  # noqa: E402
+from segreconcat_aug.method.segments import word_segments  # noqa: E402
+from segreconcat_aug.method.similarity import acoustic_order, greedy_chain, mfcc_features  # noqa: E402
 
 
 def librosa_pairs(features) -> np.ndarray:

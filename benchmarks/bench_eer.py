@@ -1,4 +1,4 @@
-"""EER speed and memory: the sort-based :func:`segreconcat_aug.metrics.eer` vs SpeechBrain's ``EER``;
+"""EER speed and memory: the sort-based :func:`segreconcat_aug.evaluation.metrics.eer` vs SpeechBrain's ``EER``;
 the speaker bootstrap's resampled EERs, vectorized vs a per-resample loop.
 
 Both run in one process on the same synthetic float32 scores (a VPAC-like 5 %
@@ -7,13 +7,13 @@ the same value (to 1e-9). Peak memory is the growth of the process's resident
 set during each call (Linux ``/proc/self/clear_refs`` + ``VmHWM``, which sees
 torch's allocations too); elsewhere it falls back to ``tracemalloc`` (numpy only).
 
-Bootstrap part: :func:`segreconcat_aug.bootstrap.resampled_metrics` (all resamples
-at once) vs :func:`~segreconcat_aug.bootstrap.resampled_metrics_loop` (each
+Bootstrap part: :func:`segreconcat_aug.evaluation.bootstrap.resampled_metrics` (all resamples
+at once) vs :func:`~segreconcat_aug.evaluation.bootstrap.resampled_metrics_loop` (each
 resample's trial set built and scored on its own), EER and minDCF of every
 resample, on 100k trials of 400 speakers x 1000 resamples, the process pinned to
 one core. Target: at most 5 s, the same values (to 1e-9).
 
-Privacy part: every metric of :mod:`segreconcat_aug.privacy` (point values with their population
+Privacy part: every metric of :mod:`segreconcat_aug.evaluation.privacy` (point values with their population
 sweeps, and all of them on 1000 speaker resamples) plus the resampled EER/minDCF, on four crossed
 lists of the challenge's sizes (dev/test x f/m: 15/14/16/13 enrolled speakers, 50,360 trials), one
 core, CPU seconds (``time.process_time``: the machine may be shared). Target: at most 10 s. Beside it,
@@ -48,14 +48,14 @@ import numpy as np
 import torch
 from speechbrain.utils.metric_stats import EER as speechbrain_eer
 
-from segreconcat_aug.bootstrap import (
+from segreconcat_aug.evaluation.bootstrap import (
     SpeakerWeights,
     resampled_metrics,
     resampled_metrics_loop,
     speaker_counts,
     trial_design,
 )
-from segreconcat_aug.metrics import eer
+from segreconcat_aug.evaluation.metrics import eer
 
 STATUS = Path("/proc/self/status")
 CLEAR_REFS = Path("/proc/self/clear_refs")
@@ -122,7 +122,7 @@ CHALLENGE_LISTS = {
 
 def challenge_lists(seed: int = 0) -> dict:
     """Four crossed lists of the challenge's sizes (50,360 trials), with per-speaker score offsets."""
-    from segreconcat_aug.evaluation import SubsetScores
+    from segreconcat_aug.evaluation.system import SubsetScores
 
     rng = np.random.default_rng(seed)
     subsets = {}
@@ -154,8 +154,8 @@ def bench_privacy(args) -> bool:
     """All privacy metrics with their intervals on the challenge's 50,360 trials, one core, vs the references."""
     from threadpoolctl import threadpool_limits
 
-    from segreconcat_aug.privacy import ListPrivacy
-    from segreconcat_aug.report import subset_design
+    from segreconcat_aug.evaluation.privacy import ListPrivacy
+    from segreconcat_aug.evaluation.report import subset_design
 
     if hasattr(os, "sched_setaffinity"):
         os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
@@ -204,8 +204,8 @@ def reference_times(args, subsets) -> dict:
     from lir.data.models import LLRData
     from lir.metrics import cllr_min
 
-    from segreconcat_aug.privacy import ListPrivacy, pi_link_sweep
-    from segreconcat_aug.report import subset_design
+    from segreconcat_aug.evaluation.privacy import ListPrivacy, pi_link_sweep
+    from segreconcat_aug.evaluation.report import subset_design
 
     times = {"legal_eval pi_link + Singling Out sweeps": 0.0, "lir cllr_min (not used: differs on ties)": 0.0}
     for subset in subsets.values():

@@ -99,9 +99,10 @@ def _timed_rtf(aligner, audio: list, batch: int, device: str) -> float:
 
 def whisper_alignment(device: str, batches: list[int], tiny: bool) -> dict:
     """Real-time factor of word-timestamp decoding per backend, fp16 on GPU, and the GPU-hours."""
-    from segreconcat_aug.aligners.faster_whisper import FasterWhisperAligner
-    from segreconcat_aug.aligners.openai_whisper import OpenAIWhisperAligner
-    from segreconcat_aug.aligners.whisper import WhisperAligner
+    from segreconcat_aug.align.aligners.faster_whisper import FasterWhisperAligner
+    from segreconcat_aug.align.aligners.openai_whisper import OpenAIWhisperAligner
+    from segreconcat_aug.align.aligners.whisper import WhisperAligner
+    from segreconcat_aug.align.whisper import encoder_features
     from segreconcat_aug.testing import (
         openai_sizes,
         tiny_faster_whisper,
@@ -109,7 +110,6 @@ def whisper_alignment(device: str, batches: list[int], tiny: bool) -> dict:
         tiny_whisper,
         transformers_sizes,
     )
-    from segreconcat_aug.whisper import encoder_features
 
     cuda = device.startswith("cuda")
     dtype = torch.float16 if cuda else torch.float32

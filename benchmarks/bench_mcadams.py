@@ -16,8 +16,8 @@ import argparse
 import time
 from pathlib import Path
 
-from segreconcat_aug.audio import read_audio
-from segreconcat_aug.mcadams import mcadams, mcadams_frame_loop
+from segreconcat_aug.anonymizers.mcadams import mcadams, mcadams_frame_loop
+from segreconcat_aug.data.audio import read_audio
 
 FIXTURES = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "librispeech"
 

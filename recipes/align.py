@@ -27,13 +27,13 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-from segreconcat_aug.aligners import ALIASES, BACKENDS, make_aligner
-from segreconcat_aug.aligners.importers import import_ctm, import_textgrids
-from segreconcat_aug.alignment import UtteranceAlignment
-from segreconcat_aug.audio import SAMPLE_RATE, AudioReadError, audio_duration
+from segreconcat_aug.align.aligners import ALIASES, BACKENDS, make_aligner
+from segreconcat_aug.align.aligners.importers import import_ctm, import_textgrids
+from segreconcat_aug.align.cache import UtteranceAlignment
+from segreconcat_aug.align.whisper import DEFAULT_MODELS, check_model_folder
 from segreconcat_aug.cli import load_recipe_hparams, run_main
-from segreconcat_aug.errors import UserError
-from segreconcat_aug.jobs import (
+from segreconcat_aug.data.audio import SAMPLE_RATE, AudioReadError, audio_duration
+from segreconcat_aug.data.jobs import (
     ItemError,
     Job,
     JobError,
@@ -43,11 +43,11 @@ from segreconcat_aug.jobs import (
     read_item_audio,
     resolve_shard,
 )
-from segreconcat_aug.jsonl_files import shard_files
-from segreconcat_aug.kaldi import PipeCommand, read_kaldi_map
+from segreconcat_aug.data.jsonl_files import shard_files
+from segreconcat_aug.data.kaldi import PipeCommand, read_kaldi_map
+from segreconcat_aug.data.protocols import language_of_set, whisper_language
+from segreconcat_aug.errors import UserError
 from segreconcat_aug.options import OptionError
-from segreconcat_aug.protocols import language_of_set, whisper_language
-from segreconcat_aug.whisper import DEFAULT_MODELS, check_model_folder
 
 logger = logging.getLogger("align")
 IMPORTERS = ("mfa", "ctm")

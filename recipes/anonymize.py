@@ -9,7 +9,7 @@ Usage::
 The input is a Kaldi-style folder (``wav.scp``, ``utt2spk``, optional ``text``,
 ``spk2gender``, ``enrolls``, ``trials``, ``utt2dur``) or a folder of audio
 files (LibriSpeech ``*.trans.txt`` transcripts are picked up). The output holds
-``wav/<utt>.wav`` and the lists (see :func:`segreconcat_aug.mcadams.anonymize_folder`);
+``wav/<utt>.wav`` and the lists (see :func:`segreconcat_aug.anonymizers.folder.anonymize_folder`);
 the input is never modified. With ``system`` and ``sets``, a whole layout is
 written to ``<output_folder>/<system>/data/<set>_<system>/``, ready for
 ``recipes/align.py``, ``recipes/train.py`` and ``recipes/evaluate.py``.
@@ -18,9 +18,10 @@ written to ``<output_folder>/<system>/data/<set>_<system>/``, ready for
 import logging
 from pathlib import Path
 
+from segreconcat_aug.anonymizers import check_anonymizer
+from segreconcat_aug.anonymizers.folder import AnonymizeInputError, anonymize_folder
 from segreconcat_aug.cli import load_recipe_hparams, run_main
 from segreconcat_aug.errors import MissingInputError
-from segreconcat_aug.mcadams import AnonymizeInputError, anonymize_folder
 
 logger = logging.getLogger(__name__)
 
@@ -41,6 +42,10 @@ def jobs(hparams) -> list[tuple[Path, Path]]:
 
 def main(argv=None):
     hparams_file, run_opts, overrides, hparams = load_recipe_hparams(argv)
+    try:
+        check_anonymizer(hparams["anonymizer"])
+    except TypeError as err:
+        raise AnonymizeInputError(f"{hparams_file}: anonymizer: {err}") from None
     for source, target in jobs(hparams):
         report = anonymize_folder(
             source,

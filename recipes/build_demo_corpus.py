@@ -23,7 +23,7 @@ From ``<source>`` (the LibriSpeech samples, CC BY 4.0):
   trials. Trials are the full same-gender cross product (every enrolled speaker of that gender
   against every trial utterance), as in the challenge: 5 x 15 = 75 trials (15 target) per list.
 - **anonymization**: every utterance goes through the project's McAdams anonymizer
-  (:mod:`segreconcat_aug.mcadams`, VPC B2: alpha ~ U[0.5, 0.9] per utterance from ``--seed``),
+  (:mod:`segreconcat_aug.anonymizers.mcadams`, VPC B2: alpha ~ U[0.5, 0.9] per utterance from ``--seed``),
   peak 0.9, stored as Ogg/Vorbis (``--compression-level``) to keep the repository small.
 - **alignments**: Whisper word timestamps of the *anonymized* audio (what an attacker has, as the
   paper segments anonymized speech), by ``recipes/align.py hparams/align.yaml`` with its defaults
@@ -33,7 +33,7 @@ From ``<source>`` (the LibriSpeech samples, CC BY 4.0):
   the project's offline pocketsphinx aligner: forced alignment to the LibriSpeech transcript where
   one exists (the 90 transcribed utterances), pocketsphinx's own recognition elsewhere (the
   train-clean-100 samples ship without transcripts; pruned search, see ``RECOGNITION_OPTIONS``).
-  Both in the alignment-cache format (:mod:`segreconcat_aug.alignment`).
+  Both in the alignment-cache format (:mod:`segreconcat_aug.align.cache`).
 - **orders**: the AR and SR orders of the training set on the Whisper alignments, by
   ``recipes/compute_orders.py hparams/orders.yaml`` with its defaults (SR: the encoder of the same
   tiny.en through CTranslate2, float32 on the CPU), where training looks for them
@@ -58,10 +58,11 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from segreconcat_aug.alignment import AlignmentWriter, UtteranceAlignment, completed_ids
-from segreconcat_aug.audio import read_audio
-from segreconcat_aug.kaldi import group_by_speaker, load_kaldi_folder
-from segreconcat_aug.mcadams import McAdamsAnonymizer, SourceFolder, anonymize_folder, read_source
+from segreconcat_aug.align.cache import AlignmentWriter, UtteranceAlignment, completed_ids
+from segreconcat_aug.anonymizers.folder import SourceFolder, anonymize_folder, read_source
+from segreconcat_aug.anonymizers.mcadams import McAdamsAnonymizer
+from segreconcat_aug.data.audio import read_audio
+from segreconcat_aug.data.kaldi import group_by_speaker, load_kaldi_folder
 
 logger = logging.getLogger("build_demo_corpus")
 
@@ -169,8 +170,8 @@ def align_training_pocketsphinx(train_folder: Path, cache: Path) -> None:
     The cache's ``aligner`` field tells the two apart: ``pocketsphinx:en-us`` (forced to the
     transcript) and ``pocketsphinx:en-us-recognition`` (no transcript, or forced alignment failed).
     """
-    from segreconcat_aug.aligners import AlignmentFailed
-    from segreconcat_aug.aligners.pocketsphinx import PocketsphinxAligner
+    from segreconcat_aug.align.aligners import AlignmentFailed
+    from segreconcat_aug.align.aligners.pocketsphinx import PocketsphinxAligner
 
     folder = load_kaldi_folder(train_folder)
     text = folder.text or {}

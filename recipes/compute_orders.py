@@ -10,7 +10,7 @@ Usage::
 
 Reads the system's training folder (or ``--input``: a Kaldi folder or CSV manifest) and its
 word-alignment cache, and appends one line per utterance to ``orders_cache`` (see
-:mod:`segreconcat_aug.orders`). Reruns skip what is done and retry failures; failures go to
+:mod:`segreconcat_aug.method.orders`). Reruns skip what is done and retry failures; failures go to
 ``<orders_cache stem>.failures.tsv`` and make the exit status 1 unless ``allow_failures``.
 Training reads the cache with the same strategy and segmentation settings
 (``recipes/train.py``, key ``orders_cache``).
@@ -19,11 +19,11 @@ Training reads the cache with the same strategy and segmentation settings
 import logging
 from pathlib import Path
 
-from segreconcat_aug.alignment import load_alignments
+from segreconcat_aug.align.cache import load_alignments
 from segreconcat_aug.cli import load_recipe_hparams, run_main
-from segreconcat_aug.jobs import read_inputs, resolve_shard
-from segreconcat_aug.orders import OrderComputer, OrderOptionError, run_order_job
-from segreconcat_aug.vpac import training_folder
+from segreconcat_aug.data.jobs import read_inputs, resolve_shard
+from segreconcat_aug.data.vpac import training_folder
+from segreconcat_aug.method.orders import OrderComputer, OrderOptionError, run_order_job
 
 logger = logging.getLogger(__name__)
 
@@ -55,7 +55,7 @@ def build_computer(hparams, alignments, device=None) -> OrderComputer:
                 f"semantic_options.context={options['context']!r} contradicts sr_context={context!r}; "
                 "set sr_context only"
             )
-        from segreconcat_aug.whisper import load_encoder
+        from segreconcat_aug.align.whisper import load_encoder
 
         # The encoder of the model that segments: faster-whisper (CTranslate2) as recipes/align.py's
         # default backend, or transformers.

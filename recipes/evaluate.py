@@ -23,7 +23,7 @@ and ``privacy.png``. Options: the ``eval_*`` keys (docs/evaluation.md).
 from __future__ import annotations
 
 from segreconcat_aug.cli import create_experiment_directory, load_recipe_hparams, run_main
-from segreconcat_aug.evaluation import (
+from segreconcat_aug.evaluation.system import (
     check_evaluation_folder,
     evaluate_system,
     evaluation_folder,

@@ -9,7 +9,7 @@ Usage::
 For each part, the enrollment folder ``libri_<part>_enrolls`` and the trial folders
 ``libri_<part>_trials_{f,m}`` (with the system's suffix, in the layout the data folder holds)
 give ``libri_<part>_trials_mixed`` beside them (or under ``output_folder``), by the 2026 rule
-(:mod:`segreconcat_aug.mixed_trials`). Every input is checked before anything is written, and an
+(:mod:`segreconcat_aug.data.mixed_trials`). Every input is checked before anything is written, and an
 existing output folder is refused unless ``overwrite: True``.
 """
 
@@ -19,9 +19,9 @@ import logging
 from pathlib import Path
 
 from segreconcat_aug.cli import load_recipe_hparams, run_main
-from segreconcat_aug.mixed_trials import MixedTrialsError, mixed_trials, write_mixed_trials
-from segreconcat_aug.protocols import PARTS
-from segreconcat_aug.vpac import detect_layout, system_folders
+from segreconcat_aug.data.mixed_trials import MixedTrialsError, mixed_trials, write_mixed_trials
+from segreconcat_aug.data.protocols import PARTS
+from segreconcat_aug.data.vpac import detect_layout, system_folders
 
 logger = logging.getLogger("make_mixed_trials")
 SETS = {"enroll": "libri_{part}_enrolls", "f": "libri_{part}_trials_f", "m": "libri_{part}_trials_m"}

@@ -50,12 +50,10 @@ from hyperpyyaml import load_hyperpyyaml
 from tqdm import tqdm
 
 from segreconcat_aug.cli import PROGRESS_PREFIX, REPO, checkout_path, parse_recipe_arguments, run_main
-from segreconcat_aug.evaluation import EVAL_SUBFOLDER
-from segreconcat_aug.metrics import det_curve
-from segreconcat_aug.options import SEED, OptionError, validate_hparams_file
-from segreconcat_aug.privacy import INTERVAL_METRICS, PrivacyOptions
-from segreconcat_aug.protocols import get_protocol
-from segreconcat_aug.report import (
+from segreconcat_aug.data.protocols import get_protocol
+from segreconcat_aug.evaluation.metrics import det_curve
+from segreconcat_aug.evaluation.privacy import INTERVAL_METRICS, PrivacyOptions
+from segreconcat_aug.evaluation.report import (
     BOOTSTRAP_DEFAULTS,
     ablation_table,
     blank,
@@ -74,6 +72,8 @@ from segreconcat_aug.report import (
     read_score_file,
     seed_mean_std,
 )
+from segreconcat_aug.evaluation.system import EVAL_SUBFOLDER
+from segreconcat_aug.options import SEED, OptionError, validate_hparams_file
 
 logger = logging.getLogger("run_grid")
 STATUS_FILE = "grid_status.json"
@@ -358,7 +358,7 @@ def collect(grid) -> dict[tuple[str, str], list[dict]]:
 
 
 def analyse(grid, results: dict) -> dict[tuple[str, str], dict]:
-    """:func:`segreconcat_aug.report.compare_runs` per system: intervals, seeds, paired differences."""
+    """:func:`segreconcat_aug.evaluation.report.compare_runs` per system: intervals, seeds, paired differences."""
     resamples = int(grid.get("bootstrap_resamples", BOOTSTRAP_DEFAULTS["resamples"]))
     seed = int(grid.get("bootstrap_seed", BOOTSTRAP_DEFAULTS["seed"]))
     baseline = grid["comparison"]["baseline"]

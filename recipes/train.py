@@ -9,7 +9,7 @@ Usage::
         --system=BM1 --language=de --output_folder=results/BM1-de
     torchrun --nproc_per_node=4 recipes/train.py hparams/ecapa_segreconcat.yaml --data_folder=... --system=...
 
-Steps: prepare the system's training data (:mod:`segreconcat_aug.data_prep`, main process
+Steps: prepare the system's training data (:mod:`segreconcat_aug.training.data_prep`, main process
 only, skipped when already done) -> train with SegReConcat in the data pipeline (worker side)
 and optional SpecAugment on the features (batch side) -> early stopping on the FIXED dev set's
 loss, keeping the best-dev-loss checkpoint -> export it to ``<output_folder>/export/``, where
@@ -37,8 +37,7 @@ from speechbrain.utils.checkpoints import CKPT_PREFIX, METAFNAME, register_check
 from speechbrain.utils.distributed import ddp_all_reduce, ddp_broadcast, if_main_process, run_on_main
 from speechbrain.utils.epoch_loop import EpochCounterWithStopper
 
-from segreconcat_aug.alignment import load_alignments
-from segreconcat_aug.augment import COUNT_KEYS, SegReConcat
+from segreconcat_aug.align.cache import load_alignments
 from segreconcat_aug.cli import (
     create_experiment_directory,
     format_duration,
@@ -49,14 +48,15 @@ from segreconcat_aug.cli import (
     report_progress,
     run_main,
 )
-from segreconcat_aug.data_prep import DataPrepError, prepare_vpac_training
+from segreconcat_aug.data.jsonl_files import cache_files
+from segreconcat_aug.data.vpac import training_folder
 from segreconcat_aug.errors import UserError
-from segreconcat_aug.jsonl_files import cache_files
-from segreconcat_aug.manifest import ManifestDataset, read_manifest
+from segreconcat_aug.method.augment import COUNT_KEYS, SegReConcat
+from segreconcat_aug.method.strategies import get_strategy
 from segreconcat_aug.options import validate_hparams_file
-from segreconcat_aug.pipeline import SkipFailedReads, TrainAudioPipeline, chunk_audio_pipeline
-from segreconcat_aug.strategies import get_strategy
-from segreconcat_aug.vpac import training_folder
+from segreconcat_aug.training.data_prep import DataPrepError, prepare_vpac_training
+from segreconcat_aug.training.manifest import ManifestDataset, read_manifest
+from segreconcat_aug.training.pipeline import SkipFailedReads, TrainAudioPipeline, chunk_audio_pipeline
 
 logger = logging.getLogger(__name__)
 
@@ -322,7 +322,7 @@ def build_augmenter(hparams) -> SegReConcat | None:
     orders = None
     semantic = strategy.name == "semantic"
     if strategy.precomputed:
-        from segreconcat_aug.orders import load_orders
+        from segreconcat_aug.method.orders import load_orders
 
         orders = load_orders(
             hparams["orders_cache"],
@@ -375,7 +375,7 @@ def dataio_prep(
     """Datasets (train: read -> SegReConcat -> crop; dev: fixed chunks) and the speaker encoder.
 
     ``speakers``: the sorted training speakers, and ``train_rows``: the training
-    manifest (:func:`segreconcat_aug.manifest.read_manifest`), when the caller has read them already.
+    manifest (:func:`segreconcat_aug.training.manifest.read_manifest`), when the caller has read them already.
     The training set is a :class:`ManifestDataset` (arrays, shared by forked workers without copies).
     """
     if train_rows is None:
@@ -756,7 +756,7 @@ def main(argv=None) -> SpeakerBrain:
     run_on_main(export_best_model, args=[hparams, hparams_file, overrides])
     if hparams.get("evaluate_after_training", False):
         # The last stage: score the exported model as the challenge does (recipes/evaluate.py).
-        from segreconcat_aug.evaluation import evaluate_system
+        from segreconcat_aug.evaluation.system import evaluate_system
 
         run_on_main(evaluate_system, args=[hparams, run_opts])
     return brain

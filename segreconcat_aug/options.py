@@ -143,50 +143,50 @@ SHARD = Rule(test=_is_shard, text="'i/n' with 0 <= i < n, e.g. 0/4", optional=Tr
 
 
 def _strategies() -> tuple:
-    from .strategies import STRATEGIES, _load_builtin_strategies
+    from .method.strategies import STRATEGIES, _load_builtin_strategies
 
     _load_builtin_strategies()
     return tuple(sorted(STRATEGIES))
 
 
 def _modes() -> tuple:
-    from .augment import MODES
+    from .method.augment import MODES
 
     return MODES
 
 
 def _missing_policies() -> tuple:
-    from .augment import MISSING_POLICIES
+    from .method.augment import MISSING_POLICIES
 
     return MISSING_POLICIES
 
 
 def _rr_redraws() -> tuple:
-    from .augment import RR_REDRAWS
+    from .method.augment import RR_REDRAWS
 
     return RR_REDRAWS
 
 
 def _sr_contexts() -> tuple:
-    from .similarity import SR_CONTEXTS
+    from .method.similarity import SR_CONTEXTS
 
     return SR_CONTEXTS
 
 
 def _segment_policies() -> tuple:
-    from .segments import SEGMENT_POLICIES
+    from .method.segments import SEGMENT_POLICIES
 
     return SEGMENT_POLICIES
 
 
 def _protocols() -> tuple:
-    from .protocols import PROTOCOLS
+    from .data.protocols import PROTOCOLS
 
     return tuple(PROTOCOLS)
 
 
 def _subsets() -> tuple:
-    from .protocols import ALL_SUBSETS
+    from .data.protocols import ALL_SUBSETS
 
     return ALL_SUBSETS
 
@@ -205,9 +205,9 @@ OPTION_RULES: dict[str, Rule] = {
     "rr_redraw": Rule(choices=_rr_redraws),
     "sr_context": Rule(choices=_sr_contexts),
     "sr_pad_normalize": FLAG,
-    # The protocol (segreconcat_aug.protocols; check_protocol_options checks language and subsets against it)
+    # The protocol (segreconcat_aug.data.protocols; check_protocol_options checks language and subsets against it)
     "protocol": Rule(choices=_protocols),
-    # Data preparation and the audio check (segreconcat_aug.audio_check)
+    # Data preparation and the audio check (segreconcat_aug.data.audio_check)
     "sentence_len": number(gt=0),
     "dev_ratio": number(gt=0, lt=1),
     "min_chunk_amplitude": number(ge=0, lt=1, optional=True),
@@ -233,7 +233,7 @@ OPTION_RULES: dict[str, Rule] = {
     "ckpt_interval_minutes": number(ge=0),
     "skip_prep": FLAG,
     "evaluate_after_training": FLAG,
-    # Evaluation (segreconcat_aug.evaluation)
+    # Evaluation (segreconcat_aug.evaluation.system)
     "eval_subsets": Rule(choices=_subsets, each=True, optional=True),
     "eval_p_targets": Rule(low=0, high=1, low_open=True, high_open=True, each=True),
     "eval_normalize_wave": one_of(True, False, "vpc2024", "vpc2026", optional=True),
@@ -273,7 +273,7 @@ OPTION_RULES: dict[str, Rule] = {
     "num_beams": number(ge=1, integer=True),
     "encoder_batch_size": number(ge=1, integer=True),
     "shard": SHARD,
-    # McAdams anonymization (segreconcat_aug.mcadams)
+    # McAdams anonymization (segreconcat_aug.anonymizers.mcadams)
     "audio_format": one_of("wav", "flac", "ogg"),
     "alpha_low": number(gt=0),
     "alpha_high": number(gt=0),
@@ -428,7 +428,7 @@ def validate_hparams_file(hparams_file, overrides=None) -> Mapping:
     if not isinstance(values, Mapping):
         return {}
     validate_options(values)
-    from .protocols import check_protocol_options
+    from .data.protocols import check_protocol_options
 
     check_protocol_options(values)
     return values

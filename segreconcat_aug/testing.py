@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import torch
 
-from .whisper import WhisperBundle, prepare
+from .align.whisper import WhisperBundle, prepare
 
 SPECIAL_TOKENS = (
     "<|endoftext|>",

@@ -87,11 +87,11 @@ def main() -> None:
     import speechbrain.core  # noqa: F401
     import torch  # noqa: F401
 
+    import segreconcat_aug.anonymizers.mcadams  # noqa: F401
     import segreconcat_aug.cli  # noqa: F401
-    import segreconcat_aug.evaluation  # noqa: F401
-    import segreconcat_aug.mcadams  # noqa: F401
-    import segreconcat_aug.orders  # noqa: F401
-    import segreconcat_aug.similarity  # noqa: F401
+    import segreconcat_aug.evaluation.system  # noqa: F401
+    import segreconcat_aug.method.orders  # noqa: F401
+    import segreconcat_aug.method.similarity  # noqa: F401
 
     results = [run_case(case) for case in cases]
     Path(sys.argv[2]).write_text(json.dumps(results, indent=1), encoding="utf-8")

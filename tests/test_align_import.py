@@ -2,7 +2,7 @@
 
 import pytest
 
-from segreconcat_aug.aligners.importers import (
+from segreconcat_aug.align.aligners.importers import (
     ImportFormatError,
     import_ctm,
     import_textgrids,
@@ -10,8 +10,8 @@ from segreconcat_aug.aligners.importers import (
     read_textgrid,
     textgrid_words,
 )
-from segreconcat_aug.alignment import Word, load_alignments
-from segreconcat_aug.jobs import read_failures
+from segreconcat_aug.align.cache import Word, load_alignments
+from segreconcat_aug.data.jobs import read_failures
 
 # As MFA writes it (long text format), with a phones tier and silence intervals.
 LONG = """File type = "ooTextFile"

@@ -8,11 +8,11 @@ import numpy as np
 import pytest
 from vpac_fixture import FIXTURES
 
-from segreconcat_aug.aligners import AlignmentFailed
-from segreconcat_aug.aligners.common import BatchedAligner
-from segreconcat_aug.alignment import UtteranceAlignment, Word, iter_cache
+from segreconcat_aug.align.aligners import AlignmentFailed
+from segreconcat_aug.align.aligners.common import BatchedAligner
+from segreconcat_aug.align.cache import UtteranceAlignment, Word, iter_cache
+from segreconcat_aug.data.kaldi import write_kaldi_map
 from segreconcat_aug.errors import UserError
-from segreconcat_aug.kaldi import write_kaldi_map
 
 REPO = Path(__file__).resolve().parents[1]
 HPARAMS = str(REPO / "hparams" / "align.yaml")

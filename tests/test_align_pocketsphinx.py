@@ -4,9 +4,9 @@ import numpy as np
 import pytest
 from vpac_fixture import FIXTURES, fixture_audio
 
-from segreconcat_aug.aligners import AlignmentFailed, make_aligner
-from segreconcat_aug.aligners.pocketsphinx import PocketsphinxAligner, normalize_transcript
-from segreconcat_aug.kaldi import read_kaldi_map
+from segreconcat_aug.align.aligners import AlignmentFailed, make_aligner
+from segreconcat_aug.align.aligners.pocketsphinx import PocketsphinxAligner, normalize_transcript
+from segreconcat_aug.data.kaldi import read_kaldi_map
 
 TEXTS = read_kaldi_map(FIXTURES / "text")
 NARROW = {"beam": 1e-1, "wbeam": 1e-1, "pbeam": 1e-1}  # too narrow to reach the end of the grammar

@@ -11,10 +11,10 @@ import pytest
 import soundfile
 from vpac_fixture import FIXTURES, kill_when_written
 
-from segreconcat_aug.alignment import load_alignments
-from segreconcat_aug.audio import resample_audio
-from segreconcat_aug.jobs import jsonl_ids, read_failures
-from segreconcat_aug.kaldi import read_kaldi_map, write_kaldi_map
+from segreconcat_aug.align.cache import load_alignments
+from segreconcat_aug.data.audio import resample_audio
+from segreconcat_aug.data.jobs import jsonl_ids, read_failures
+from segreconcat_aug.data.kaldi import read_kaldi_map, write_kaldi_map
 
 REPO = Path(__file__).resolve().parents[1]
 RECIPE = REPO / "recipes" / "align.py"

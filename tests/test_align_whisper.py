@@ -9,11 +9,10 @@ import pytest
 import torch
 from vpac_fixture import fixture_audio
 
-from segreconcat_aug.aligners import AlignmentFailed
-from segreconcat_aug.aligners.whisper import WhisperAligner, tokens_to_words
-from segreconcat_aug.alignment import Word
-from segreconcat_aug.testing import tiny_whisper
-from segreconcat_aug.whisper import (
+from segreconcat_aug.align.aligners import AlignmentFailed
+from segreconcat_aug.align.aligners.whisper import WhisperAligner, tokens_to_words
+from segreconcat_aug.align.cache import Word
+from segreconcat_aug.align.whisper import (
     WhisperLoadError,
     check_alignment_heads,
     encoder_features,
@@ -21,6 +20,7 @@ from segreconcat_aug.whisper import (
     n_frames,
     resolve_dtype,
 )
+from segreconcat_aug.testing import tiny_whisper
 
 UTTS = ("19-198-0001", "26-495-0007", "1998-15444-0001")
 

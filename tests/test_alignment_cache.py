@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from segreconcat_aug.alignment import (
+from segreconcat_aug.align.cache import (
     AlignmentCacheError,
     AlignmentWriter,
     UtteranceAlignment,
@@ -17,8 +17,8 @@ from segreconcat_aug.alignment import (
     completed_ids,
     load_alignments,
 )
-from segreconcat_aug.jobs import Shard, merge_jsonl, shard_path
-from segreconcat_aug.jsonl_files import truncate_partial_tail
+from segreconcat_aug.data.jobs import Shard, merge_jsonl, shard_path
+from segreconcat_aug.data.jsonl_files import truncate_partial_tail
 
 
 def _write_lines(path, lines):
@@ -113,7 +113,7 @@ def test_shards_of_a_file_load_before_and_after_a_merge(tmp_path, caplog):
     unmerged = load_alignments(target)
     assert sorted(unmerged.ids) == ["u1", "u2", "u3"]
     merge_jsonl(parts, target)
-    with caplog.at_level("INFO", logger="segreconcat_aug.alignment"):
+    with caplog.at_level("INFO", logger="segreconcat_aug.align.cache"):
         merged = load_alignments(target)
     assert sorted(merged.ids) == ["u1", "u2", "u3"]  # each once, though read from b3.jsonl and its parts
     for utt in records:

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from segreconcat_aug import alignment
-from segreconcat_aug.alignment import index_locations, load_alignments
-from segreconcat_aug.jobs import Shard, merge_jsonl, shard_path
+from segreconcat_aug.align.cache import index_locations, load_alignments
+from segreconcat_aug.data.jobs import Shard, merge_jsonl, shard_path
 
 
 @pytest.fixture(autouse=True)
@@ -160,7 +160,7 @@ def test_damaged_index_is_ignored_and_rebuilt(tmp_path, caplog, damage):
     load_alignments(path)
     location = index_locations(path)[0]
     location.write_bytes(damage(location.read_bytes()))
-    with caplog.at_level("INFO", logger="segreconcat_aug.alignment"):
+    with caplog.at_level("INFO", logger="segreconcat_aug.align.cache"):
         _same(expected, load_alignments(path))
     assert "alignment index ignored" in caplog.text
     with np.load(location) as saved:  # rewritten whole
@@ -240,7 +240,7 @@ def test_concurrent_loaders_all_get_the_full_index(tmp_path):
     path = _messy_cache(tmp_path / "b3.jsonl", count=400)
     expected = load_alignments(path, use_index=False)
     code = (
-        "import sys; from segreconcat_aug.alignment import load_alignments\n"
+        "import sys; from segreconcat_aug.align.cache import load_alignments\n"
         "for _ in range(3):\n"
         "    index = load_alignments(sys.argv[1])\n"
         "    print(len(index), int(index.offsets[-1]), sum(index.stats.values()))\n"

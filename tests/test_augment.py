@@ -6,10 +6,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from vpac_fixture import write_uniform_alignments
 
-from segreconcat_aug.alignment import AlignmentIndex, load_alignments
-from segreconcat_aug.audio import read_audio
-from segreconcat_aug.augment import MissingAlignmentError, SegReConcat, chain_plan, render
-from segreconcat_aug.strategies import STRATEGIES, get_strategy, register_strategy
+from segreconcat_aug.align.cache import AlignmentIndex, load_alignments
+from segreconcat_aug.data.audio import read_audio
+from segreconcat_aug.method.augment import MissingAlignmentError, SegReConcat, chain_plan, render
+from segreconcat_aug.method.strategies import STRATEGIES, get_strategy, register_strategy
 
 UTT = "27-123349-0009"  # 5.1 s, 14 words
 

@@ -20,17 +20,17 @@ import torch
 from test_evaluation import export_random_model, load_tiny_hparams, tiny_overrides
 from test_train import _args, _epochs, _train_rows, train_recipe
 
-from segreconcat_aug.alignment import AlignmentWriter, UtteranceAlignment, Word, load_alignments
-from segreconcat_aug.audio import AudioReadError, read_audio, write_audio
-from segreconcat_aug.audio_check import check_audio_files
-from segreconcat_aug.data_prep import PROBLEMS_FILE, AudioCheckError, prepare_vpac_training
-from segreconcat_aug.embeddings import EmbeddingError
-from segreconcat_aug.evaluation import EvaluationAudioError, evaluate_system
-from segreconcat_aug.jobs import ItemError, Job, JobItem, read_item_audio
-from segreconcat_aug.kaldi import read_kaldi_map, write_kaldi_map
+from segreconcat_aug.align.cache import AlignmentWriter, UtteranceAlignment, Word, load_alignments
+from segreconcat_aug.data.audio import AudioReadError, read_audio, write_audio
+from segreconcat_aug.data.audio_check import check_audio_files
+from segreconcat_aug.data.jobs import ItemError, Job, JobItem, read_item_audio
+from segreconcat_aug.data.kaldi import read_kaldi_map, write_kaldi_map
+from segreconcat_aug.evaluation.embeddings import EmbeddingError
+from segreconcat_aug.evaluation.system import EvaluationAudioError, evaluate_system
+from segreconcat_aug.method.orders import OrderComputer
 from segreconcat_aug.options import OPTION_RULES, OptionError, validate_options
-from segreconcat_aug.orders import OrderComputer
-from segreconcat_aug.pipeline import SkipFailedReads, TrainAudioPipeline
+from segreconcat_aug.training.data_prep import PROBLEMS_FILE, AudioCheckError, prepare_vpac_training
+from segreconcat_aug.training.pipeline import SkipFailedReads, TrainAudioPipeline
 
 TRAIN = Path("T8-5/data/train-clean-360_T8-5")
 TRIALS_F = Path("T8-5/data/libri_dev_trials_f_T8-5")

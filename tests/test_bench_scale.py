@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from segreconcat_aug.alignment import load_alignments
-from segreconcat_aug.kaldi import read_kaldi_map, read_wav_scp
+from segreconcat_aug.align.cache import load_alignments
+from segreconcat_aug.data.kaldi import read_kaldi_map, read_wav_scp
 
 BENCH = Path(__file__).resolve().parents[1] / "benchmarks"
 

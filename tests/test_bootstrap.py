@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 from scipy.stats import kstest, norm
 
-from segreconcat_aug.bootstrap import (
+from segreconcat_aug.evaluation.bootstrap import (
     SpeakerWeights,
     TrialWeights,
     infer_test_speakers,
@@ -15,7 +15,7 @@ from segreconcat_aug.bootstrap import (
     speaker_counts,
     trial_design,
 )
-from segreconcat_aug.metrics import eer, min_dcf
+from segreconcat_aug.evaluation.metrics import eer, min_dcf
 
 # Scores of a crossed design (every enrollment model x every test utterance, as the challenge's lists):
 # target = MU + a[speaker] + noise, non-target = b[enroll] + c[test speaker] + noise.

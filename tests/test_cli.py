@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from segreconcat_aug import cli
-from segreconcat_aug.alignment import AlignmentWriter, iter_cache, load_alignments
+from segreconcat_aug.align.cache import AlignmentWriter, iter_cache, load_alignments
 from segreconcat_aug.cli import REPO
 
 SCRIPTS = Path(sys.executable).parent

@@ -8,16 +8,16 @@ import numpy as np
 import pytest
 import soundfile
 
-from segreconcat_aug.data_prep import (
+from segreconcat_aug.data.kaldi import KaldiFormatError, read_kaldi_map, read_wav_scp
+from segreconcat_aug.data.vpac import VPACLayoutError
+from segreconcat_aug.training.data_prep import (
     DEV_RATIO,
     PROBLEMS_FILE,
     AudioCheckError,
     prepare_vpac_training,
     split_dev,
 )
-from segreconcat_aug.kaldi import KaldiFormatError, read_kaldi_map, read_wav_scp
-from segreconcat_aug.pipeline import chunk_audio_pipeline
-from segreconcat_aug.vpac import VPACLayoutError
+from segreconcat_aug.training.pipeline import chunk_audio_pipeline
 
 SR = 16000
 TRAIN = "T8-5/data/train-clean-360_T8-5"
@@ -222,8 +222,8 @@ def test_amplitude_filter_drops_silent_dev_chunks(vpac_root, tmp_path):
 def test_the_full_check_measures_the_chunk_amplitudes_in_its_one_decoding_pass(
     vpac_root, tmp_path, monkeypatch
 ):
-    import segreconcat_aug.audio_check as audio_check
-    import segreconcat_aug.data_prep as data_prep
+    import segreconcat_aug.data.audio_check as audio_check
+    import segreconcat_aug.training.data_prep as data_prep
 
     root = _copy_system(vpac_root, tmp_path)
     wavs = read_wav_scp(root / TRAIN / "wav.scp", root=root)

@@ -1,4 +1,4 @@
-"""All-pairs DTW (segreconcat_aug.dtw) against librosa.sequence.dtw."""
+"""All-pairs DTW (segreconcat_aug.method.dtw) against librosa.sequence.dtw."""
 
 import librosa
 import numpy as np
@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from segreconcat_aug.dtw import dtw_distance, pairwise_dtw
+from segreconcat_aug.method.dtw import dtw_distance, pairwise_dtw
 
 
 def librosa_last_cell(x, y):

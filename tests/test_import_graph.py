@@ -1,4 +1,5 @@
-"""The package's import graph, read from the source, has no cycle (function-level imports included)."""
+"""The package's import graph, read from the source (function-level imports included): no cycle,
+and each wing imports only the wings below it (docs/design.md, "Wings and what each may import")."""
 
 import ast
 from pathlib import Path
@@ -73,11 +74,86 @@ def test_finder_sees_a_lazy_import_cycle():
 
 def test_graph_reads_relative_and_lazy_imports():
     graph = import_graph()
-    assert "segreconcat_aug.kaldi" in graph["segreconcat_aug.audio"]  # from .kaldi import PipeCommand
-    assert "segreconcat_aug.alignment" in graph["segreconcat_aug.aligners.whisper"]  # from ..alignment
-    assert "segreconcat_aug.aligners.whisper" in graph["segreconcat_aug.aligners"]  # lazy, in a function
+    assert (
+        "segreconcat_aug.data.kaldi" in graph["segreconcat_aug.data.audio"]
+    )  # from .kaldi import PipeCommand
+    assert (
+        "segreconcat_aug.data.kaldi" in graph["segreconcat_aug.data.audio"]
+    )  # from .kaldi import PipeCommand
+    assert (
+        "segreconcat_aug.align.cache" in graph["segreconcat_aug.align.aligners.whisper"]
+    )  # from ...align.cache
+    assert "segreconcat_aug.align.aligners.whisper" in graph["segreconcat_aug.align.aligners"]  # lazy
 
 
 def test_package_has_no_import_cycle():
     cycle = find_cycle(import_graph())
     assert cycle is None, "import cycle: " + " -> ".join(cycle)
+
+
+#: Wing -> the wings it may import ("core": errors and seeding, which import nothing of the package).
+#: The top-level modules (options, cli, testing, the package itself) may import anything; no wing
+#: imports them.
+WING_RULES = {
+    "core": set(),
+    "data": {"core"},
+    "align": {"core", "data"},
+    "method": {"core", "data", "align"},
+    "anonymizers": {"core", "data"},
+    "training": {"core", "data", "align", "method"},
+    "evaluation": {"core", "data"},
+}
+CORE = {"errors", "seeding"}
+TOP = {"options", "cli", "testing", "_moved", ""}  # "": segreconcat_aug/__init__.py
+
+
+def wing_of(module: str) -> str:
+    """``segreconcat_aug.method.orders`` -> ``method``; ``segreconcat_aug.errors`` -> ``core``."""
+    head = module.split(".")[1] if "." in module else ""
+    if head in CORE:
+        return "core"
+    if head in TOP:
+        return "top"
+    assert head in WING_RULES, f"{module}: not in a wing; add its wing to WING_RULES and docs/design.md"
+    return head
+
+
+def rule_breaks(graph: dict[str, set[str]]) -> list[str]:
+    """Every import of a wing the importer's wing may not import, as ``importer -> imported``."""
+    breaks = []
+    for module, imported in sorted(graph.items()):
+        wing = wing_of(module)
+        if wing == "top":
+            continue
+        for target in sorted(imported):
+            other = wing_of(target)
+            if other != wing and other not in WING_RULES[wing]:
+                breaks.append(f"{module} ({wing}) -> {target} ({other})")
+    return breaks
+
+
+def test_wings_import_only_what_their_rules_allow():
+    breaks = rule_breaks(import_graph())
+    assert not breaks, (
+        "imports against the wing rules (tests/test_import_graph.py, docs/design.md):\n" + "\n".join(breaks)
+    )
+
+
+def test_rule_check_can_fail():
+    """A method module importing evaluation, data importing method, or a wing importing the CLI breaks a rule."""
+    graph = {
+        "segreconcat_aug.method.orders": {"segreconcat_aug.evaluation.metrics", "segreconcat_aug.data.jobs"},
+        "segreconcat_aug.data.kaldi": {"segreconcat_aug.method.segments", "segreconcat_aug.errors"},
+        "segreconcat_aug.evaluation.system": {"segreconcat_aug.options"},
+        "segreconcat_aug.cli": {"segreconcat_aug.training.data_prep"},
+    }
+    assert rule_breaks(graph) == [
+        "segreconcat_aug.data.kaldi (data) -> segreconcat_aug.method.segments (method)",
+        "segreconcat_aug.evaluation.system (evaluation) -> segreconcat_aug.options (top)",
+        "segreconcat_aug.method.orders (method) -> segreconcat_aug.evaluation.metrics (evaluation)",
+    ]
+
+
+def test_every_module_is_in_a_wing():
+    wings = {wing_of(module) for module in import_graph()}
+    assert wings == {*WING_RULES, "top"}

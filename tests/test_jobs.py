@@ -5,7 +5,7 @@ import json
 import pytest
 from vpac_fixture import FIXTURES, fixture_utterances
 
-from segreconcat_aug.jobs import (
+from segreconcat_aug.data.jobs import (
     Job,
     JobError,
     JobItem,
@@ -17,8 +17,8 @@ from segreconcat_aug.jobs import (
     resolve_shard,
     shard_path,
 )
-from segreconcat_aug.jsonl_files import shard_files
-from segreconcat_aug.kaldi import PipeCommand
+from segreconcat_aug.data.jsonl_files import shard_files
+from segreconcat_aug.data.kaldi import PipeCommand
 
 
 def _ids(n):

@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 import soundfile
 
-from segreconcat_aug.audio import AudioFile, AudioReadError, audio_duration, read_audio
-from segreconcat_aug.kaldi import (
+from segreconcat_aug.data.audio import AudioFile, AudioReadError, audio_duration, read_audio
+from segreconcat_aug.data.kaldi import (
     KaldiFormatError,
     PipeCommand,
     load_kaldi_folder,
@@ -13,7 +13,7 @@ from segreconcat_aug.kaldi import (
     read_trials,
     read_wav_scp,
 )
-from segreconcat_aug.vpac import VPACLayoutError, system_folders
+from segreconcat_aug.data.vpac import VPACLayoutError, system_folders
 
 
 def test_kaldi_map_errors_name_file_and_line(tmp_path):

@@ -4,9 +4,9 @@ import pytest
 import speechbrain as sb
 import torch
 
-from segreconcat_aug.data_prep import prepare_vpac_training
-from segreconcat_aug.manifest import ManifestDataset, ManifestError, read_manifest
-from segreconcat_aug.pipeline import TrainAudioPipeline
+from segreconcat_aug.training.data_prep import prepare_vpac_training
+from segreconcat_aug.training.manifest import ManifestDataset, ManifestError, read_manifest
+from segreconcat_aug.training.pipeline import TrainAudioPipeline
 
 
 @pytest.fixture(scope="module")

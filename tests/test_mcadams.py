@@ -7,9 +7,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from segreconcat_aug.audio import read_audio
-from segreconcat_aug.kaldi import load_kaldi_folder, read_kaldi_map
-from segreconcat_aug.mcadams import McAdamsAnonymizer, anonymize_folder, mcadams, mcadams_frame_loop
+from segreconcat_aug.anonymizers.folder import anonymize_folder
+from segreconcat_aug.anonymizers.mcadams import McAdamsAnonymizer, mcadams, mcadams_frame_loop
+from segreconcat_aug.data.audio import read_audio
+from segreconcat_aug.data.kaldi import load_kaldi_folder, read_kaldi_map
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 from speechbrain.utils.metric_stats import EER as sb_eer
 from speechbrain.utils.metric_stats import minDCF as sb_min_dcf
 
-from segreconcat_aug.metrics import det_curve, eer, min_dcf, verification_metrics
+from segreconcat_aug.evaluation.metrics import det_curve, eer, min_dcf, verification_metrics
 
 # Scores on a coarse grid produce many ties (and ties between targets and non-targets).
 tied_scores = st.lists(st.integers(-5, 5).map(lambda k: k / 4), min_size=1, max_size=40)

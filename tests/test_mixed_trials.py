@@ -1,4 +1,4 @@
-"""The VPC 2026 pooled-list builder (segreconcat_aug.mixed_trials, recipes/make_mixed_trials.py): the 2026 rule.
+"""The VPC 2026 pooled-list builder (segreconcat_aug.data.mixed_trials, recipes/make_mixed_trials.py): the 2026 rule.
 
 The reference digests below are of the VPC 2026 toolkit's own script (``scripts/mixed_trials_librispeech.py``
 at commit cc3c8a04ac2b4b2ec7c6ab364dcba1c9128dcc0f), run outside this repository on the lists that
@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
+from segreconcat_aug.data.kaldi import read_trials
+from segreconcat_aug.data.mixed_trials import MEMBER_FILES, mixed_trials, write_mixed_trials
 from segreconcat_aug.errors import UserError
-from segreconcat_aug.kaldi import read_trials
-from segreconcat_aug.mixed_trials import MEMBER_FILES, mixed_trials, write_mixed_trials
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "recipes"))

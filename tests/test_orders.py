@@ -1,4 +1,4 @@
-"""The order cache (segreconcat_aug.orders), recipes/compute_orders.py, and SegReConcat reading AR/SR orders."""
+"""The order cache (segreconcat_aug.method.orders), recipes/compute_orders.py, and SegReConcat reading AR/SR orders."""
 
 import importlib.util
 import json
@@ -8,11 +8,9 @@ import numpy as np
 import pytest
 from hyperpyyaml import load_hyperpyyaml
 
-from segreconcat_aug.alignment import AlignmentIndex, load_alignments
-from segreconcat_aug.audio import read_audio, write_audio
-from segreconcat_aug.augment import MissingAlignmentError, SegReConcat
-from segreconcat_aug.errors import UserError
-from segreconcat_aug.jobs import (
+from segreconcat_aug.align.cache import AlignmentIndex, load_alignments
+from segreconcat_aug.data.audio import read_audio, write_audio
+from segreconcat_aug.data.jobs import (
     JobError,
     JobItem,
     Shard,
@@ -22,8 +20,10 @@ from segreconcat_aug.jobs import (
     resolve_shard,
     shard_path,
 )
-from segreconcat_aug.kaldi import read_kaldi_map
-from segreconcat_aug.orders import (
+from segreconcat_aug.data.kaldi import read_kaldi_map
+from segreconcat_aug.errors import UserError
+from segreconcat_aug.method.augment import MissingAlignmentError, SegReConcat
+from segreconcat_aug.method.orders import (
     OrderCacheError,
     OrderComputer,
     StaleOrderError,
@@ -31,8 +31,8 @@ from segreconcat_aug.orders import (
     order_record,
     run_order_job,
 )
-from segreconcat_aug.segments import word_segments
-from segreconcat_aug.similarity import semantic_order
+from segreconcat_aug.method.segments import word_segments
+from segreconcat_aug.method.similarity import semantic_order
 
 REPO = Path(__file__).resolve().parents[1]
 SUBSET = ["19-198-0001", "26-495-0019", "27-123349-0009", "2414-128291-0000", "3331-159605-0004"]

@@ -7,11 +7,13 @@ import speechbrain as sb
 import torch
 
 from segreconcat_aug import pipeline as pipeline_module
-from segreconcat_aug.alignment import load_alignments
-from segreconcat_aug.audio import AudioFile, read_audio, write_audio
-from segreconcat_aug.augment import SegReConcat, render
-from segreconcat_aug.kaldi import read_wav_scp
-from segreconcat_aug.pipeline import (
+from segreconcat_aug.align.cache import load_alignments
+from segreconcat_aug.data.audio import AudioFile, read_audio, write_audio
+from segreconcat_aug.data.kaldi import read_wav_scp
+from segreconcat_aug.method.augment import SegReConcat, render
+from segreconcat_aug.method.strategies import STRATEGIES, register_strategy
+from segreconcat_aug.seeding import KeyedRandom
+from segreconcat_aug.training.pipeline import (
     _CROP_STREAM,
     _MERGE_GAP,
     TrainAudioPipeline,
@@ -19,8 +21,6 @@ from segreconcat_aug.pipeline import (
     crop_start,
     random_crop,
 )
-from segreconcat_aug.seeding import KeyedRandom
-from segreconcat_aug.strategies import STRATEGIES, register_strategy
 
 
 @pytest.fixture(scope="module")

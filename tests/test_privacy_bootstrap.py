@@ -2,7 +2,7 @@
 
 A resample draws speakers with replacement; its list has one person per drawn copy: copy ``i`` of
 speaker ``k`` keeps ``k``'s target trials, and meets every copy of every other speaker in non-target
-trials (the weights ``w_k`` and ``w_e * w_s`` of :mod:`segreconcat_aug.bootstrap`). The vectorized
+trials (the weights ``w_k`` and ``w_e * w_s`` of :mod:`segreconcat_aug.evaluation.bootstrap`). The vectorized
 :meth:`ListPrivacy.resampled` must give, resample by resample, what :meth:`ListPrivacy.point` (equal to
 the reference code, tests/test_privacy.py) gives on that list.
 """
@@ -14,8 +14,8 @@ import pytest
 from test_privacy import singling_out_by_definition
 
 from segreconcat_aug import privacy
-from segreconcat_aug.bootstrap import SpeakerWeights, resampled_metrics, speaker_counts
-from segreconcat_aug.report import ScoreFile, read_score_file, subset_design
+from segreconcat_aug.evaluation.bootstrap import SpeakerWeights, resampled_metrics, speaker_counts
+from segreconcat_aug.evaluation.report import ScoreFile, read_score_file, subset_design
 
 FIXTURES = Path(__file__).parent / "fixtures" / "privacy"
 RESAMPLES = 6

@@ -10,16 +10,21 @@ import numpy as np
 import pytest
 
 from segreconcat_aug import privacy
-from segreconcat_aug.evaluation import SubsetScores, SystemResults, add_privacy_metrics, privacy_options
-from segreconcat_aug.metrics import verification_metrics
-from segreconcat_aug.options import OptionError, validate_options
-from segreconcat_aug.report import (
+from segreconcat_aug.evaluation.metrics import verification_metrics
+from segreconcat_aug.evaluation.report import (
     compare_runs,
     comparison_table,
     interval_notes,
     read_score_file,
     write_system_report,
 )
+from segreconcat_aug.evaluation.system import (
+    SubsetScores,
+    SystemResults,
+    add_privacy_metrics,
+    privacy_options,
+)
+from segreconcat_aug.options import OptionError, validate_options
 
 REPO = Path(__file__).resolve().parents[1]
 FIXTURES = Path(__file__).parent / "fixtures" / "privacy"

@@ -8,27 +8,32 @@ import pytest
 from vpac_fixture import fixture_audio
 from vpc2026_fixture import TRACK2_EVAL, build_track2_layout
 
-from segreconcat_aug.bootstrap import speaker_counts
-from segreconcat_aug.embeddings import (
+from segreconcat_aug.data.protocols import PROTOCOLS, ProtocolError, check_protocol_options, get_protocol
+from segreconcat_aug.data.vpac import VPACLayoutError, detect_layout, system_folders, training_folder
+from segreconcat_aug.errors import UserError
+from segreconcat_aug.evaluation.bootstrap import speaker_counts
+from segreconcat_aug.evaluation.embeddings import (
     SILENCE_NOISE,
     WAVE_CACHE_NAMES,
     vpc2026_normalize_wave,
     vpc_normalize_wave,
     wave_normalization,
 )
-from segreconcat_aug.errors import UserError
-from segreconcat_aug.evaluation import (
+from segreconcat_aug.evaluation.metrics import verification_metrics
+from segreconcat_aug.evaluation.report import (
+    comparison_table,
+    load_reference_results,
+    subset_design,
+    system_intervals,
+)
+from segreconcat_aug.evaluation.system import (
     SubsetScores,
     SystemResults,
     TrialListError,
     gender_rows,
     load_system_trials,
 )
-from segreconcat_aug.metrics import verification_metrics
 from segreconcat_aug.options import validate_hparams_file
-from segreconcat_aug.protocols import PROTOCOLS, ProtocolError, check_protocol_options, get_protocol
-from segreconcat_aug.report import comparison_table, load_reference_results, subset_design, system_intervals
-from segreconcat_aug.vpac import VPACLayoutError, detect_layout, system_folders, training_folder
 
 REPO_HPARAMS = "hparams/ecapa_segreconcat.yaml"
 
@@ -257,8 +262,8 @@ def test_published_2026_numbers_are_the_challenge_attacker_s_and_shown_only_besi
 def test_privacy_averages_follow_the_protocols_table():
     """A pooled list's privacy metric averages over dev_mixed and test_mixed, not over name prefixes;
     its same/cross gender rows are rows, not members of the average."""
-    from segreconcat_aug.protocols import MIXED_TABLE
-    from segreconcat_aug.report import metric_problem, privacy_table
+    from segreconcat_aug.data.protocols import MIXED_TABLE
+    from segreconcat_aug.evaluation.report import metric_problem, privacy_table
 
     metrics = {
         "dev_mixed": {"min_cllr": 0.4},

@@ -23,17 +23,17 @@ pytest.importorskip(
     "(pip install -e '.[dev]' installs it)",
 )
 
-from segreconcat_aug.aligners.faster_whisper import FasterWhisperAligner  # noqa: E402
-from segreconcat_aug.aligners.quality import (  # noqa: E402
+from segreconcat_aug.align.aligners.faster_whisper import FasterWhisperAligner  # noqa: E402
+from segreconcat_aug.align.aligners.quality import (  # noqa: E402
     timing_agreement,
     transcribe_words,
     word_error_rate,
 )
-from segreconcat_aug.alignment import load_alignments  # noqa: E402
-from segreconcat_aug.jobs import read_failures  # noqa: E402
-from segreconcat_aug.kaldi import read_kaldi_map, write_kaldi_map  # noqa: E402
-from segreconcat_aug.orders import load_orders  # noqa: E402
-from segreconcat_aug.whisper import packaged_model  # noqa: E402
+from segreconcat_aug.align.cache import load_alignments  # noqa: E402
+from segreconcat_aug.align.whisper import packaged_model  # noqa: E402
+from segreconcat_aug.data.jobs import read_failures  # noqa: E402
+from segreconcat_aug.data.kaldi import read_kaldi_map, write_kaldi_map  # noqa: E402
+from segreconcat_aug.method.orders import load_orders  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 MODEL = "tiny.en"

@@ -8,9 +8,9 @@ import matplotlib.image
 import numpy as np
 import pytest
 
-from segreconcat_aug.evaluation import SUBSETS, SubsetScores, SystemResults
-from segreconcat_aug.metrics import eer, verification_metrics
-from segreconcat_aug.report import (
+from segreconcat_aug.data.vpac import VPAC_SYSTEMS
+from segreconcat_aug.evaluation.metrics import eer, verification_metrics
+from segreconcat_aug.evaluation.report import (
     comparison_table,
     load_reference_results,
     read_score_file,
@@ -19,7 +19,7 @@ from segreconcat_aug.report import (
     write_scores,
     write_system_report,
 )
-from segreconcat_aug.vpac import VPAC_SYSTEMS
+from segreconcat_aug.evaluation.system import SUBSETS, SubsetScores, SystemResults
 
 
 @pytest.fixture

@@ -5,8 +5,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from segreconcat_aug.alignment import Word, clean_words
-from segreconcat_aug.segments import AUTHORS_SPANS, span_rule, word_segments
+from segreconcat_aug.align.cache import Word, clean_words
+from segreconcat_aug.method.segments import AUTHORS_SPANS, span_rule, word_segments
 
 SR = 16000
 

@@ -16,7 +16,7 @@ import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
 
-from segreconcat_aug.segments import word_segments
+from segreconcat_aug.method.segments import word_segments
 
 SR = 16000
 

@@ -1,13 +1,13 @@
-"""AR/SR strategies (segreconcat_aug.similarity): greedy chain, start rules, real audio, bad input."""
+"""AR/SR strategies (segreconcat_aug.method.similarity): greedy chain, start rules, real audio, bad input."""
 
 import librosa
 import numpy as np
 import pytest
 from vpac_fixture import FIXTURES, fixture_audio
 
-from segreconcat_aug.kaldi import read_kaldi_map
-from segreconcat_aug.segments import Segments, word_segments
-from segreconcat_aug.similarity import (
+from segreconcat_aug.data.kaldi import read_kaldi_map
+from segreconcat_aug.method.segments import Segments, word_segments
+from segreconcat_aug.method.similarity import (
     SimilarityInputError,
     acoustic_order,
     cosine_similarity,
@@ -17,7 +17,7 @@ from segreconcat_aug.similarity import (
     similarity_order,
     start_highest_average,
 )
-from segreconcat_aug.strategies import get_strategy
+from segreconcat_aug.method.strategies import get_strategy
 
 nan = np.nan
 
@@ -269,8 +269,8 @@ def reference_semantic_order(frames, segments):
 
 
 def test_semantic_order_on_a_long_utterance_with_a_tiny_whisper():
+    from segreconcat_aug.align.whisper import encoder_features
     from segreconcat_aug.testing import tiny_whisper
-    from segreconcat_aug.whisper import encoder_features
 
     bundle = tiny_whisper()
     # Over 30 s of real speech: the encoder runs on two windows, frames are concatenated.
@@ -345,7 +345,7 @@ def _encode_alone(bundle, piece, padded=False):
 
 @pytest.mark.parametrize("context, padded", [("segment", False), ("segment_padded", True)])
 def test_sr_segment_features_equal_encoding_each_segment_alone(context, padded):
-    from segreconcat_aug.similarity import semantic_order, sr_vectors
+    from segreconcat_aug.method.similarity import semantic_order, sr_vectors
     from segreconcat_aug.testing import tiny_whisper
 
     bundle = tiny_whisper()
@@ -367,7 +367,7 @@ def test_sr_segment_features_equal_encoding_each_segment_alone(context, padded):
 
 
 def test_sr_default_is_segment_context_not_utterance_frames():
-    from segreconcat_aug.similarity import semantic_order, sr_vectors
+    from segreconcat_aug.method.similarity import semantic_order, sr_vectors
     from segreconcat_aug.testing import tiny_whisper
 
     bundle = tiny_whisper()
@@ -384,9 +384,9 @@ def test_sr_default_is_segment_context_not_utterance_frames():
 @pytest.mark.parametrize("context", ["segment", "utterance"])  # segment_padded: the same encoding as segment
 def test_sr_ctranslate2_encoder_equals_the_transformers_encoder_on_the_same_model(tmp_path, context):
     # The tiny random Whisper and its CTranslate2 conversion: the same weights under both backends.
-    from segreconcat_aug.similarity import semantic_order, sr_vectors
+    from segreconcat_aug.align.whisper import load_ctranslate2_encoder
+    from segreconcat_aug.method.similarity import semantic_order, sr_vectors
     from segreconcat_aug.testing import tiny_faster_whisper, tiny_whisper
-    from segreconcat_aug.whisper import load_ctranslate2_encoder
 
     bundle = tiny_whisper()
     folder = tiny_faster_whisper(tmp_path)

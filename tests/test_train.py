@@ -19,12 +19,12 @@ import torch
 from hyperpyyaml import load_hyperpyyaml
 from speechbrain.utils.checkpoints import Checkpointer
 
-from segreconcat_aug.alignment import AlignmentWriter, iter_cache, load_alignments
-from segreconcat_aug.augment import MissingAlignmentError, SegReConcat
-from segreconcat_aug.data_prep import AudioCheckError, DataPrepError, prepare_vpac_training
-from segreconcat_aug.kaldi import read_kaldi_map
-from segreconcat_aug.pipeline import TrainAudioPipeline
-from segreconcat_aug.vpac import VPACLayoutError
+from segreconcat_aug.align.cache import AlignmentWriter, iter_cache, load_alignments
+from segreconcat_aug.data.kaldi import read_kaldi_map
+from segreconcat_aug.data.vpac import VPACLayoutError
+from segreconcat_aug.method.augment import MissingAlignmentError, SegReConcat
+from segreconcat_aug.training.data_prep import AudioCheckError, DataPrepError, prepare_vpac_training
+from segreconcat_aug.training.pipeline import TrainAudioPipeline
 
 REPO = Path(__file__).resolve().parents[1]
 RECIPE = REPO / "recipes" / "train.py"
@@ -133,8 +133,8 @@ def _check_export_loads_in_speechbrain(export, tmp_path, vpac_root, speakers):
     moved copy of the export and embeds as evaluation.py does; its label encoder is the training's."""
     from speechbrain.inference.speaker import EncoderClassifier
 
-    from segreconcat_aug.audio import read_audio
-    from segreconcat_aug.evaluation import EmbeddingExtractor, load_exported_model
+    from segreconcat_aug.data.audio import read_audio
+    from segreconcat_aug.evaluation.system import EmbeddingExtractor, load_exported_model
 
     moved = tmp_path / "moved" / "asv_anon_ecapa"  # the folder works wherever it is copied to
     shutil.copytree(export, moved)

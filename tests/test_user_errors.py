@@ -22,11 +22,11 @@ from test_train import TINY as TRAIN_TINY
 from test_train import train_recipe
 
 from segreconcat_aug import cli
-from segreconcat_aug.alignment import load_alignments
+from segreconcat_aug.align.cache import load_alignments
+from segreconcat_aug.data.kaldi import read_kaldi_map
 from segreconcat_aug.errors import UserError
-from segreconcat_aug.kaldi import read_kaldi_map
+from segreconcat_aug.method.orders import order_record
 from segreconcat_aug.options import validate_hparams_file
-from segreconcat_aug.orders import order_record
 
 REPO = Path(__file__).resolve().parents[1]
 HPARAMS = REPO / "hparams" / "ecapa_segreconcat.yaml"

@@ -14,9 +14,9 @@ from test_train import TINY as TRAIN_TINY
 from vpac_fixture import build_vpac_layout
 from vpc2026_fixture import TRACK2_TRAIN, UNKNOWN_UTTERANCE, build_track1_layout, build_track2_layout
 
+from segreconcat_aug.data.kaldi import read_trials
 from segreconcat_aug.errors import UserError
-from segreconcat_aug.kaldi import read_trials
-from segreconcat_aug.report import read_results, read_score_file
+from segreconcat_aug.evaluation.report import read_results, read_score_file
 
 REPO = Path(__file__).resolve().parents[1]
 HPARAMS = str(REPO / "hparams" / "ecapa_segreconcat.yaml")
@@ -146,7 +146,7 @@ def test_track1_lists_built_for_a_vpac_2024_system_are_scored_in_its_layout(tmp_
     """A VPAC 2024 user: make_mixed_trials.py on the system's f/m lists, then --protocol=vpc2026-track1."""
     from test_evaluation import export_random_model, load_tiny_hparams, tiny_overrides
 
-    from segreconcat_aug.evaluation import evaluate_system
+    from segreconcat_aug.evaluation.system import evaluate_system
 
     root = build_vpac_layout(tmp_path / "vpac", systems=("T8-5",), write_alignments=False)
     sys.path.insert(0, str(REPO / "recipes"))

@@ -20,8 +20,8 @@ from pathlib import Path
 import numpy as np
 import soundfile
 
-from segreconcat_aug.alignment import AlignmentWriter, UtteranceAlignment, Word
-from segreconcat_aug.kaldi import read_kaldi_map, write_kaldi_map
+from segreconcat_aug.align.cache import AlignmentWriter, UtteranceAlignment, Word
+from segreconcat_aug.data.kaldi import read_kaldi_map, write_kaldi_map
 
 FIXTURES = Path(__file__).parent / "fixtures" / "librispeech"
 TRAIN_SPEAKERS = ("19", "26", "27", "1998", "3331", "2414", "3005")
@@ -30,7 +30,7 @@ EVAL_SPEAKERS = {"f": ("1998", "3331"), "m": ("2414", "3005")}
 
 def fixture_audio(utt: str) -> np.ndarray:
     """A LibriSpeech fixture utterance as float32 mono at 16 kHz (read_audio checks the rate)."""
-    from segreconcat_aug.audio import read_audio
+    from segreconcat_aug.data.audio import read_audio
 
     return read_audio(FIXTURES / f"{utt}.flac")
 

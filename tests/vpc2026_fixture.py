@@ -28,8 +28,8 @@ import numpy as np
 import soundfile
 from vpac_fixture import EVAL_SPEAKERS, FIXTURES, TRAIN_SPEAKERS, fixture_utterances, write_uniform_alignments
 
-from segreconcat_aug.kaldi import read_kaldi_map, write_kaldi_map
-from segreconcat_aug.mixed_trials import mixed_trials, write_mixed_trials
+from segreconcat_aug.data.kaldi import read_kaldi_map, write_kaldi_map
+from segreconcat_aug.data.mixed_trials import mixed_trials, write_mixed_trials
 
 ESPEAK_DE = Path(__file__).parent / "fixtures" / "espeak_de"
 TRACK2_TRAIN = ("1844", "2314", "5021", "6349")  # F, F, M, M
@@ -154,7 +154,7 @@ def espeak_utterances() -> tuple[dict, dict, dict, dict]:
 
 def build_track2_layout(root, system: str = "BM1", language: str = "de") -> Path:
     """The Track 2 layout of one language under ``root`` (module docstring); returns ``root``."""
-    from segreconcat_aug.protocols import TRACK2_LANGUAGES
+    from segreconcat_aug.data.protocols import TRACK2_LANGUAGES
 
     root = Path(root)
     sources, speaker_of, genders, texts = espeak_utterances()

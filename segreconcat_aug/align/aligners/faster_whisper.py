@@ -1,0 +1,273 @@
+"""Whisper word timestamps with faster-whisper (CTranslate2): the default backend.
+
+faster-whisper ports openai-whisper's word timing (``word_timestamps=True``: a second pass
+over the decoded text aligns every token to the audio through the alignment heads' cross
+attention and dynamic time warping; each word gets its own start *and* end, so a pause
+between two words stays a pause, as with the authors' ``transcribe(..., word_timestamps=True)``).
+
+Batching is across utterances: every utterance is one chunk of at most 30 s (longer ones are
+cut into 30 s windows, each decoded on its own), the chunks of ``batch_size`` utterances go
+through one encoder call and one batched ``generate`` of faster-whisper's
+``BatchedInferencePipeline``, and the word timing then runs per utterance, so an
+utterance's words do not depend on its batch neighbours. As in openai-whisper's
+``transcribe``: timestamp tokens on (segments split at them), the first timestamp at most
+1 s, greedy decoding (``num_beams`` 1), a window with a likely no-speech token and a low
+log probability skipped (silence then has no words: a counted failure), no voice
+activity filter. Unlike it: no temperature
+fallback and no conditioning on the previous 30 s window (the batched pipeline has neither;
+both only matter for hard or long audio; ``--backend=openai-whisper`` is the exact reference).
+
+Language: with ``language=None`` (and a multilingual model) each 30 s window's language is
+detected as the batched pipeline detects it, an utterance's is its first window's (as
+openai-whisper detects on the first 30 s), its words are timed with that language's prompt, and
+the language is reported per utterance (``languages``, recorded in the alignment cache).
+
+Example
+-------
+>>> aligner = FasterWhisperAligner.__new__(FasterWhisperAligner)
+>>> [(offset, len(piece)) for offset, piece in aligner._windows(np.zeros(16000 * 40, np.float32))]
+[(0.0, 480000), (30.0, 160000)]
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from dataclasses import replace
+from math import ceil
+
+import numpy as np
+
+from ...data.audio import SAMPLE_RATE
+from ...errors import UserError
+from ..cache import Word
+from ..whisper import DEFAULT_MODELS, WINDOW_SAMPLES, load_faster_whisper
+from .common import BatchedAligner, words_of
+
+logger = logging.getLogger(__name__)
+
+
+class FasterWhisperAligner(BatchedAligner):
+    """Word timestamps from a CTranslate2 Whisper, batched across utterances.
+
+    Parameters
+    ----------
+    model : str
+        A size name (``medium``, the paper's) or a local CTranslate2 folder.
+    device : str or None
+        ``None``: :func:`segreconcat_aug.data.jobs.default_device`.
+    compute_type : str
+        ``auto`` (float16 on GPU, int8 on CPU), ``float32``, ``int8_float16``, ...
+    batch_size : int
+    language : str or None
+        ``en``; None detects it per utterance (the authors' script passed none).
+    max_new_tokens : int or None
+        Per 30 s window (None: the model's limit). Tests cap it.
+    num_beams : int
+        1: greedy, as openai-whisper's ``transcribe`` at temperature 0.
+    options : dict or None
+        Overrides of faster-whisper's ``TranscriptionOptions`` (e.g. ``suppress_tokens``).
+    cpu_threads : int
+        CTranslate2 threads on the CPU (0: its default).
+    """
+
+    label = "faster-whisper"
+
+    needs_transcript = False
+
+    def __init__(
+        self,
+        model: str = DEFAULT_MODELS["faster-whisper"],
+        *,
+        device: str | None = None,
+        compute_type: str = "auto",
+        batch_size: int = 16,
+        language: str | None = "en",
+        max_new_tokens: int | None = None,
+        num_beams: int = 1,
+        options: dict | None = None,
+        cpu_threads: int = 0,
+    ):
+        from faster_whisper import BatchedInferencePipeline
+        from faster_whisper.tokenizer import Tokenizer
+        from faster_whisper.transcribe import TranscriptionOptions, get_suppressed_tokens
+
+        self.model = load_faster_whisper(
+            model, device=device, compute_type=compute_type, cpu_threads=cpu_threads
+        )
+        self.pipeline = BatchedInferencePipeline(self.model)
+        multilingual = bool(self.model.model.is_multilingual)
+        if not multilingual and language not in (None, "en"):
+            raise AlignerLanguageError(
+                f"{model} is an English-only Whisper: it cannot transcribe language {language!r}; use a "
+                "multilingual model (--whisper_model=medium, the paper's) or leave --language unset"
+            )
+        self.language = language or (None if multilingual else "en")
+        self._tokenizer_class = Tokenizer
+        self.tokenizer = Tokenizer(
+            self.model.hf_tokenizer, multilingual, task="transcribe", language=language or "en"
+        )
+        self._tokenizers = {self.tokenizer.language_code: self.tokenizer}
+        overrides = dict(options or {})
+        suppress = list(overrides.pop("suppress_tokens", [-1]))
+        # The fields of faster-whisper's batched pipeline, set as openai-whisper's transcribe sets them.
+        self.options = TranscriptionOptions(
+            beam_size=int(num_beams),
+            best_of=5,
+            patience=1.0,
+            length_penalty=1.0,
+            repetition_penalty=1.0,
+            no_repeat_ngram_size=0,
+            log_prob_threshold=-1.0,
+            no_speech_threshold=0.6,
+            compression_ratio_threshold=2.4,
+            condition_on_previous_text=False,
+            prompt_reset_on_temperature=0.5,
+            temperatures=[0.0],
+            initial_prompt=None,
+            prefix=None,
+            suppress_blank=True,
+            suppress_tokens=get_suppressed_tokens(self.tokenizer, suppress),
+            without_timestamps=False,
+            max_initial_timestamp=1.0,
+            word_timestamps=True,
+            prepend_punctuations="\"'“¿([{-",
+            append_punctuations="\"'.。,，!！?？:：”)]}、",
+            multilingual=multilingual and language is None,
+            max_new_tokens=max_new_tokens,
+            clip_timestamps="0",
+            hallucination_silence_threshold=None,
+            hotwords=None,
+        )
+        if overrides:
+            self.options = replace(self.options, **overrides)
+        self.batch_size = int(batch_size)
+        self.name = f"faster-whisper:{model}"
+        self.stats: Counter = Counter()
+
+    def _tokenizer_for(self, language: str | None):
+        """The tokenizer whose prompt names ``language`` (the word timing's prompt; one per language)."""
+        if language is None or not self.options.multilingual:
+            return self.tokenizer
+        if language not in self._tokenizers:
+            self._tokenizers[language] = self._tokenizer_class(
+                self.model.hf_tokenizer, True, task="transcribe", language=language
+            )
+        return self._tokenizers[language]
+
+    def _no_speech(self, output: dict) -> bool:
+        """openai-whisper's rule for a silent window: a likely no-speech token and a low log
+        probability (the batched pipeline leaves it out; without it silence gets made-up words)."""
+        threshold, logprob = self.options.no_speech_threshold, self.options.log_prob_threshold
+        if threshold is None or output["no_speech_prob"] <= threshold:
+            return False
+        return logprob is None or output["avg_logprob"] <= logprob
+
+    @staticmethod
+    def _windows(audio: np.ndarray) -> list[tuple[float, np.ndarray]]:
+        """``(offset seconds, samples)`` of the 30 s windows of one utterance."""
+        return [
+            (start / SAMPLE_RATE, audio[start : start + WINDOW_SAMPLES])
+            for start in range(0, len(audio), WINDOW_SAMPLES)
+        ]
+
+    def _decode(self, audios: list[np.ndarray]) -> list[list[Word]]:
+        from faster_whisper.audio import pad_or_trim
+
+        model, tokenizer = self.model, self.tokenizer
+        chunks, owners = [], []
+        for k, audio in enumerate(audios):
+            windows = self._windows(audio)
+            if len(windows) > 1:
+                self.stats["long_form_utterances"] += 1
+            for offset, piece in windows:
+                chunks.append((offset, piece))
+                owners.append(k)
+        # As the batched pipeline prepares a chunk: features without the last frame, padded to 30 s.
+        features = np.stack([pad_or_trim(model.feature_extractor(piece)[..., :-1]) for _, piece in chunks])
+        encoder_output, outputs = self.pipeline.generate_segment_batched(features, tokenizer, self.options)
+        if self.options.multilingual:
+            # The detection generate_segment_batched made for each window's prompt (the same encoder
+            # output, so the same result), kept: each utterance is reported, and timed, in its language.
+            detected = [langs[0][0][2:-2] for langs in model.model.detect_language(encoder_output)]
+            self._decoded_languages = utterance_languages(detected, owners, len(audios))
+        else:
+            self._decoded_languages = [self.language] * len(audios)
+        segments, sizes = [], []
+        for (offset, piece), output in zip(chunks, outputs):
+            if self._no_speech(output):
+                output = dict(output, tokens=[])
+                self.stats["no_speech_windows"] += 1
+            duration = len(piece) / SAMPLE_RATE
+            size = int(ceil(duration) * model.frames_per_second)
+            parts, _, _ = model._split_segments_by_timestamps(
+                tokenizer=tokenizer,
+                tokens=output["tokens"],
+                time_offset=offset,
+                segment_size=size,
+                segment_duration=duration,
+                seek=0,
+            )
+            seek = int(offset * model.frames_per_second)
+            segments.append([dict(part, seek=seek) for part in parts])
+            sizes.append(size)
+        words: list[list[Word]] = [[] for _ in audios]
+        for k in range(len(audios)):
+            # Chunks with text only: the aligner gets nothing to align from an empty one.
+            rows = [
+                i
+                for i, owner in enumerate(owners)
+                if owner == k and any(t < tokenizer.eot for part in segments[i] for t in part["tokens"])
+            ]
+            if not rows:
+                continue
+            mine = [segments[i] for i in rows]
+            # Timing per utterance: faster-whisper carries "the last speech time" from one chunk
+            # to the next, which must start at 0 for each utterance.
+            encoded, keep = (
+                (encoder_output, None) if len(rows) == len(chunks) else _rows(encoder_output, rows)
+            )
+            model.add_word_timestamps(
+                mine,
+                self._tokenizer_for(self._decoded_languages[k]),
+                encoded,
+                [sizes[i] for i in rows],
+                self.options.prepend_punctuations,
+                self.options.append_punctuations,
+                0.0,
+            )
+            del keep
+            for chunk in mine:
+                words[k].extend(words_of(chunk))
+        return words
+
+
+class AlignerLanguageError(UserError, ValueError):
+    """A language the model cannot transcribe (an English-only Whisper told another language)."""
+
+
+def utterance_languages(window_languages: list[str], owners: list[int], count: int) -> list[str | None]:
+    """Each utterance's language: its first 30 s window's (``owners``: the utterance of each window).
+
+    >>> utterance_languages(["de", "en", "fr"], [0, 0, 1], 2)
+    ['de', 'fr']
+    """
+    languages: list[str | None] = [None] * count
+    for language, owner in zip(window_languages, owners):
+        if languages[owner] is None:
+            languages[owner] = language
+    return languages
+
+
+def _rows(storage, rows: list[int]):
+    """``(view, memory)``: rows of a CTranslate2 ``StorageView`` (CPU or CUDA) as a new view,
+    and the array it borrows (keep it alive while the view is used)."""
+    import ctranslate2
+
+    if storage.device == "cuda":
+        import torch
+
+        memory = torch.as_tensor(storage, device=f"cuda:{storage.device_index}")[rows].contiguous()
+    else:
+        memory = np.ascontiguousarray(np.asarray(storage)[rows])
+    return ctranslate2.StorageView.from_array(memory), memory

@@ -1,0 +1,75 @@
+"""Whisper word timestamps with openai-whisper: the authors' own tool, the exact reference.
+
+The authors' timestamp script (``create_timestamps.py`` of monkeyDarefeen/SegReConcat_augmenter)
+calls ``model.transcribe(audio_path, word_timestamps=True)`` with every other option at its
+default, one file at a time, and keeps each word's ``start`` and ``end`` from every
+segment. This backend does the same on the decoded 16 kHz audio (batch 1): temperature
+fallback, conditioning on the previous window, timestamp tokens, no voice activity filter.
+``language`` is passed when set (``--language=en`` forces English; the recipe's default, null,
+lets openai-whisper detect it per utterance, as the authors' call did);
+``fp16`` follows the device. ``options`` adds keyword arguments to ``transcribe`` (tests
+shorten the decoding; real runs leave it empty, as the authors did).
+
+Install: ``pip install 'segreconcat-aug[whisper]'`` (openai-whisper, tokenizer files included).
+
+Example
+-------
+>>> OpenAIWhisperAligner.batch_size, OpenAIWhisperAligner.needs_transcript
+(1, False)
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+
+import numpy as np
+
+from ..cache import Word
+from ..whisper import DEFAULT_MODELS, load_openai_whisper
+from .common import BatchedAligner, words_of
+
+logger = logging.getLogger(__name__)
+
+
+class OpenAIWhisperAligner(BatchedAligner):
+    """``whisper.load_model(model).transcribe(audio, word_timestamps=True)`` per utterance.
+
+    Parameters
+    ----------
+    model : str
+        A size name (``medium``, the paper's) or a ``*.pt`` checkpoint path.
+    device : str or None
+        ``None``: :func:`segreconcat_aug.data.jobs.default_device`.
+    language : str or None
+        ``en``; None lets openai-whisper detect it (the authors' call).
+    options : dict or None
+        More keyword arguments for ``transcribe``.
+    """
+
+    label = "openai-whisper"
+    batch_size = 1
+    needs_transcript = False
+
+    def __init__(
+        self,
+        model: str = DEFAULT_MODELS["openai-whisper"],
+        *,
+        device: str | None = None,
+        language: str | None = "en",
+        options: dict | None = None,
+    ):
+        self.model = load_openai_whisper(model, device=device)
+        self.options = {"word_timestamps": True, "fp16": self.model.device.type == "cuda"}
+        self.language = language if language is not None or self.model.is_multilingual else "en"
+        if language is not None:
+            self.options["language"] = language
+        self.options.update(options or {})
+        self.name = f"openai-whisper:{model}"
+        self.stats: Counter = Counter()
+
+    def _decode(self, audios: list[np.ndarray]) -> list[list[Word]]:
+        results = [self.model.transcribe(audio, **self.options) for audio in audios]
+        # transcribe() reports the language it decoded in (detected on the first 30 s when not given).
+        self._decoded_languages = [result.get("language") or self.language for result in results]
+        return [words_of(result.get("segments", [])) for result in results]

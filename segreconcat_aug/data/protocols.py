@@ -1,0 +1,327 @@
+"""The evaluation protocols an attacker is trained and scored under, in one table.
+
+A protocol names its data sets, the subsets it scores, how the table averages them and
+the scoring conventions of the challenge code that defines it. The recipes read the
+``protocol:`` key of the training YAML (:data:`PROTOCOLS`):
+
+``vpac2024`` (the default)
+    The VoicePrivacy Attacker Challenge 2024, as the paper: ``train-clean-360``; dev and
+    test x female and male trial lists (``libri_{dev,test}_trials_{f,m}``), averaged as the
+    paper's Table 2; VPC 2024's wave normalization.
+``vpc2026-track1``
+    The VoicePrivacy Challenge 2026, Track 1 (English): ``train-clean-360``; one pooled list
+    per part (``libri_{dev,test}_trials_mixed``), ``dev_mixed``, ``test_mixed`` and their
+    average, with extra rows for each list's same-gender and cross-gender trials; the 2026
+    wave normalization; trials of a missing embedding or an unknown speaker are skipped
+    (and counted), as the 2026 code does.
+``vpc2026-track2``
+    The VoicePrivacy Challenge 2026, Track 2 (multilingual, MLS): one attacker per language
+    (``--language=de`` trains on ``train_german``, scores ``de_{dev,test}_trials_mixed``);
+    en, de, fr, es are the languages the toolkit scores; cn and ja are read when present.
+    Otherwise as Track 1.
+
+Where the folders are (the two layouts) is :mod:`segreconcat_aug.data.vpac`'s concern.
+
+Example
+-------
+>>> protocol = get_protocol("vpc2026-track2")
+>>> protocol.train_set("de"), protocol.trial_set("test_mixed", "de"), protocol.enroll_set("dev", "de")
+('train_german', 'de_test_trials_mixed', 'de_dev_enrolls')
+>>> get_protocol("vpac2024").subsets
+('dev_f', 'dev_m', 'test_f', 'test_m')
+>>> language_of_set("train_german_BM1"), language_of_set("de_dev_enrolls"), language_of_set("libri_dev_enrolls_B3")
+('de', 'de', None)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from ..errors import UserError
+
+DEFAULT_PROTOCOL = "vpac2024"
+PARTS = ("dev", "test")
+#: The two folder layouts (see :mod:`segreconcat_aug.data.vpac`): VPAC 2024's ``<root>/<SYS>/data/<set>_<SYS>``
+#: and the VPC 2026 toolkit's ``<root>/data/<set>_<SYS>``.
+LAYOUTS = ("vpac2024", "vpc2026")
+
+
+class ProtocolError(UserError, ValueError):
+    """An unknown protocol, or options that do not fit the protocol (a language, a subset)."""
+
+
+@dataclass(frozen=True)
+class TableLayout:
+    """The columns of a results table: subsets and averages, their headers, and what each average covers."""
+
+    columns: tuple[str, ...]
+    headers: tuple[str, ...]
+    averages: Mapping[str, tuple[str, ...]]
+
+    @property
+    def subsets(self) -> tuple[str, ...]:
+        """The columns that are subsets (not averages)."""
+        return tuple(column for column in self.columns if column not in self.averages)
+
+
+#: The paper's Table 2 (VPAC 2024): dev / test x f / m, each part's average and the average of the four.
+VPAC_TABLE = TableLayout(
+    columns=("dev_f", "dev_m", "dev_avg", "test_f", "test_m", "test_avg", "avg"),
+    headers=("dev F", "dev M", "dev avg", "test F", "test M", "test avg", "avg"),
+    averages={
+        "dev_avg": ("dev_f", "dev_m"),
+        "test_avg": ("test_f", "test_m"),
+        "avg": ("dev_f", "dev_m", "test_f", "test_m"),
+    },
+)
+#: VPC 2026: one pooled (mixed-gender) list per part, and their average.
+MIXED_TABLE = TableLayout(
+    columns=("dev_mixed", "test_mixed", "avg"),
+    headers=("dev mixed", "test mixed", "avg"),
+    averages={"avg": ("dev_mixed", "test_mixed")},
+)
+
+#: The suffixes of the extra rows of a pooled list: its target trials with only its same-gender,
+#: or only its cross-gender, non-target trials (``dev_mixed_same``, ``dev_mixed_cross``).
+GENDER_ROWS = ("same", "cross")
+
+
+@dataclass(frozen=True)
+class Language:
+    """A Track 2 language: its code, its training set and whether the 2026 toolkit scores it."""
+
+    code: str
+    train_set: str
+    scored: bool = True
+    shipped_train_set: bool = (
+        True  # False: the toolkit ships no training set (name one with folder_overrides)
+    )
+
+
+#: VPC 2026 Track 2 (scripts/build_mls_data.py, build_cn_data.py, build_ja_data.py and the README's layout).
+TRACK2_LANGUAGES = {
+    "en": Language("en", "train_english"),
+    "de": Language("de", "train_german"),
+    "fr": Language("fr", "train_french"),
+    "es": Language("es", "train_spanish"),
+    # Anonymized but not scored by the toolkit, which ships no training set for them.
+    "cn": Language("cn", "train_chinese", scored=False, shipped_train_set=False),
+    "ja": Language("ja", "train_japanese", scored=False, shipped_train_set=False),
+}
+
+
+@dataclass(frozen=True)
+class Protocol:
+    """One row of :data:`PROTOCOLS`.
+
+    ``set_prefix`` starts every evaluation set's name (``{language}`` is the language code);
+    ``trial_lists`` maps a subset to its part and its trial set's name after the prefix;
+    ``conventions`` are the defaults of the evaluation options where the YAML leaves them
+    null (``eval_normalize_wave``, ``eval_skip_missing_trials``, ``eval_enroll_mean``).
+    """
+
+    name: str
+    description: str
+    layout: str
+    set_prefix: str
+    trial_lists: Mapping[str, tuple[str, str]]
+    table: TableLayout
+    conventions: Mapping[str, object]
+    train: str | None = "train-clean-360"  # None: per language (languages)
+    languages: Mapping[str, Language] | None = None
+    gender_rows: bool = False  # extra same-gender / cross-gender rows of each pooled list
+    # The 2026 toolkit reads a trial list from the original (unsuffixed) folder; here: when the
+    # anonymized folder has none.
+    trials_from_original: bool = False
+    # Published numbers shown beside ours (reference_results.csv): the paper's table (by attacker
+    # label) and the challenge's own attacker (table, attacker).
+    published: Mapping[str, object] = field(default_factory=dict)
+
+    @property
+    def subsets(self) -> tuple[str, ...]:
+        """The subsets scored, in table order."""
+        return tuple(self.trial_lists)
+
+    @property
+    def scored_languages(self) -> tuple[str, ...]:
+        return tuple(code for code, lang in (self.languages or {}).items() if lang.scored)
+
+    def check_language(self, language: str | None) -> str | None:
+        """The language this protocol's sets are in (None: English, no choice), or a :class:`ProtocolError`."""
+        if self.languages is None:
+            if language not in (None, "en"):
+                raise ProtocolError(
+                    f"protocol {self.name} is English only: language {language!r} does not apply "
+                    f"(vpc2026-track2 has {', '.join(TRACK2_LANGUAGES)})"
+                )
+            return None
+        if language not in self.languages:
+            given = "no language" if language is None else f"language {language!r}"
+            raise ProtocolError(
+                f"protocol {self.name} trains one attacker per language and got {given}: give "
+                f"--language= one of {', '.join(self.languages)} (scored by the challenge: "
+                f"{', '.join(self.scored_languages)})"
+            )
+        return language
+
+    def _prefix(self, language: str | None) -> str:
+        return self.set_prefix.format(language=self.check_language(language))
+
+    def train_set(self, language: str | None = None) -> str:
+        """The training set's name (``train-clean-360``, ``train_german``, ...)."""
+        language = self.check_language(language)
+        return self.train if language is None else self.languages[language].train_set
+
+    def enroll_set(self, part: str, language: str | None = None) -> str:
+        return f"{self._prefix(language)}_{part}_enrolls"
+
+    def trial_set(self, subset: str, language: str | None = None) -> str:
+        if subset not in self.trial_lists:
+            raise ProtocolError(
+                f"protocol {self.name}: unknown subset {subset!r}; subsets: {list(self.subsets)}"
+            )
+        return f"{self._prefix(language)}_{self.trial_lists[subset][1]}"
+
+    def part(self, subset: str) -> str:
+        """``dev`` or ``test``: the part whose enrollment a subset is scored against."""
+        return self.trial_lists[subset][0]
+
+    def sets(self, language: str | None = None) -> tuple[str, ...]:
+        """Every set of one language (training, enrollment, trial lists)."""
+        parts = dict.fromkeys(part for part, _ in self.trial_lists.values())
+        return (
+            self.train_set(language),
+            *(self.enroll_set(part, language) for part in parts),
+            *(self.trial_set(subset, language) for subset in self.subsets),
+        )
+
+    def known_sets(self) -> tuple[str, ...]:
+        """Every set of every language (what ``folder_overrides`` may name)."""
+        languages = list(self.languages) if self.languages else [None]
+        return tuple(dict.fromkeys(name for language in languages for name in self.sets(language)))
+
+    def convention(self, key: str, value=None):
+        """An evaluation option's value: ``value`` when given (not None), else this protocol's."""
+        return self.conventions[key] if value is None else value
+
+
+_VPC2026_CONVENTIONS = {
+    # evaluation/privacy/asv/utils.py: normalize_wave after 2026-09-01 (block size, NaN and silence fallbacks)
+    "eval_normalize_wave": "vpc2026",
+    # asv.py: eer_compute skips (and counts) a trial whose enrollment or test embedding is missing
+    "eval_skip_missing_trials": True,
+    # The plain `ecapa` path (an EncoderClassifier, which this attacker is) averages raw embeddings;
+    # "l2" is what the challenge's own WavLM+ECAPA extractor does (speechbrain_vectors.py after f2c9bdc).
+    "eval_enroll_mean": "raw",
+}
+
+#: Every protocol, by name.
+PROTOCOLS: dict[str, Protocol] = {
+    "vpac2024": Protocol(
+        name="vpac2024",
+        description="VoicePrivacy Attacker Challenge 2024 (the paper's protocol)",
+        layout="vpac2024",
+        set_prefix="libri",
+        trial_lists={
+            "dev_f": ("dev", "dev_trials_f"),
+            "dev_m": ("dev", "dev_trials_m"),
+            "test_f": ("test", "test_trials_f"),
+            "test_m": ("test", "test_trials_m"),
+        },
+        table=VPAC_TABLE,
+        conventions={
+            "eval_normalize_wave": "vpc2024",
+            "eval_skip_missing_trials": False,
+            "eval_enroll_mean": "raw",
+        },
+        published={"paper": "paper-table2", "challenge": ("vpac-baseline", "VPAC baseline")},
+    ),
+    "vpc2026-track1": Protocol(
+        name="vpc2026-track1",
+        description="VoicePrivacy Challenge 2026, Track 1 (English, pooled mixed-gender lists)",
+        layout="vpc2026",
+        set_prefix="libri",
+        trial_lists={"dev_mixed": ("dev", "dev_trials_mixed"), "test_mixed": ("test", "test_trials_mixed")},
+        table=MIXED_TABLE,
+        conventions=_VPC2026_CONVENTIONS,
+        gender_rows=True,
+        trials_from_original=True,
+        published={"challenge": ("vpc2026-track1", "VPC 2026 challenge attacker (WavLM-Large+ECAPA)")},
+    ),
+    "vpc2026-track2": Protocol(
+        name="vpc2026-track2",
+        description="VoicePrivacy Challenge 2026, Track 2 (multilingual MLS; one attacker per language)",
+        layout="vpc2026",
+        set_prefix="{language}",
+        trial_lists={"dev_mixed": ("dev", "dev_trials_mixed"), "test_mixed": ("test", "test_trials_mixed")},
+        table=MIXED_TABLE,
+        conventions=_VPC2026_CONVENTIONS,
+        train=None,
+        languages=TRACK2_LANGUAGES,
+        gender_rows=True,
+        trials_from_original=True,
+    ),
+}
+
+#: Every subset name any protocol scores (what ``eval_subsets`` may list).
+ALL_SUBSETS = tuple(dict.fromkeys(s for p in PROTOCOLS.values() for s in p.subsets))
+
+
+def get_protocol(name: str | None) -> Protocol:
+    """The protocol of that name (None: :data:`DEFAULT_PROTOCOL`)."""
+    name = DEFAULT_PROTOCOL if name is None else name
+    if name not in PROTOCOLS:
+        raise ProtocolError(f"protocol {name!r} is unknown; protocols: {', '.join(PROTOCOLS)}")
+    return PROTOCOLS[name]
+
+
+def table_layout(protocol: str | None) -> TableLayout:
+    """The results table of a protocol (None: VPAC 2024's)."""
+    return get_protocol(protocol).table
+
+
+#: Track 2 language codes that Whisper spells otherwise.
+WHISPER_LANGUAGES = {"cn": "zh"}
+
+
+def whisper_language(code: str | None) -> str | None:
+    """Whisper's code of a language (``cn`` is Whisper's ``zh``; None stays None: detected).
+
+    >>> whisper_language("cn"), whisper_language("de"), whisper_language(None)
+    ('zh', 'de', None)
+    """
+    return WHISPER_LANGUAGES.get(code, code)
+
+
+def language_of_set(folder_name: str) -> str | None:
+    """The Track 2 language of a set's folder name (its suffix ignored), or None (not a Track 2 set)."""
+    for code, language in TRACK2_LANGUAGES.items():
+        if folder_name == language.train_set or folder_name.startswith(
+            (f"{language.train_set}_", f"{code}_dev_", f"{code}_test_")
+        ):
+            return code
+    return None
+
+
+def check_protocol_options(values: Mapping) -> None:
+    """Check the keys of a recipe's YAML that must fit its protocol: ``language``, ``eval_subsets``.
+
+    Raises
+    ------
+    ProtocolError
+        Naming the key, the protocol and what it allows.
+    """
+    if "protocol" not in values:
+        return
+    protocol = get_protocol(values.get("protocol"))
+    if "language" in values:
+        protocol.check_language(values.get("language"))
+    subsets = values.get("eval_subsets")
+    if subsets:
+        wrong = [s for s in subsets if s not in protocol.subsets]
+        if wrong:
+            raise ProtocolError(
+                f"eval_subsets: {wrong} are not subsets of protocol {protocol.name}; its subsets: "
+                f"{list(protocol.subsets)} (null: all of them)"
+            )

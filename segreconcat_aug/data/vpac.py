@@ -1,0 +1,193 @@
+"""Where a challenge system's data folders are, in the two layouts the challenges ship.
+
+VoicePrivacy Attacker Challenge 2024 (``vpac2024``)
+    Per anonymization system ``SYS``, folders ``<root>/<SYS>/data/<set>_<SYS>/`` (sets of
+    :data:`VPAC_SETS`).
+VoicePrivacy Challenge 2026 toolkit (``vpc2026``)
+    Every set directly under ``<root>/data/``: the original as ``data/<set>`` and the
+    anonymized copy as ``data/<set><suffix>``, the suffix with its underscore (the toolkit's
+    ``anon_data_suffix``: ``--system=B3`` names ``_B3``, ``--system=sttts`` names ``_sttts``).
+    ``wav.scp`` paths are relative to ``<root>`` (``corpora/...``).
+
+:func:`system_folders` finds the folders of a system's sets: in the layout asked for, or,
+when none is (``layout=None``), in the one the data folder holds (:func:`detect_layout`).
+The distributed data has quirks (B4's training folder is ``libri360_anon_B4`` in VPAC 2024;
+one system reuses another's trial lists), so every folder can be overridden from YAML::
+
+    folder_overrides:
+        B4:
+            train-clean-360: libri360_anon_B4        # relative to the layout's data folder
+            libri_dev_trials_f: /abs/path/to/folder  # or absolute
+        vpac2024:                                    # a layout's name: these apply in that layout only
+            B4:
+                train-clean-360: libri360_anon_B4
+
+Example
+-------
+>>> import tempfile, pathlib
+>>> root = pathlib.Path(tempfile.mkdtemp())
+>>> (root / "B4" / "data" / "libri360_anon_B4").mkdir(parents=True)
+>>> folders = system_folders(root, "B4", {"B4": {"train-clean-360": "libri360_anon_B4"}}, sets=["train-clean-360"])
+>>> folders["train-clean-360"].name
+'libri360_anon_B4'
+>>> (root / "data" / "train-clean-360_B3").mkdir(parents=True)
+>>> system_folders(root, "B3", sets=["train-clean-360"], layout="vpc2026")["train-clean-360"].relative_to(root).as_posix()
+'data/train-clean-360_B3'
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from segreconcat_aug.data.protocols import LAYOUTS, PARTS, get_protocol
+from segreconcat_aug.errors import UserError
+
+VPAC_SYSTEMS = ("B3", "B4", "B5", "T8-5", "T10-2", "T12-5", "T25-1")
+_VPAC = get_protocol("vpac2024")
+TRAIN_SET = _VPAC.train_set()
+ENROLL_SETS = {part: _VPAC.enroll_set(part) for part in PARTS}
+TRIAL_SETS = {tuple(subset.split("_")): _VPAC.trial_set(subset) for subset in _VPAC.subsets}
+VPAC_SETS = _VPAC.sets()
+
+
+class VPACLayoutError(UserError, FileNotFoundError):
+    """A system or one of its folders is not where the configuration says."""
+
+
+def detect_layout(data_folder, system: str, preferred: str = "vpac2024") -> str:
+    """The layout ``data_folder`` holds ``system``'s data in: ``preferred`` when it does, else the other one.
+
+    VPAC 2024's needs the folder ``<root>/<SYS>/data``, the 2026 toolkit's ``<root>/data``; when
+    neither is there, ``preferred`` (its error names what is missing).
+
+    >>> import tempfile, pathlib
+    >>> root = pathlib.Path(tempfile.mkdtemp()); (root / "data").mkdir()
+    >>> detect_layout(root, "B3"), detect_layout(root, "B3", preferred="vpc2026")
+    ('vpc2026', 'vpc2026')
+    """
+    if preferred not in LAYOUTS:
+        raise ValueError(f"unknown layout {preferred!r}; layouts: {LAYOUTS}")
+    root = Path(data_folder)
+    present = {"vpac2024": (root / system / "data").is_dir(), "vpc2026": (root / "data").is_dir()}
+    if present[preferred]:
+        return preferred
+    other = next(layout for layout in LAYOUTS if layout != preferred)
+    return other if present[other] else preferred
+
+
+def layout_overrides(overrides: dict | None, system: str, layout: str) -> dict:
+    """The folder overrides of ``system`` in ``layout``: its plain entries, then its layout-scoped ones."""
+    overrides = overrides or {}
+    mapping = dict(overrides.get(system) or {})
+    mapping.update((overrides.get(layout) or {}).get(system) or {})
+    return mapping
+
+
+def _data_root(data_folder, system: str, layout: str) -> Path:
+    root = Path(data_folder)
+    return root / system / "data" if layout == "vpac2024" else root / "data"
+
+
+def _missing_system(root: Path, system: str, layout: str) -> VPACLayoutError:
+    if layout == "vpac2024":
+        present = sorted(p.name for p in root.iterdir() if p.is_dir()) if root.is_dir() else []
+        return VPACLayoutError(
+            f"system {system!r} not found: no folder {root / system / 'data'} "
+            f"(systems present under {root}: {present or 'none'}; challenge systems: {list(VPAC_SYSTEMS)})"
+        )
+    return VPACLayoutError(
+        f"no folder {root / 'data'}: --data_folder must be the VPC 2026 toolkit's root (the folder holding "
+        f"data/<set>_{system}/), or a VPAC 2024 root holding {system}/data/"
+    )
+
+
+def present_suffixes(data_folder, set_name: str) -> list[str]:
+    """The system suffixes (without their underscore) of ``<root>/data/<set_name>_*`` folders (2026 layout)."""
+    data = Path(data_folder) / "data"
+    if not data.is_dir():
+        return []
+    prefix = f"{set_name}_"
+    return sorted(p.name[len(prefix) :] for p in data.iterdir() if p.is_dir() and p.name.startswith(prefix))
+
+
+def system_folders(
+    data_folder,
+    system: str,
+    overrides: dict | None = None,
+    sets=VPAC_SETS,
+    *,
+    layout: str | None = "vpac2024",
+    known_sets=None,
+) -> dict[str, Path]:
+    """The folder of each set of ``system``, checked to exist.
+
+    Parameters
+    ----------
+    layout : {"vpac2024", "vpc2026"} or None
+        None: the layout the data folder holds (:func:`detect_layout`).
+    known_sets : iterable of str, optional
+        The sets ``folder_overrides`` may name (default: :data:`VPAC_SETS` and ``sets``).
+
+    Raises
+    ------
+    VPACLayoutError
+        Naming the system (and the systems or suffixes that do exist) or the missing folder
+        and how to override its name.
+    """
+    layout = detect_layout(data_folder, system) if layout is None else layout
+    if layout not in LAYOUTS:
+        raise ValueError(f"unknown layout {layout!r}; layouts: {LAYOUTS}")
+    root = Path(data_folder)
+    data = _data_root(root, system, layout)
+    if not data.is_dir():
+        raise _missing_system(root, system, layout)
+    mapping = layout_overrides(overrides, system, layout)
+    known = list(dict.fromkeys([*(known_sets or VPAC_SETS), *sets]))
+    unknown = set(mapping) - set(known)
+    if unknown:
+        raise VPACLayoutError(
+            f"folder_overrides for {system}: unknown set(s) {sorted(unknown)}; sets: {known}"
+        )
+    folders = {}
+    for set_name in sets:
+        name = mapping.get(set_name, f"{set_name}_{system}")
+        folder = Path(name) if Path(name).is_absolute() else data / name
+        if not folder.is_dir():
+            hint = ""
+            if layout == "vpc2026" and set_name not in mapping:
+                found = present_suffixes(root, set_name)
+                hint = f" (suffixes present for {set_name}: {found or 'none'}; --system names the suffix)"
+            raise VPACLayoutError(
+                f"system {system}: folder for {set_name!r} not found at {folder}{hint}; "
+                f"set folder_overrides: {{{system}: {{{set_name}: <folder name>}}}} if it has another name"
+            )
+        folders[set_name] = folder
+    return folders
+
+
+def original_folder(data_folder, set_name: str, layout: str) -> Path | None:
+    """The original (not anonymized) folder of a set, where the layout has one: ``<root>/data/<set>`` (2026)."""
+    return Path(data_folder) / "data" / set_name if layout == "vpc2026" else None
+
+
+def training_folder(
+    data_folder, system: str, overrides: dict | None = None, protocol=None, language=None
+) -> Path:
+    """The training set's folder of ``system`` under a protocol (``train-clean-360``, ``train_german``, ...).
+
+    The layout is the one the data folder holds (the protocol's own first).
+    """
+    scheme = get_protocol(protocol)
+    name = scheme.train_set(language)
+    layout = detect_layout(data_folder, system, scheme.layout)
+    try:
+        return system_folders(
+            data_folder, system, overrides, sets=[name], layout=layout, known_sets=scheme.known_sets()
+        )[name]
+    except VPACLayoutError as err:
+        if language and scheme.languages and not scheme.languages[language].shipped_train_set:
+            raise VPACLayoutError(
+                f"{err} (the VPC 2026 toolkit ships no training set for {language}: name one with "
+                f"folder_overrides: {{{system}: {{{name}: <folder>}}}})"
+            ) from None
+        raise

@@ -1,0 +1,803 @@
+"""Score a trained attacker exactly as the challenge of its protocol does (VPAC 2024 by default).
+
+Per system, for each subset of the protocol (:mod:`segreconcat_aug.data.protocols`; VPAC 2024:
+dev / test x female / male; VPC 2026: the pooled dev and test lists):
+
+1. read the enrollment folder (speakers grouped by its ``utt2spk``, utterances
+   from its ``enrolls`` list when present) and the trial list
+   (``<enroll-spk> <test-utt> target|nontarget``);
+2. embed every enrollment and trial utterance WHOLE with the trained model
+   (Fbank -> sentence mean normalization -> ECAPA-TDNN), batched by similar
+   duration and cached to disk, so rescoring is instant; each wave is first
+   normalized as the challenge's extraction does (pyloudnorm to -30 LUFS, then
+   division by the peak) and its leading and trailing zeros are trimmed
+   (:mod:`segreconcat_aug.evaluation.embeddings`);
+3. enrollment model = mean of the speaker's raw embeddings; score = cosine
+   similarity of enrollment model and test embedding (:mod:`segreconcat_aug.evaluation.scoring`);
+4. EER (SpeechBrain's definition, :mod:`segreconcat_aug.evaluation.metrics`) and
+   normalized minDCF per subset; the table averages as the paper's Table 2
+   (VPC 2026: the average of dev and test). A VPC 2026 pooled list also gets a
+   row of its same-gender and one of its cross-gender trials (:func:`gender_rows`);
+5. the privacy metrics of :mod:`segreconcat_aug.evaluation.privacy` (linkability, ZEBRA, Cllr,
+   identification, pi_link, Singling Out, risk per speaker) from the same scores
+   (``eval_privacy``, on by default).
+
+Switches: ``eval_normalize_wave`` (the protocol's challenge normalization by
+default: ``vpc2024`` or ``vpc2026``; False gives the raw waves), ``eval_trim_zeros``
+(on, as both challenges' extraction), ``eval_enroll_mean`` (``raw``: the mean of raw
+embeddings, what both challenges' code does for an ECAPA such as ours; ``l2``: of
+L2-normalized ones, what VPC 2026's own WavLM+ECAPA attacker does),
+``eval_skip_missing_trials`` (the protocol's: VPC 2026 skips and counts) and score
+normalization, off by default as the paper uses none (``s-norm`` or ``as-norm``
+against a cohort drawn from the system's training speakers).
+
+:func:`evaluate_system` is the entry point used by ``recipes/evaluate.py`` and
+by the training recipe's last stage; this module holds it, the trial lists it
+reads and the result types it returns (:class:`SystemResults`).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+from speechbrain.utils.distributed import infer_device
+
+from ..data.audio import SAMPLE_RATE
+from ..data.audio_check import check_audio_files, problem_message, write_problem_list
+from ..data.kaldi import KaldiFolder, group_by_speaker, load_kaldi_folder, read_trials
+from ..data.protocols import GENDER_ROWS, get_protocol
+from ..data.vpac import detect_layout, original_folder, system_folders, training_folder
+from ..errors import UserError, cite
+from .embeddings import WAVE_CACHE_NAMES, EmbeddingExtractor, model_fingerprint, wave_normalization
+from .metrics import verification_metrics
+from .privacy import ListPrivacy, PrivacyOptions
+from .report import BOOTSTRAP_DEFAULTS, SUBSET_COLUMNS, subset_design, table_averages, write_system_report
+from .scoring import (
+    ENROLL_MEANS,
+    SCORE_NORMS,
+    cohort_utterances,
+    cosine_scores,
+    normalize_scores,
+    speaker_models,
+)
+
+logger = logging.getLogger(__name__)
+
+#: Subset names of VPAC 2024 (the default protocol) in the order of the paper's Table 2.
+SUBSETS = SUBSET_COLUMNS
+
+
+class MissingExportError(UserError, FileNotFoundError):
+    """No exported model where evaluation looks for one."""
+
+
+class TrialListError(UserError, ValueError):
+    """A trial list or enrollment folder cannot be scored as it is."""
+
+
+class ExportError(UserError, RuntimeError):
+    """The exported model cannot be loaded: a damaged file, or another model size than the YAML's."""
+
+
+# ---------------------------------------------------------------------------------------------------
+# Trials and enrollment
+# ---------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Enrollment:
+    """The enrollment utterances of one part (dev or test), grouped by speaker."""
+
+    folder: Path
+    wav: dict[str, str]
+    speakers: dict[str, list[str]]
+    utt2dur: dict[str, float] | None = None
+    spk2gender: dict[str, str] | None = None
+
+
+@dataclass
+class TrialList:
+    """One subset's trials, checked against its enrollment and its folder's ``wav.scp``."""
+
+    name: str
+    path: Path
+    enroll_speakers: list[str]
+    test_utterances: list[str]
+    targets: np.ndarray
+    wav: dict[str, str]
+    utt2dur: dict[str, float] | None = None
+    skipped: int = 0
+    # The utt2spk speaker of each test utterance (None where unknown), for the bootstrap.
+    test_speakers: list | None = None
+    folder: Path | None = None  # the folder of the test audio (path.parent unless trials came from elsewhere)
+    spk2gender: dict[str, str] | None = None
+
+    def __len__(self) -> int:
+        return len(self.targets)
+
+    @property
+    def audio_folder(self) -> Path:
+        return self.folder or self.path.parent
+
+
+def load_enrollment(folder: KaldiFolder) -> Enrollment:
+    """Group the enrollment utterances of a folder by speaker (``utt2spk``).
+
+    Utterances come from the ``enrolls`` list when the folder has one (every id
+    must be in ``wav.scp``), else from ``wav.scp``.
+    """
+    if folder.enrolls is not None:
+        unknown = [utt for utt in folder.enrolls if utt not in folder.wav]
+        if unknown:
+            raise TrialListError(
+                f"{folder.path / 'enrolls'}: {len(unknown)} enrollment utterance(s) not in wav.scp, first: "
+                f"{unknown[:5]}"
+            )
+        utterances = folder.enrolls
+    else:
+        utterances = folder.utterances
+    if not utterances:
+        raise TrialListError(f"{folder.path}: no enrollment utterances")
+    return Enrollment(
+        folder.path,
+        {u: folder.wav[u] for u in utterances},
+        group_by_speaker(utterances, folder.utt2spk),
+        folder.utt2dur,
+        folder.spk2gender,
+    )
+
+
+def load_trial_list(
+    name: str, folder: KaldiFolder, enrollment: Enrollment, skip_missing: bool = False, trials_path=None
+) -> TrialList:
+    """Read and check ``<folder>/trials`` against ``enrollment`` and the folder's ``wav.scp``.
+
+    ``trials_path``: read the list from there instead (VPC 2026: the original folder's list when
+    the anonymized folder has none).
+
+    Raises
+    ------
+    TrialListError
+        On an empty list, a list with only targets or only non-targets, or (unless
+        ``skip_missing``) a trial naming a speaker that is not enrolled or an
+        utterance that is not in ``wav.scp``, naming file and line. Skipped trials
+        are counted in ``TrialList.skipped`` and logged.
+    """
+    path = Path(trials_path) if trials_path is not None else folder.path / "trials"
+    # load_kaldi_folder parsed the file if there was one; read_trials says why there is none.
+    trials = folder.trials if folder.trials is not None and trials_path is None else read_trials(path)
+    if not trials:
+        raise TrialListError(f"{path}: no trials")
+    keep = []
+    skipped = 0
+    for trial in trials:
+        problem = None
+        if trial.enroll_speaker not in enrollment.speakers:
+            problem = (
+                f"enrollment speaker {trial.enroll_speaker!r} has no utterance in {enrollment.folder} "
+                f"(enrolled: {len(enrollment.speakers)} speakers)"
+            )
+        elif trial.test_utterance not in folder.wav:
+            problem = f"test utterance {trial.test_utterance!r} is not in {folder.path / 'wav.scp'}"
+        if problem is None:
+            keep.append(trial)
+        elif skip_missing:
+            skipped += 1
+        else:
+            raise TrialListError(f"{path}:{trial.line}: {problem} (skip_missing_trials skips such trials)")
+    if skipped:
+        logger.warning(
+            "%s: skipped %d of %d trials naming unknown speakers or utterances", path, skipped, len(trials)
+        )
+    if not keep:
+        raise TrialListError(f"{path}: no trial left to score ({skipped} skipped)")
+    targets = np.array([t.target for t in keep], dtype=bool)
+    if targets.all() or not targets.any():
+        kind = "target" if targets.all() else "non-target"
+        raise TrialListError(
+            f"{path}: all {len(keep)} trials are {kind} trials; the EER needs both targets and non-targets"
+        )
+    return TrialList(
+        name=name,
+        path=path,
+        enroll_speakers=[t.enroll_speaker for t in keep],
+        test_utterances=[t.test_utterance for t in keep],
+        targets=targets,
+        wav=folder.wav,
+        utt2dur=folder.utt2dur,
+        skipped=skipped,
+        test_speakers=[folder.utt2spk.get(t.test_utterance) for t in keep],
+        folder=folder.path,
+        spk2gender=folder.spk2gender,
+    )
+
+
+def load_system_trials(
+    data_folder,
+    system: str,
+    folder_overrides: dict | None = None,
+    subsets=None,
+    skip_missing: bool = False,
+    allow_pipes: bool = False,
+    *,
+    protocol: str | None = None,
+    language: str | None = None,
+    layout: str | None = None,
+) -> tuple[dict[str, Enrollment], dict[str, TrialList]]:
+    """Enrollments (by part) and trial lists (by subset name, e.g. ``dev_f``) of one system.
+
+    ``protocol`` (default ``vpac2024``) names the sets and ``subsets`` (None: all of the
+    protocol's); ``language`` is a Track 2 language; ``layout`` (None: the one the data folder
+    holds, the protocol's own first) where the folders are (:func:`segreconcat_aug.data.vpac.system_folders`).
+    Under VPC 2026, a trial folder without ``trials`` is scored with its original folder's list
+    (``data/<set>/trials``), as the 2026 toolkit reads it.
+
+    Example
+    -------
+    >>> import tempfile, pathlib
+    >>> root = pathlib.Path(tempfile.mkdtemp())
+    >>> for name, extra in [("libri_dev_enrolls_S", {"enrolls": "a1\\n"}),
+    ...                     ("libri_dev_trials_f_S", {"trials": "A t1 target\\nA t2 nontarget\\n"})]:
+    ...     d = root / "S" / "data" / name; d.mkdir(parents=True)
+    ...     utts = ["a1"] if "enrolls" in extra else ["t1", "t2"]
+    ...     _ = (d / "wav.scp").write_text("".join(f"{u} {u}.wav\\n" for u in utts))
+    ...     _ = (d / "utt2spk").write_text("".join(f"{u} {u[0].upper()}\\n" for u in utts))
+    ...     for k, v in extra.items(): _ = (d / k).write_text(v)
+    >>> enrollments, trials = load_system_trials(root, "S", subsets=["dev_f"])
+    >>> enrollments["dev"].speakers, trials["dev_f"].targets.tolist()
+    ({'A': ['a1']}, [True, False])
+    """
+    scheme = get_protocol(protocol)
+    subsets = list(scheme.subsets if subsets is None else subsets)
+    unknown = [s for s in subsets if s not in scheme.subsets]
+    if unknown:
+        raise ValueError(f"unknown subset(s) {unknown}; subsets of {scheme.name}: {list(scheme.subsets)}")
+    layout = detect_layout(data_folder, system, scheme.layout) if layout is None else layout
+    parts = sorted({scheme.part(s) for s in subsets}, key=["dev", "test"].index)
+    enroll_sets = {part: scheme.enroll_set(part, language) for part in parts}
+    trial_sets = {subset: scheme.trial_set(subset, language) for subset in subsets}
+    folders = system_folders(
+        data_folder,
+        system,
+        folder_overrides,
+        sets=[*enroll_sets.values(), *trial_sets.values()],
+        layout=layout,
+        known_sets=scheme.known_sets(),
+    )
+    enrollments = {
+        part: load_enrollment(load_kaldi_folder(folders[name], root=data_folder, allow_pipes=allow_pipes))
+        for part, name in enroll_sets.items()
+    }
+    trial_lists = {}
+    for subset, name in trial_sets.items():
+        folder = load_kaldi_folder(folders[name], root=data_folder, allow_pipes=allow_pipes)
+        trials_path = None
+        if folder.trials is None and scheme.trials_from_original:
+            original = original_folder(data_folder, name, layout)
+            if original is not None and (original / "trials").is_file():
+                trials_path = original / "trials"
+                logger.info(
+                    "%s has no trials: scoring %s (the original folder's list)", folder.path, trials_path
+                )
+            else:
+                raise TrialListError(
+                    f"{folder.path / 'trials'}: no such file, nor {original / 'trials' if original else '-'} "
+                    "(the original folder's list, which the VPC 2026 toolkit reads)"
+                )
+        trial_lists[subset] = load_trial_list(
+            subset,
+            folder,
+            enrollments[scheme.part(subset)],
+            skip_missing=skip_missing,
+            trials_path=trials_path,
+        )
+    return enrollments, trial_lists
+
+
+# ---------------------------------------------------------------------------------------------------
+# Scored trials and results
+# ---------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class SubsetScores:
+    """The scored trials of one subset."""
+
+    name: str
+    trials_file: Path
+    enroll: list[str]
+    test: list[str]
+    targets: np.ndarray
+    scores: np.ndarray
+    skipped: int = 0
+    test_speakers: list | None = None
+
+    @property
+    def target_scores(self) -> np.ndarray:
+        return self.scores[self.targets]
+
+    @property
+    def nontarget_scores(self) -> np.ndarray:
+        return self.scores[~self.targets]
+
+
+@dataclass
+class SystemResults:
+    """Scores and metrics of one system (one trained model)."""
+
+    system: str
+    subsets: dict[str, SubsetScores]
+    metrics: dict[str, dict] = field(default_factory=dict)
+    options: dict = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+    protocol: str = "vpac2024"
+    language: str | None = None  # a VPC 2026 Track 2 attacker's language
+    # The privacy metrics' settings when results.metrics holds them (add_privacy_metrics).
+    privacy: PrivacyOptions | None = None
+
+    def table_row(self) -> dict[str, float]:
+        """EERs (%) in the protocol's table columns (averages over the subsets present)."""
+        eers = {name: values["eer"] for name, values in self.metrics.items()}
+        return table_row(eers, get_protocol(self.protocol).table)
+
+
+def table_row(eers: dict[str, float], table=None) -> dict[str, float]:
+    """Table columns from per-subset EERs (default: Table 2's part averages and the average of the four).
+
+    >>> table_row({"dev_f": 30.0, "dev_m": 20.0, "test_f": 10.0, "test_m": 20.0})["avg"]
+    20.0
+    >>> table_row({"dev_mixed": 30.0, "test_mixed": 20.0}, get_protocol("vpc2026-track1").table)
+    {'dev_mixed': 30.0, 'test_mixed': 20.0, 'avg': 25.0}
+    """
+    return {column: float(value) for column, value in table_averages(eers, table).items()}
+
+
+def gender_rows(scored: SubsetScores, spk2gender: dict[str, str]) -> dict[str, SubsetScores]:
+    """A pooled list's extra rows: its targets with only its same-gender, or only its cross-gender, non-targets.
+
+    Rows are named ``<subset>_same`` and ``<subset>_cross`` (:data:`segreconcat_aug.data.protocols.GENDER_ROWS`);
+    genders come from ``spk2gender`` (``f``/``m`` in either case). A non-target of a speaker without a
+    gender is in neither row; a row without non-targets is left out.
+
+    >>> s = SubsetScores("dev_mixed", Path("trials"), ["a", "a", "b"], ["u", "v", "u"],
+    ...                  np.array([True, False, False]), np.array([0.9, 0.5, 0.1]), test_speakers=["a", "b", "a"])
+    >>> rows = gender_rows(s, {"a": "F", "b": "M"})
+    >>> list(rows), rows["dev_mixed_cross"].targets.tolist()
+    (['dev_mixed_cross'], [True, False, False])
+    """
+    genders = {speaker: str(gender).lower() for speaker, gender in spk2gender.items()}
+    enroll = [genders.get(speaker) for speaker in scored.enroll]
+    test = [genders.get(speaker) for speaker in (scored.test_speakers or [None] * len(scored.enroll))]
+    known = np.array([a is not None and b is not None for a, b in zip(enroll, test)], dtype=bool)
+    same = known & np.array([a == b for a, b in zip(enroll, test)], dtype=bool)
+    rows = {}
+    for suffix, kind in zip(GENDER_ROWS, (same, known & ~same)):
+        keep = scored.targets | kind
+        if not (keep & ~scored.targets).any():
+            continue
+        name = f"{scored.name}_{suffix}"
+        rows[name] = SubsetScores(
+            name,
+            scored.trials_file,
+            [e for e, k in zip(scored.enroll, keep) if k],
+            [t for t, k in zip(scored.test, keep) if k],
+            scored.targets[keep],
+            scored.scores[keep],
+            0,
+            None if scored.test_speakers is None else [t for t, k in zip(scored.test_speakers, keep) if k],
+        )
+    return rows
+
+
+def score_trials(
+    trials: TrialList,
+    models: dict[str, np.ndarray],
+    test_embeddings: dict[str, np.ndarray],
+    cohort: np.ndarray | None = None,
+    score_norm: str | None = None,
+    cohort_top_k: int | None = None,
+) -> SubsetScores:
+    """Cosine score of every trial (enrollment model vs. test embedding), optionally normalized."""
+    enroll = np.stack([models[spk] for spk in trials.enroll_speakers])
+    test = np.stack([test_embeddings[utt] for utt in trials.test_utterances])
+    scores = cosine_scores(enroll, test)
+    if score_norm:
+        if cohort is None:
+            raise ValueError(f"score normalization {score_norm!r} needs a cohort")
+        scores = normalize_scores(scores, enroll, test, cohort, score_norm, cohort_top_k)
+    return SubsetScores(
+        trials.name,
+        trials.path,
+        trials.enroll_speakers,
+        trials.test_utterances,
+        trials.targets,
+        scores,
+        trials.skipped,
+        trials.test_speakers,
+    )
+
+
+# ---------------------------------------------------------------------------------------------------
+# The whole evaluation of one system
+# ---------------------------------------------------------------------------------------------------
+
+#: Evaluation keys of the training YAML, with their defaults (see docs/evaluation.md).
+#: ``None``: the protocol's value (its subsets, or its convention: ``Protocol.conventions``).
+EVAL_DEFAULTS = {
+    "eval_subsets": None,
+    "eval_batch_size": 16,
+    "eval_max_batch_seconds": 600.0,
+    "eval_normalize_wave": None,
+    "eval_trim_zeros": True,
+    "eval_enroll_mean": None,
+    "eval_score_norm": None,
+    "eval_cohort_utts_per_speaker": 5,
+    "eval_cohort_top_k": 200,
+    "eval_skip_missing_trials": None,
+    "eval_allow_pipes": False,
+    "eval_p_targets": [0.01, 0.05],
+    "eval_save_every": 50,
+    "eval_det_plot": True,
+    "eval_bootstrap_resamples": BOOTSTRAP_DEFAULTS["resamples"],
+    "eval_bootstrap_seed": BOOTSTRAP_DEFAULTS["seed"],
+    "eval_privacy": True,
+    "eval_privacy_top_k": PrivacyOptions.top_k,
+    "eval_privacy_speaker_eer_threshold": PrivacyOptions.speaker_eer_threshold,
+    "eval_privacy_worst_speakers": PrivacyOptions.worst_speakers,
+    "eval_privacy_singling_out_folds": PrivacyOptions.singling_out_folds,
+    "eval_privacy_seed": PrivacyOptions.seed,
+}
+
+
+def privacy_options(hparams: dict) -> PrivacyOptions | None:
+    """The privacy metrics' settings from the ``eval_privacy*`` keys; None when ``eval_privacy`` is off."""
+    if not _option(hparams, "eval_privacy"):
+        return None
+    return PrivacyOptions(
+        top_k=int(_option(hparams, "eval_privacy_top_k")),
+        speaker_eer_threshold=float(_option(hparams, "eval_privacy_speaker_eer_threshold")),
+        worst_speakers=int(_option(hparams, "eval_privacy_worst_speakers")),
+        singling_out_folds=int(_option(hparams, "eval_privacy_singling_out_folds")),
+        seed=int(_option(hparams, "eval_privacy_seed")),
+    )
+
+
+def add_privacy_metrics(results: SystemResults, options: PrivacyOptions) -> SystemResults:
+    """Add every subset's privacy metrics (:meth:`segreconcat_aug.evaluation.privacy.ListPrivacy.point`) to
+    ``results.metrics`` and record ``options`` in ``results.privacy`` (the report's intervals use them)."""
+    for name, subset in results.subsets.items():
+        design, _ = subset_design(subset)
+        results.metrics[name].update(ListPrivacy(subset, design, options).point())
+    results.privacy = options
+    return results
+
+
+EVAL_SUBFOLDER = "eval"  # the default eval_folder: <output_folder>/eval
+
+
+def evaluation_folder(hparams: dict) -> Path:
+    """Where a run's evaluation goes: ``eval_folder``, else ``<output_folder>/eval``."""
+    return Path(hparams.get("eval_folder") or Path(hparams["output_folder"]) / EVAL_SUBFOLDER)
+
+
+class EvaluationFolderError(UserError, ValueError):
+    """The evaluation folder holds another protocol's (or language's) results, which would be replaced."""
+
+
+def check_evaluation_folder(hparams: dict) -> None:
+    """Refuse an evaluation folder holding results of another protocol or language (they would be replaced).
+
+    A rescoring under the same protocol (other options, a new model) replaces its results as before.
+    """
+    path = evaluation_folder(hparams) / "results.json"
+    if not path.is_file():
+        return
+    try:
+        saved = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError):
+        return
+    scheme = get_protocol(hparams.get("protocol"))
+    there = (saved.get("protocol") or "vpac2024", saved.get("language"))
+    now = (scheme.name, scheme.check_language(hparams.get("language")))
+    if there != now:
+        raise EvaluationFolderError(
+            f"{path.parent} holds results of protocol {there[0]}{f' ({there[1]})' if there[1] else ''}; scoring "
+            f"under {now[0]}{f' ({now[1]})' if now[1] else ''} would replace them: give another --eval_folder"
+        )
+
+
+def _option(hparams: dict, key: str):
+    value = hparams.get(key)
+    return EVAL_DEFAULTS[key] if value is None else value
+
+
+def load_exported_model(hparams: dict, model_folder=None) -> Path:
+    """Load ``embedding_model.ckpt`` of the export folder into ``hparams['embedding_model']``.
+
+    The folder is ``model_folder``, else ``hparams['eval_model_folder']``, else
+    ``hparams['export_folder']``, else ``<output_folder>/export``. Returns the
+    checkpoint path.
+    """
+    folder = Path(
+        model_folder
+        or hparams.get("eval_model_folder")
+        or hparams.get("export_folder")
+        or Path(hparams["output_folder"]) / "export"
+    )
+    checkpoint = folder / "embedding_model.ckpt"
+    if not checkpoint.is_file():
+        raise MissingExportError(
+            f"{checkpoint}: no exported model (recipes/train.py writes it when training ends; "
+            "set eval_model_folder to evaluate another export)"
+        )
+    try:
+        state = torch.load(checkpoint, map_location="cpu", weights_only=True)
+    except Exception as err:  # torch raises RuntimeError, KeyError, EOFError... for a damaged file
+        reason = " ".join(str(err).split())[:120]
+        raise ExportError(
+            f"{checkpoint}: cannot be read, the file is damaged or cut ({type(err).__name__}: {reason}); "
+            "rerun recipes/train.py with the training's options to export the best checkpoint again"
+        ) from None
+    model = hparams["embedding_model"]
+    try:
+        model.load_state_dict(state)
+    except RuntimeError as err:
+        theirs, ours = ecapa_sizes(state), ecapa_sizes(model.state_dict())
+        if theirs != ours:
+            sizes = f"the export has {_sizes_text(theirs)}, the YAML's embedding_model {_sizes_text(ours)}"
+        else:
+            sizes = " ".join(str(err).split())[:200]
+        raise ExportError(
+            f"{checkpoint}: does not fit: {sizes}; give the training's values (its train_hyperparams.yaml "
+            "beside the export lists them)"
+        ) from None
+    return checkpoint
+
+
+def ecapa_sizes(state: dict) -> dict:
+    """``channels``, ``attention_channels`` and ``lin_neurons`` of an ECAPA-TDNN state dict (what is found).
+
+    >>> from speechbrain.lobes.models.ECAPA_TDNN import ECAPA_TDNN
+    >>> model = ECAPA_TDNN(80, channels=[16, 16, 16, 16, 48], attention_channels=8, lin_neurons=16)
+    >>> ecapa_sizes(model.state_dict())
+    {'channels': [16, 16, 16, 16, 48], 'attention_channels': 8, 'lin_neurons': 16}
+    """
+    channels = []
+    while True:
+        layer = len(channels)
+        key = "blocks.0.conv.conv.weight" if layer == 0 else f"blocks.{layer}.tdnn2.conv.conv.weight"
+        if key not in state:
+            break
+        channels.append(int(state[key].shape[0]))
+    sizes = {"channels": channels}
+    for name, key in (
+        ("channels", "mfa.conv.conv.weight"),
+        ("attention_channels", "asp.tdnn.conv.conv.weight"),
+        ("lin_neurons", "fc.conv.weight"),
+    ):
+        if key in state:
+            value = int(state[key].shape[0])
+            sizes[name] = [*channels, value] if name == "channels" else value
+    return sizes
+
+
+def _sizes_text(sizes: dict) -> str:
+    return ", ".join(f"{name}={value}" for name, value in sizes.items())
+
+
+class EvaluationAudioError(TrialListError):
+    """Enrollment or trial audio failed the audio check (unreadable, truncated, NaN, ...); all are named."""
+
+
+def check_evaluation_audio(hparams: dict, enrollments: dict, trial_lists: dict, eval_folder) -> list[str]:
+    """The audio check (:mod:`segreconcat_aug.data.audio_check`) of every enrollment and trial file scored.
+
+    Unusable files (missing, unreadable, truncated, NaN samples, another rate) stop
+    here, all named (and listed in ``<eval_folder>/audio_problems.txt``). Silent or
+    too-short files are scored, and returned as warnings (count and first ids).
+    """
+    wav = {}
+    for enrollment in enrollments.values():
+        wav.update({f"{enrollment.folder.name}/{utt}": path for utt, path in enrollment.wav.items()})
+    for trials in trial_lists.values():
+        folder = trials.audio_folder.name
+        wav.update({f"{folder}/{utt}": trials.wav[utt] for utt in dict.fromkeys(trials.test_utterances)})
+    report = check_audio_files(
+        wav,
+        mode=hparams.get("check_audio") or "full",
+        sample_rate=hparams.get("sample_rate", SAMPLE_RATE),
+        min_duration=float(hparams.get("min_audio_duration") or 0.0),
+        silence_db=hparams.get("silence_db", -60.0),
+        workers=int(hparams.get("check_workers") or 8),
+        cache=hparams.get("audio_check_cache") or Path(eval_folder) / "audio_check.jsonl",
+        desc="checking enrollment and trial audio",
+    )
+    if report.fatal:
+        listed = write_problem_list(report.fatal, Path(eval_folder) / "audio_problems.txt")
+        message = problem_message(report.fatal, len(wav), "enrollment and trial files", listed)
+        raise cite(EvaluationAudioError(message), listed)  # the list outlives a removed eval folder
+    warnings = []
+    for kind, words in (("silent", "silent"), ("too_short", "shorter than min_audio_duration")):
+        utts = [problem.utt for problem in report.weak if problem.kind == kind]
+        if utts:
+            warnings.append(
+                f"{len(utts)} enrollment/trial file(s) {words}, scored all the same; first: {utts[:5]}"
+            )
+    for warning in warnings:
+        logger.warning("%s %s", hparams["system"], warning)
+    return warnings
+
+
+def evaluate_system(hparams: dict, run_opts: dict | None = None, write_report: bool = True) -> SystemResults:
+    """Evaluate the exported model of a training run on its system's dev and test trials.
+
+    Parameters
+    ----------
+    hparams : dict
+        The loaded training YAML: ``data_folder``, ``system``, ``output_folder``,
+        ``compute_features``, ``mean_var_norm``, ``embedding_model``, optional
+        ``folder_overrides``, ``export_folder``, ``seed`` and the ``eval_*`` keys
+        (:data:`EVAL_DEFAULTS`; ``eval_folder`` defaults to ``<output_folder>/eval``).
+    run_opts : dict or None
+        SpeechBrain run options (a dict or ``RunOptions``); ``device`` is used (default: the
+        accelerator when there is one, else cpu).
+    write_report : bool
+        Write scores, ``results.csv``, ``results.md``, ``results.json`` and the DET
+        figure to ``eval_folder`` (:func:`segreconcat_aug.evaluation.report.write_system_report`).
+
+    Returns
+    -------
+    SystemResults
+    """
+    run_opts = run_opts or {}
+    # SpeechBrain leaves device unset unless given; it then means "the accelerator if there is one".
+    device = run_opts.get("device") or infer_device()
+    system = hparams["system"]
+    data_folder = hparams["data_folder"]
+    overrides = hparams.get("folder_overrides") or {}
+    scheme = get_protocol(hparams.get("protocol"))
+    language = scheme.check_language(hparams.get("language"))
+    eval_folder = evaluation_folder(hparams)
+    score_norm = _option(hparams, "eval_score_norm")
+    if score_norm not in SCORE_NORMS:
+        raise ValueError(f"eval_score_norm: unknown {score_norm!r}; choose from {list(SCORE_NORMS)}")
+    enroll_mean = scheme.convention("eval_enroll_mean", hparams.get("eval_enroll_mean"))
+    if enroll_mean not in ENROLL_MEANS:
+        raise ValueError(f"eval_enroll_mean: unknown {enroll_mean!r}; choose from {list(ENROLL_MEANS)}")
+    allow_pipes = bool(_option(hparams, "eval_allow_pipes"))
+    resamples = _option(hparams, "eval_bootstrap_resamples")
+    if isinstance(resamples, bool) or not isinstance(resamples, int) or resamples < 0:
+        raise ValueError(
+            f"eval_bootstrap_resamples: expected an integer >= 0 (0: no intervals), got {resamples!r}"
+        )
+    check_evaluation_folder(hparams)
+    layout = detect_layout(data_folder, system, scheme.layout)
+    skip_missing = bool(
+        scheme.convention("eval_skip_missing_trials", hparams.get("eval_skip_missing_trials"))
+    )
+
+    enrollments, trial_lists = load_system_trials(
+        data_folder,
+        system,
+        overrides,
+        subsets=hparams.get("eval_subsets") or None,
+        skip_missing=skip_missing,
+        allow_pipes=allow_pipes,
+        protocol=scheme.name,
+        language=language,
+        layout=layout,
+    )
+    audio_warnings = check_evaluation_audio(hparams, enrollments, trial_lists, eval_folder)
+    checkpoint = load_exported_model(hparams)
+    normalize_wave = wave_normalization(
+        scheme.convention("eval_normalize_wave", hparams.get("eval_normalize_wave"))
+    )
+    trim = bool(_option(hparams, "eval_trim_zeros"))
+    # The wave processing is part of the embedding cache's name: changing it re-embeds. (The
+    # loudness normalization is named by its method, so caches of the earlier peak-only option
+    # are not reused.)
+    wave_options = {"normalize_wave": WAVE_CACHE_NAMES.get(normalize_wave, False), "trim_zeros": trim}
+    fingerprint = model_fingerprint(checkpoint, wave_options)
+    cache_root = eval_folder / "embeddings" / fingerprint
+    extractor = EmbeddingExtractor(
+        hparams["compute_features"],
+        hparams["mean_var_norm"],
+        hparams["embedding_model"],
+        device=device,
+        batch_size=_option(hparams, "eval_batch_size"),
+        max_batch_seconds=_option(hparams, "eval_max_batch_seconds"),
+        normalize_wave=normalize_wave,
+        sample_rate=hparams.get("sample_rate", SAMPLE_RATE),
+        save_every=_option(hparams, "eval_save_every"),
+        trim_zeros=trim,
+    )
+
+    models = {}
+    for part, enrollment in enrollments.items():
+        embeddings = extractor.embed(
+            enrollment.wav,
+            cache_root / enrollment.folder.name,
+            enrollment.utt2dur,
+            desc=f"{system} {part} enroll",
+        )
+        models[part] = speaker_models(enrollment.speakers, embeddings, mean=enroll_mean)
+
+    cohort = None
+    if score_norm:
+        folder = training_folder(data_folder, system, overrides, protocol=scheme.name, language=language)
+        train = load_kaldi_folder(folder, root=data_folder, allow_pipes=allow_pipes)
+        chosen = cohort_utterances(
+            train, int(_option(hparams, "eval_cohort_utts_per_speaker")), hparams.get("seed", 0)
+        )
+        wav = {utt: train.wav[utt] for utts in chosen.values() for utt in utts}
+        embeddings = extractor.embed(
+            wav, cache_root / f"cohort-{train.path.name}", train.utt2dur, desc="cohort"
+        )
+        cohort = np.stack(list(speaker_models(chosen, embeddings, mean=enroll_mean).values()))
+
+    options = {
+        "protocol": scheme.name,
+        **({"language": language} if language else {}),
+        "layout": layout,
+        "model": str(checkpoint),
+        "fingerprint": fingerprint,
+        "normalize_wave": normalize_wave or False,
+        "trim_zeros": trim,
+        "enroll_mean": enroll_mean,
+        "score_norm": score_norm,
+        "skip_missing_trials": skip_missing,
+    }
+    results = SystemResults(
+        system=system,
+        subsets={},
+        options=options,
+        warnings=audio_warnings,
+        protocol=scheme.name,
+        language=language,
+    )
+    p_targets = tuple(_option(hparams, "eval_p_targets"))
+    for name, trials in trial_lists.items():
+        needed = {utt: trials.wav[utt] for utt in dict.fromkeys(trials.test_utterances)}
+        test_embeddings = extractor.embed(
+            needed, cache_root / trials.audio_folder.name, trials.utt2dur, desc=f"{system} {name} trials"
+        )
+        scored = score_trials(
+            trials,
+            models[scheme.part(name)],
+            test_embeddings,
+            cohort,
+            score_norm,
+            _option(hparams, "eval_cohort_top_k"),
+        )
+        rows = {name: scored}
+        if scheme.gender_rows:
+            genders = {**(enrollments[scheme.part(name)].spk2gender or {}), **(trials.spk2gender or {})}
+            if genders:
+                rows.update(gender_rows(scored, genders))
+            else:
+                results.warnings.append(f"{name}: no spk2gender, so no same-gender / cross-gender rows")
+        for row, subset in rows.items():
+            results.subsets[row] = subset
+            metrics = verification_metrics(subset.target_scores, subset.nontarget_scores, p_targets=p_targets)
+            metrics["skipped_trials"] = subset.skipped
+            results.metrics[row] = metrics
+            logger.info("%s %s: EER %.2f %% (%d trials)", system, row, metrics["eer"], len(subset.targets))
+        if scored.skipped:
+            results.warnings.append(
+                f"{name}: {scored.skipped} of {scored.skipped + len(scored.targets)} trials skipped (an "
+                f"enrollment speaker without utterances or a test utterance not in wav.scp; {trials.path})"
+            )
+    privacy = privacy_options(hparams)
+    if privacy is not None:
+        add_privacy_metrics(results, privacy)
+    if write_report:
+        bootstrap = {"resamples": resamples, "seed": int(_option(hparams, "eval_bootstrap_seed"))}
+        write_system_report(
+            results, eval_folder, det_plot=bool(_option(hparams, "eval_det_plot")), bootstrap=bootstrap
+        )
+    return results

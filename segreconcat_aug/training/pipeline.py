@@ -1,0 +1,219 @@
+"""SpeechBrain data-pipeline steps: read -> SegReConcat -> random crop.
+
+A recipe attaches :class:`TrainAudioPipeline` to the *training* set only; dev
+and test sets use :func:`chunk_audio_pipeline` / whole-file reading, unaugmented.
+
+Training manifest columns used here (see ``docs/data.md``): ``ID`` (one row per
+crop, ``<utt>@<k>``), ``utt_id`` and ``wav``.
+
+Example
+-------
+>>> import speechbrain as sb
+>>> pipeline = TrainAudioPipeline(augmenter=None, sentence_len=3.0, seed=7)
+>>> item = pipeline.dynamic_item()
+>>> item.takes, item.provides
+(('id', 'utt_id', 'wav'), ('sig',))
+"""
+
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+import soundfile
+import speechbrain as sb
+import torch
+from speechbrain.dataio.batch import PaddedBatch
+
+from ..data.audio import SAMPLE_RATE, AudioFile, AudioReadError, DecodedCache, read_audio
+from ..method.augment import SegReConcat, render
+from ..seeding import KeyedRandom
+
+logger = logging.getLogger(__name__)
+
+READ_ERROR_POLICIES = ("skip", "error")
+
+_CROP_STREAM = 1  # keeps crop draws independent of the augmenter's permutation draws
+_MERGE_GAP = 8000  # samples: one more seek + read costs about as much as reading 0.5 s
+
+
+def crop_start(length: int, crop: int, rng: np.random.Generator) -> int:
+    """Start of a random ``crop``-sample window in ``length`` samples (0 when shorter).
+
+    >>> crop_start(10, 4, np.random.default_rng(0)) in range(7)
+    True
+    """
+    return int(rng.integers(0, length - crop + 1)) if length > crop else 0
+
+
+def random_crop(audio: np.ndarray, length: int, rng: np.random.Generator) -> np.ndarray:
+    """A random ``length``-sample window; shorter audio is returned whole (not padded).
+
+    >>> random_crop(np.arange(10), 4, np.random.default_rng(0)).shape
+    (4,)
+    """
+    start = crop_start(len(audio), length, rng)
+    return audio[start : start + length]
+
+
+class TrainAudioPipeline:
+    """Training audio: SegReConcat (optional), then a random crop, reading only what the crop needs.
+
+    The augmented signal is planned from the file's length (header), the crop
+    window drawn, and only the input samples it is made of read and rendered; the
+    result equals cropping the augmentation of the whole file. When the plan
+    needs the samples (SR's peak normalization, ``sr_pad_normalize``; a plug-in
+    strategy registered with ``uses_audio=True``) the whole file is read instead.
+    The crop window is drawn from ``(seed, epoch, id)``, the RR permutation from
+    ``(seed, id)`` (or ``(seed, epoch, id)`` with ``rr_redraw: epoch``), so a run
+    is reproducible and each epoch crops anew. Call :meth:`set_epoch` from
+    ``Brain.on_stage_start``; the epoch lives in shared memory so DataLoader
+    workers (persistent or not) see it.
+
+    Parameters
+    ----------
+    augmenter : SegReConcat or None
+        None trains on the original audio (the baseline).
+    sentence_len : float
+        Crop length in seconds (3.0 as in the VoxCeleb recipe and VPC baseline).
+    sample_rate : int
+    seed : int
+    read_errors : {"skip", "error"}
+        A file that cannot be read, or gives NaN or infinite samples, although it
+        passed the audio check before training (it changed since): ``skip`` returns
+        None for the row, logged with its file, which :class:`SkipFailedReads` drops
+        from the batch and counts; ``error`` raises :class:`AudioReadError` naming it.
+    decoded_cache_mb : float
+        Each process keeps up to this many MiB of decoded lossy files (Ogg/Vorbis, Opus, MP3:
+        a span of one is read by decoding the whole file), so several crops of a file in an
+        epoch decode it once (:class:`segreconcat_aug.data.audio.DecodedCache`); 0: none. Files
+        that seek exactly (WAV, FLAC) never need it.
+    """
+
+    def __init__(
+        self,
+        augmenter: SegReConcat | None = None,
+        sentence_len: float = 3.0,
+        sample_rate: int = SAMPLE_RATE,
+        seed: int = 1986,
+        read_errors: str = "skip",
+        decoded_cache_mb: float = 0,
+    ):
+        if read_errors not in READ_ERROR_POLICIES:
+            raise ValueError(
+                f"read_errors: unknown policy {read_errors!r}; choose from {READ_ERROR_POLICIES}"
+            )
+        self.read_errors = read_errors
+        self.augmenter = augmenter
+        self.crop_samples = int(round(sentence_len * sample_rate))
+        self.sample_rate = sample_rate
+        self.seed = int(seed)
+        self._draw = KeyedRandom(seed)
+        self._epoch = torch.zeros(1, dtype=torch.int64).share_memory_()
+        self._decoded = DecodedCache(int(decoded_cache_mb * 2**20)) if decoded_cache_mb else None
+
+    def set_epoch(self, epoch: int) -> None:
+        self._epoch[0] = int(epoch)
+
+    @property
+    def epoch(self) -> int:
+        # Reading through numpy is ~30x cheaper than indexing the tensor.
+        return int(self._epoch.numpy()[0])
+
+    def __call__(self, row_id: str, utt_id: str, wav: str) -> torch.Tensor | None:
+        try:
+            crop = self._crop(row_id, utt_id, wav)
+            if not torch.isfinite(crop).all():
+                raise AudioReadError(f"{wav}: NaN or infinite samples")
+        except (AudioReadError, OSError, soundfile.LibsndfileError) as err:
+            message = f"training row {row_id} (utterance {utt_id}, {wav}): {err}"
+            if self.read_errors == "error":
+                raise AudioReadError(
+                    f"{message} (read_errors: skip drops such rows and counts them)"
+                ) from err
+            logger.warning("%s: skipped (read_errors: skip)", message)
+            return None
+        return crop
+
+    def _crop(self, row_id: str, utt_id: str, wav: str) -> torch.Tensor:
+        epoch = self.epoch
+        rng = self._draw(epoch, row_id, stream=_CROP_STREAM)
+        if self.augmenter is not None and not self.augmenter.plans_from_length:
+            return self._crop_after_full_read(epoch, rng, utt_id, wav)
+        # Plan from the header's length and read only the samples the crop is made of:
+        # a 3 s crop of a 12 s file reads 3 s, in one piece or in a few (its words).
+        with AudioFile(wav, self.sample_rate, cache=self._decoded) as source:
+            length = source.frames
+            plan = self.augmenter.plan(None, utt_id, epoch, num_samples=length) if self.augmenter else None
+            if plan is None:
+                start = crop_start(length, self.crop_samples, rng)
+                crop = source.read(start, start + self.crop_samples)
+            else:
+                start = crop_start(plan.length, self.crop_samples, rng)
+                stop = start + self.crop_samples
+                ranges = plan.input_ranges(start, stop, merge_gap=_MERGE_GAP)
+                audio_start = int(ranges[0, 0]) if len(ranges) else 0
+                crop = render(source.read_ranges(ranges), plan, start, stop, audio_start=audio_start)
+        return torch.from_numpy(crop)
+
+    def _crop_after_full_read(self, epoch, rng, utt_id, wav) -> torch.Tensor:
+        # A plan that looks at the samples (SR's peak, a plug-in strategy) is made from the
+        # whole file; same draws, same crop.
+        audio = read_audio(wav, sample_rate=self.sample_rate)
+        plan = self.augmenter.plan(audio, utt_id, epoch)
+        if plan is None:
+            crop = random_crop(audio, self.crop_samples, rng)
+        else:
+            start = crop_start(plan.length, self.crop_samples, rng)
+            crop = render(audio, plan, start, start + self.crop_samples)
+        return torch.from_numpy(np.ascontiguousarray(crop))
+
+    def dynamic_item(self, takes=("id", "utt_id", "wav"), provides="sig"):
+        """This pipeline as a SpeechBrain ``@takes/@provides`` dynamic item."""
+        return sb.utils.data_pipeline.takes(*takes)(sb.utils.data_pipeline.provides(provides)(self))
+
+
+class SkipFailedReads:
+    """A DataLoader ``collate_fn``: :class:`PaddedBatch` of the examples whose ``sig`` was read.
+
+    Examples whose ``key`` is None (a read that failed, see
+    :class:`TrainAudioPipeline`'s ``read_errors``) are left out; the batch's
+    ``failed_reads`` attribute says how many, so the training loop can count them.
+
+    >>> batch = SkipFailedReads()([{"id": "a", "sig": torch.ones(3)}, {"id": "b", "sig": None}])
+    >>> batch.id, batch.failed_reads
+    (['a'], 1)
+    """
+
+    def __init__(self, key: str = "sig"):
+        self.key = key
+
+    def __call__(self, examples):
+        kept = [example for example in examples if example[self.key] is not None]
+        if not kept:
+            ids = [example.get("id") for example in examples]
+            raise AudioReadError(
+                f"no example of a batch could be read (rows {ids[:5]}); see the warnings above"
+            )
+        batch = PaddedBatch(kept)
+        batch.failed_reads = len(examples) - len(kept)
+        return batch
+
+
+@sb.utils.data_pipeline.takes("wav", "start", "stop")
+@sb.utils.data_pipeline.provides("sig")
+def chunk_audio_pipeline(wav, start, stop):
+    """A fixed chunk ``[start, stop)`` (samples) of a file: the dev set's rows.
+
+    Fixed chunks keep the dev loss comparable across epochs and runs, which
+    early stopping on dev loss needs.
+    """
+    with AudioFile(wav, sample_rate=None) as audio:  # exact spans in every format
+        return torch.from_numpy(audio.read(int(start), int(stop)))
+
+
+@sb.utils.data_pipeline.takes("wav")
+@sb.utils.data_pipeline.provides("sig")
+def whole_audio_pipeline(wav):
+    """The whole file (enrollment and trial utterances are embedded whole)."""
+    return torch.from_numpy(read_audio(wav))

@@ -168,3 +168,18 @@ def test_read_inputs_csv(tmp_path):
     (tmp_path / "n.csv").write_text("utt,path\nu1,a.wav\n")
     with pytest.raises(ValueError, match="needs columns ID and wav"):
         read_inputs(tmp_path / "n.csv")
+
+
+def test_a_run_stopped_before_its_first_line_leaves_no_files(tmp_path):
+    """Nothing broken is cached: a model that fails to load after the job opened its files (e.g. a
+    size name offline) leaves no empty x.jsonl or x.failures.tsv; what existed before stays."""
+    target = tmp_path / "x.jsonl"
+    with pytest.raises(RuntimeError, match="no model"), Job(target, progress=False):
+        raise RuntimeError("no model")
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
+    with Job(target, progress=False) as job:
+        job.write("a", json.dumps({"id": "a"}))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["x.jsonl"]  # no empty failures file either
+    with Job(target, progress=False) as job:  # all done: the cache is kept as it is
+        assert job.pending(["a"]) == []
+    assert target.read_text() == '{"id": "a"}\n'

@@ -306,6 +306,8 @@ class Job:
         for sibling in self._siblings():
             self.done.update(jsonl_ids(sibling, key=key))
         self.previously_done = len(self.done)
+        # Files this run creates; left empty (a run stopped before its first line), close() removes them.
+        self._new_files = [file for file in (self.path, self.failures_path) if not file.exists()]
         self._handle = open(self.path, "a", encoding="utf-8")
         self._failures = open(self.failures_path, "w", encoding="utf-8")
         self._fsync = fsync
@@ -419,6 +421,9 @@ class Job:
         for handle in (self._handle, self._failures):
             if not handle.closed:
                 handle.close()
+        for file in self._new_files:
+            if file.is_file() and file.stat().st_size == 0:
+                file.unlink()
         if not self._lock.closed:
             fcntl.flock(self._lock, fcntl.LOCK_UN)
             self._lock.close()

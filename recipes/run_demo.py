@@ -156,7 +156,7 @@ def verdicts(grid) -> list[str]:
 
 
 def verdict(difference: dict, label: str, baseline_label: str) -> str:
-    """A plain sentence for a paired difference of average EERs (:func:`segreconcat_aug.evaluation.report.compare_runs`).
+    """A plain sentence for a paired difference of average EERs (:func:`segreconcat_aug.evaluation.comparison.compare_runs`).
 
     >>> verdict({"difference": -6.67, "low": -15.2, "high": 1.9, "p_value": 0.14, "significant": False},
     ...         "SegReConcat", "Baseline")

@@ -51,28 +51,16 @@ from tqdm import tqdm
 
 from segreconcat_aug.cli import PROGRESS_PREFIX, REPO, checkout_path, parse_recipe_arguments, run_main
 from segreconcat_aug.data.protocols import get_protocol
+from segreconcat_aug.evaluation.comparison import compare_runs, seed_mean_std
+from segreconcat_aug.evaluation.figures import plot_det_panels, plot_forest, plot_privacy, privacy_panel
+from segreconcat_aug.evaluation.intervals import BOOTSTRAP_DEFAULTS, privacy_table
 from segreconcat_aug.evaluation.metrics import det_curve
 from segreconcat_aug.evaluation.privacy import INTERVAL_METRICS, PrivacyOptions
-from segreconcat_aug.evaluation.report import (
-    BOOTSTRAP_DEFAULTS,
-    ablation_table,
-    blank,
-    bootstrap_note,
-    compare_runs,
-    comparison_table,
-    interval_notes,
-    language_table,
-    load_reference_results,
-    plot_det_panels,
-    plot_forest,
-    plot_privacy,
-    privacy_panel,
-    privacy_table,
-    read_results,
-    read_score_file,
-    seed_mean_std,
-)
+from segreconcat_aug.evaluation.references import load_reference_results
+from segreconcat_aug.evaluation.score_files import read_score_file
 from segreconcat_aug.evaluation.system import EVAL_SUBFOLDER
+from segreconcat_aug.evaluation.system_report import blank, bootstrap_note, read_results
+from segreconcat_aug.evaluation.tables import ablation_table, comparison_table, interval_notes, language_table
 from segreconcat_aug.options import SEED, OptionError, validate_hparams_file
 
 logger = logging.getLogger("run_grid")
@@ -358,7 +346,7 @@ def collect(grid) -> dict[tuple[str, str], list[dict]]:
 
 
 def analyse(grid, results: dict) -> dict[tuple[str, str], dict]:
-    """:func:`segreconcat_aug.evaluation.report.compare_runs` per system: intervals, seeds, paired differences."""
+    """:func:`segreconcat_aug.evaluation.comparison.compare_runs` per system: intervals, seeds, paired differences."""
     resamples = int(grid.get("bootstrap_resamples", BOOTSTRAP_DEFAULTS["resamples"]))
     seed = int(grid.get("bootstrap_seed", BOOTSTRAP_DEFAULTS["seed"]))
     baseline = grid["comparison"]["baseline"]

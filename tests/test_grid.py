@@ -10,8 +10,9 @@ import numpy as np
 import pytest
 
 from segreconcat_aug.evaluation.metrics import verification_metrics
-from segreconcat_aug.evaluation.report import load_reference_results, read_results, write_system_report
+from segreconcat_aug.evaluation.references import load_reference_results
 from segreconcat_aug.evaluation.system import SUBSETS, SubsetScores, SystemResults
+from segreconcat_aug.evaluation.system_report import read_results, write_system_report
 
 REPO = Path(__file__).resolve().parents[1]
 spec = importlib.util.spec_from_file_location("run_grid", REPO / "recipes" / "run_grid.py")

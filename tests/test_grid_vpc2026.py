@@ -8,8 +8,8 @@ from pathlib import Path
 import numpy as np
 
 from segreconcat_aug.evaluation.metrics import verification_metrics
-from segreconcat_aug.evaluation.report import read_results, write_system_report
 from segreconcat_aug.evaluation.system import SubsetScores, SystemResults
+from segreconcat_aug.evaluation.system_report import read_results, write_system_report
 
 REPO = Path(__file__).resolve().parents[1]
 GRID = REPO / "hparams" / "grid.yaml"

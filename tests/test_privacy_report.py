@@ -10,20 +10,17 @@ import numpy as np
 import pytest
 
 from segreconcat_aug import privacy
+from segreconcat_aug.evaluation.comparison import compare_runs
 from segreconcat_aug.evaluation.metrics import verification_metrics
-from segreconcat_aug.evaluation.report import (
-    compare_runs,
-    comparison_table,
-    interval_notes,
-    read_score_file,
-    write_system_report,
-)
+from segreconcat_aug.evaluation.score_files import read_score_file
 from segreconcat_aug.evaluation.system import (
     SubsetScores,
     SystemResults,
     add_privacy_metrics,
     privacy_options,
 )
+from segreconcat_aug.evaluation.system_report import write_system_report
+from segreconcat_aug.evaluation.tables import comparison_table, interval_notes
 from segreconcat_aug.options import OptionError, validate_options
 
 REPO = Path(__file__).resolve().parents[1]

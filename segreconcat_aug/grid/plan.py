@@ -141,5 +141,10 @@ def grid_runs(grid) -> list[tuple[str, str, int | None]]:
 
 
 def cell_folder(grid, system: str, config: str, seed: int | None = None) -> Path:
+    """Where a run trains and evaluates: ``<output_folder>/<unit>/<configuration>[/seed<N>]``.
+
+    >>> cell_folder({"output_folder": "grid"}, "BM1/de", "base", 3).as_posix()
+    'grid/BM1/de/base/seed3'
+    """
     folder = Path(grid["output_folder"]) / system / config
     return folder if seed is None else folder / f"seed{seed}"

@@ -154,8 +154,8 @@ def bench_privacy(args) -> bool:
     """All privacy metrics with their intervals on the challenge's 50,360 trials, one core, vs the references."""
     from threadpoolctl import threadpool_limits
 
+    from segreconcat_aug.evaluation.intervals import subset_design
     from segreconcat_aug.evaluation.privacy import ListPrivacy
-    from segreconcat_aug.evaluation.report import subset_design
 
     if hasattr(os, "sched_setaffinity"):
         os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
@@ -204,8 +204,8 @@ def reference_times(args, subsets) -> dict:
     from lir.data.models import LLRData
     from lir.metrics import cllr_min
 
+    from segreconcat_aug.evaluation.intervals import subset_design
     from segreconcat_aug.evaluation.privacy import ListPrivacy, pi_link_sweep
-    from segreconcat_aug.evaluation.report import subset_design
 
     times = {"legal_eval pi_link + Singling Out sweeps": 0.0, "lir cllr_min (not used: differs on ties)": 0.0}
     for subset in subsets.values():

@@ -138,7 +138,7 @@ def check_corpus(data_folder: Path, orders: bool = False) -> None:
 def verdicts(grid) -> list[str]:
     """One line per compared configuration: its difference to the baseline, the interval and what it means.
 
-    Read from the grid's ``grid_results.json`` (written by ``run_grid.assemble``).
+    Read from the grid's ``grid_results.json`` (written by :func:`segreconcat_aug.grid.assemble`).
     """
     out = Path(grid["output_folder"])
     saved = json.loads((out / "grid_results.json").read_text(encoding="utf-8"))
@@ -156,7 +156,7 @@ def verdicts(grid) -> list[str]:
 
 
 def verdict(difference: dict, label: str, baseline_label: str) -> str:
-    """A plain sentence for a paired difference of average EERs (:func:`segreconcat_aug.evaluation.report.compare_runs`).
+    """A plain sentence for a paired difference of average EERs (:func:`segreconcat_aug.evaluation.comparison.compare_runs`).
 
     >>> verdict({"difference": -6.67, "low": -15.2, "high": 1.9, "p_value": 0.14, "significant": False},
     ...         "SegReConcat", "Baseline")
@@ -190,10 +190,11 @@ def main(argv=None) -> int:
     import run_grid
 
     from segreconcat_aug.cli import check_override_keys
+    from segreconcat_aug.grid import load_grid
 
     if "table1" in flags:
-        grid_overrides += table1_overrides(run_grid.load_grid(DEMO_HPARAMS))
-    grid = run_grid.load_grid(DEMO_HPARAMS, "\n".join(a[2:].replace("=", ": ", 1) for a in grid_overrides))
+        grid_overrides += table1_overrides(load_grid(DEMO_HPARAMS))
+    grid = load_grid(DEMO_HPARAMS, "\n".join(a[2:].replace("=", ": ", 1) for a in grid_overrides))
     check_corpus(Path(grid["data_folder"]), orders="table1" in flags)
     extra = dict(grid.get("extra_overrides") or {})
     if quick:

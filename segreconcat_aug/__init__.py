@@ -4,7 +4,8 @@ The method reads top to bottom in :mod:`segreconcat_aug.method.augment`
 (alignment -> segments -> order -> concatenation). The package is in wings, one per stage
 (docs/design.md): ``data`` (challenge folders, audio, protocols), ``align`` (word alignment),
 ``method`` (segments, orders, the augmentation), ``training``, ``evaluation`` and
-``anonymizers``; ``errors``, ``seeding``, ``options`` and ``cli`` sit at the top.
+``anonymizers``; ``errors``, ``seeding``, ``options``, ``cli`` and ``grid`` (the grid of
+attackers, which runs the recipes) sit at the top.
 """
 
 from . import _moved

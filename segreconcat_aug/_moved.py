@@ -48,7 +48,15 @@ MOVED: dict[str, tuple[str, ...]] = {
     "metrics": ("evaluation.metrics",),
     "bootstrap": ("evaluation.bootstrap",),
     "privacy": ("evaluation.privacy",),
-    "report": ("evaluation.report",),
+    "report": (
+        "evaluation.score_files",
+        "evaluation.intervals",
+        "evaluation.system_report",
+        "evaluation.figures",
+        "evaluation.references",
+        "evaluation.comparison",
+        "evaluation.tables",
+    ),
     "mcadams": ("anonymizers.mcadams", "anonymizers.folder"),
 }
 # ``segreconcat_aug.evaluation`` (the system runner of 0.1.0) is now the evaluation wing, whose

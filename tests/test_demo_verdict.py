@@ -7,8 +7,9 @@ from pathlib import Path
 import numpy as np
 
 from segreconcat_aug.evaluation.metrics import verification_metrics
-from segreconcat_aug.evaluation.report import write_system_report
 from segreconcat_aug.evaluation.system import SUBSETS, SubsetScores, SystemResults
+from segreconcat_aug.evaluation.system_report import write_system_report
+from segreconcat_aug.grid import assemble, grid_runs, load_grid
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "recipes"))  # run_demo imports run_grid from there, as when run as a script
@@ -21,7 +22,7 @@ def _load(name):
     return module
 
 
-run_demo, run_grid = _load("run_demo"), _load("run_grid")
+run_demo = _load("run_demo")
 
 
 def _write_runs(
@@ -58,7 +59,7 @@ def _write_runs(
 
 def _demo_grid(out: Path):
     overrides = {"output_folder": str(out), "tables_only": True}
-    return run_grid.load_grid(REPO / "hparams" / "demo.yaml", overrides)
+    return load_grid(REPO / "hparams" / "demo.yaml", overrides)
 
 
 def test_small_corpus_difference_is_reported_with_interval_and_not_significant(tmp_path):
@@ -66,7 +67,7 @@ def test_small_corpus_difference_is_reported_with_interval_and_not_significant(t
     # two runs of the same attacker (same separation, each with its own noise).
     _write_runs(tmp_path, 5, 3, separations={"baseline": 1.0, "rr_concat": 1.0}, own_noise=0.7)
     grid = _demo_grid(tmp_path)
-    run_grid.assemble(grid)
+    assemble(grid)
     (line,) = run_demo.verdicts(grid)
     assert line.startswith("SegReConcat vs Baseline: ") and " EER points, 95 % CI [" in line
     assert line.endswith("not significant on this small corpus")
@@ -78,7 +79,7 @@ def test_small_corpus_difference_is_reported_with_interval_and_not_significant(t
 def test_a_large_real_difference_is_significant(tmp_path):
     _write_runs(tmp_path, speakers=30, utterances=3, separations={"baseline": 0.5, "rr_concat": 2.5})
     grid = _demo_grid(tmp_path)
-    run_grid.assemble(grid)
+    assemble(grid)
     (line,) = run_demo.verdicts(grid)
     assert "significant at 5 % (SegReConcat's EER is lower)" in line
 
@@ -87,7 +88,7 @@ def test_one_speaker_lists_give_no_interval_but_the_difference(tmp_path):
     # One enrolled speaker tested against three speakers' utterances: its targets come from one speaker.
     _write_runs(tmp_path, 3, 3, separations={"baseline": 0.5, "rr_concat": 2.0}, enrolled=1)
     grid = _demo_grid(tmp_path)
-    run_grid.assemble(grid)
+    assemble(grid)
     (line,) = run_demo.verdicts(grid)
     assert line.startswith("SegReConcat vs Baseline: ") and "no interval (" in line and "one speaker" in line
     table = (tmp_path / "table2_comparison.md").read_text()
@@ -98,10 +99,10 @@ def test_table1_runs_the_paper_rows_against_the_baseline_and_tabulates_them(tmp_
     # --table1: the Table-1 rows of hparams/demo.yaml, each a paired comparison with the baseline and a
     # row of table1_ablation.md; AR and SR read the orders shipped with the corpus.
     demo_yaml = REPO / run_demo.DEMO_HPARAMS
-    overrides = run_demo.table1_overrides(run_grid.load_grid(demo_yaml))
+    overrides = run_demo.table1_overrides(load_grid(demo_yaml))
     text = "\n".join(a[2:].replace("=", ": ", 1) for a in overrides) + f"\noutput_folder: {tmp_path}"
-    grid = run_grid.load_grid(demo_yaml, text)
-    runs = [config for _, config, _ in run_grid.grid_runs(grid)]
+    grid = load_grid(demo_yaml, text)
+    runs = [config for _, config, _ in grid_runs(grid)]
     assert runs == ["baseline", "rr", "rr_concat", "ar", "ar_concat", "sr", "sr_concat"]
     table1 = {grid["configurations"][c]["table1"] for c in runs}
     assert table1 == {

@@ -16,9 +16,10 @@ from segreconcat_aug import evaluation
 from segreconcat_aug.data.audio import read_audio
 from segreconcat_aug.data.kaldi import read_kaldi_map, read_trials
 from segreconcat_aug.evaluation.embeddings import EmbeddingCache, EmbeddingExtractor, duration_batches
-from segreconcat_aug.evaluation.report import read_results, read_scores
+from segreconcat_aug.evaluation.score_files import read_scores
 from segreconcat_aug.evaluation.scoring import cosine_scores, normalize_scores, speaker_models
 from segreconcat_aug.evaluation.system import TrialListError, evaluate_system, load_system_trials
+from segreconcat_aug.evaluation.system_report import read_results
 
 REPO = Path(__file__).resolve().parents[1]
 HPARAMS = REPO / "hparams" / "ecapa_segreconcat.yaml"

@@ -10,8 +10,10 @@ import numpy as np
 import pytest
 
 from segreconcat_aug.evaluation.metrics import verification_metrics
-from segreconcat_aug.evaluation.report import load_reference_results, read_results, write_system_report
+from segreconcat_aug.evaluation.references import load_reference_results
 from segreconcat_aug.evaluation.system import SUBSETS, SubsetScores, SystemResults
+from segreconcat_aug.evaluation.system_report import read_results, write_system_report
+from segreconcat_aug.grid import STATUS_FILE, format_command, grid_cells, load_grid
 
 REPO = Path(__file__).resolve().parents[1]
 spec = importlib.util.spec_from_file_location("run_grid", REPO / "recipes" / "run_grid.py")
@@ -112,8 +114,8 @@ def _calls(tmp_path):
 
 
 def test_grid_cells_cover_both_tables_without_repeats(grid_overrides):
-    grid = run_grid.load_grid(REPO / "hparams" / "grid.yaml", grid_overrides)
-    assert run_grid.grid_cells(grid) == [
+    grid = load_grid(REPO / "hparams" / "grid.yaml", grid_overrides)
+    assert grid_cells(grid) == [
         ("B3", "baseline"),
         ("B3", "rr_concat"),
         ("B3", "rr_concat_specaug"),
@@ -124,8 +126,8 @@ def test_grid_cells_cover_both_tables_without_repeats(grid_overrides):
 
 
 def test_the_shipped_grid_covers_the_paper():
-    grid = run_grid.load_grid(REPO / "hparams" / "grid.yaml", {"data_folder": "/nowhere"})
-    cells = run_grid.grid_cells(grid)
+    grid = load_grid(REPO / "hparams" / "grid.yaml", {"data_folder": "/nowhere"})
+    cells = grid_cells(grid)
     configurations = grid["configurations"]
     improvements = {name: spec for name, spec in configurations.items() if "improves" in spec}
     assert len(grid["systems"]) == 7 and len(grid["ablation"]["configurations"]) == 11 + len(improvements)
@@ -149,7 +151,7 @@ def test_the_shipped_grid_covers_the_paper():
 def test_undefined_configuration_is_refused(grid_overrides):
     grid_overrides["comparison"] = {"baseline": "baseline", "compared": ["nope"]}
     with pytest.raises(ValueError, match=r"\['nope'\] are used but not defined"):
-        run_grid.load_grid(REPO / "hparams" / "grid.yaml", grid_overrides)
+        load_grid(REPO / "hparams" / "grid.yaml", grid_overrides)
 
 
 def test_grid_runs_resumes_and_assembles_tables(grid_overrides, tmp_path):
@@ -248,7 +250,7 @@ def test_bad_seeds_are_refused(grid_overrides):
     for seeds in ([1, 1], "1", [1.5]):
         grid_overrides["seeds"] = seeds
         with pytest.raises(ValueError, match="seeds must be null or a list of distinct integers"):
-            run_grid.load_grid(REPO / "hparams" / "grid.yaml", grid_overrides)
+            load_grid(REPO / "hparams" / "grid.yaml", grid_overrides)
 
 
 def test_tables_only_runs_nothing(grid_overrides, tmp_path):
@@ -259,7 +261,7 @@ def test_tables_only_runs_nothing(grid_overrides, tmp_path):
 
 
 def test_format_command_quotes_fields_but_splits_overrides():
-    command = run_grid.format_command(
+    command = format_command(
         "{python} t.py --output_folder={output_folder} {overrides}",
         {"python": sys.executable, "output_folder": "/a b/c", "overrides": "--mode=none --specaug=True"},
     )
@@ -325,7 +327,7 @@ def test_a_cell_failed_on_an_option_is_retried_once_the_option_is_corrected(vpac
     assert run_grid.main(_argv(overrides)) == 0
     assert (cell / "export" / "embedding_model.ckpt").is_file()
     assert json.loads((cell / "run_settings.json").read_text())["sentence_len"] == 2.0
-    assert json.loads((cell / run_grid.STATUS_FILE).read_text()) == {"train": "done", "eval": "done"}
+    assert json.loads((cell / STATUS_FILE).read_text()) == {"train": "done", "eval": "done"}
 
 
 def test_parallel_runs_overlap_and_give_the_same_tables(grid_overrides, tmp_path):
@@ -354,4 +356,4 @@ def test_parallel_runs_overlap_and_give_the_same_tables(grid_overrides, tmp_path
     assert run_grid.main(_argv(serial)) == 0
     assert (tmp_path / "serial" / "table2_comparison.md").read_text() == parallel_table
     with pytest.raises(ValueError, match="parallel must be an integer >= 1"):
-        run_grid.load_grid(REPO / "hparams" / "grid.yaml", {**grid_overrides, "parallel": 0})
+        load_grid(REPO / "hparams" / "grid.yaml", {**grid_overrides, "parallel": 0})

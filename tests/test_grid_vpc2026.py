@@ -8,8 +8,9 @@ from pathlib import Path
 import numpy as np
 
 from segreconcat_aug.evaluation.metrics import verification_metrics
-from segreconcat_aug.evaluation.report import read_results, write_system_report
 from segreconcat_aug.evaluation.system import SubsetScores, SystemResults
+from segreconcat_aug.evaluation.system_report import read_results, write_system_report
+from segreconcat_aug.grid import grid_cells, load_grid
 
 REPO = Path(__file__).resolve().parents[1]
 GRID = REPO / "hparams" / "grid.yaml"
@@ -110,9 +111,7 @@ def test_track2_grid_runs_one_attacker_per_language_and_puts_the_languages_side_
 
 
 def test_2026_grids_skip_the_vpac_ablation_system_they_do_not_have():
-    grid = run_grid.load_grid(
-        GRID, {"data_folder": "/nowhere", "protocol": "vpc2026-track1", "systems": ["B3"]}
-    )
-    assert {system for system, _ in run_grid.grid_cells(grid)} == {"B3"}  # no T8-5 Table 1 cells
-    vpac = run_grid.load_grid(GRID, {"data_folder": "/nowhere", "systems": ["B3"]})
-    assert "T8-5" in {system for system, _ in run_grid.grid_cells(vpac)}
+    grid = load_grid(GRID, {"data_folder": "/nowhere", "protocol": "vpc2026-track1", "systems": ["B3"]})
+    assert {system for system, _ in grid_cells(grid)} == {"B3"}  # no T8-5 Table 1 cells
+    vpac = load_grid(GRID, {"data_folder": "/nowhere", "systems": ["B3"]})
+    assert "T8-5" in {system for system, _ in grid_cells(vpac)}

@@ -13,8 +13,9 @@ import numpy as np
 import pytest
 
 from segreconcat_aug import privacy
+from segreconcat_aug.evaluation.intervals import subset_design
 from segreconcat_aug.evaluation.metrics import eer
-from segreconcat_aug.evaluation.report import read_score_file, subset_design
+from segreconcat_aug.evaluation.score_files import read_score_file
 
 FIXTURES = Path(__file__).parent / "fixtures" / "privacy"
 REFERENCE = json.loads((FIXTURES / "reference_values.json").read_text(encoding="utf-8"))

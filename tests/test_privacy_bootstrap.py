@@ -15,7 +15,8 @@ from test_privacy import singling_out_by_definition
 
 from segreconcat_aug import privacy
 from segreconcat_aug.evaluation.bootstrap import SpeakerWeights, resampled_metrics, speaker_counts
-from segreconcat_aug.evaluation.report import ScoreFile, read_score_file, subset_design
+from segreconcat_aug.evaluation.intervals import subset_design
+from segreconcat_aug.evaluation.score_files import ScoreFile, read_score_file
 
 FIXTURES = Path(__file__).parent / "fixtures" / "privacy"
 RESAMPLES = 6

@@ -2,7 +2,6 @@
 tables with their privacy columns and paired differences, and the options that switch them."""
 
 import csv
-import importlib.util
 import json
 from pathlib import Path
 
@@ -10,20 +9,18 @@ import numpy as np
 import pytest
 
 from segreconcat_aug import privacy
+from segreconcat_aug.evaluation.comparison import compare_runs
 from segreconcat_aug.evaluation.metrics import verification_metrics
-from segreconcat_aug.evaluation.report import (
-    compare_runs,
-    comparison_table,
-    interval_notes,
-    read_score_file,
-    write_system_report,
-)
+from segreconcat_aug.evaluation.score_files import read_score_file
 from segreconcat_aug.evaluation.system import (
     SubsetScores,
     SystemResults,
     add_privacy_metrics,
     privacy_options,
 )
+from segreconcat_aug.evaluation.system_report import write_system_report
+from segreconcat_aug.evaluation.tables import comparison_table, interval_notes
+from segreconcat_aug.grid import assemble, load_grid
 from segreconcat_aug.options import OptionError, validate_options
 
 REPO = Path(__file__).resolve().parents[1]
@@ -151,9 +148,6 @@ def test_paired_comparison_of_privacy_metrics():
 
 
 def test_grid_writes_privacy_columns_csv_and_figure(tmp_path):
-    spec = importlib.util.spec_from_file_location("run_grid_privacy", REPO / "recipes" / "run_grid.py")
-    run_grid = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(run_grid)
     out = tmp_path / "grid"
     for config, shift in (("baseline", 0.0), ("rr_concat", 0.3)):
         folder = out / "S" / config / "eval"
@@ -169,10 +163,10 @@ def test_grid_writes_privacy_columns_csv_and_figure(tmp_path):
         "bootstrap_resamples": 100,
         "privacy_columns": ["linkability", "min_cllr"],
     }
-    grid = run_grid.load_grid(
+    grid = load_grid(
         REPO / "hparams" / "grid.yaml", "\n".join(f"{k}: {json.dumps(v)}" for k, v in overrides.items())
     )
-    written = run_grid.assemble(grid)
+    written = assemble(grid)
     table2 = written["table2"].read_text()
     assert "minCllr (bits) avg [95 % CI]" in table2 and "no value for S baseline linkability" in table2
     assert "minCllr (bits) avg [95 % CI]" in written["table1"].read_text()
@@ -184,9 +178,7 @@ def test_grid_writes_privacy_columns_csv_and_figure(tmp_path):
     assert float(row["diff_min_cllr_avg"]) < 0
     assert written["privacy_S"].read_bytes()[:4] == b"\x89PNG"
     with pytest.raises(ValueError, match="privacy_columns"):
-        run_grid.load_grid(
-            REPO / "hparams" / "grid.yaml", "data_folder: x\nprivacy_columns: [eer_per_speaker]"
-        )
+        load_grid(REPO / "hparams" / "grid.yaml", "data_folder: x\nprivacy_columns: [eer_per_speaker]")
 
 
 def test_privacy_options_from_the_yaml_keys():

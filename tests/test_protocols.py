@@ -19,13 +19,9 @@ from segreconcat_aug.evaluation.embeddings import (
     vpc_normalize_wave,
     wave_normalization,
 )
+from segreconcat_aug.evaluation.intervals import subset_design, system_intervals
 from segreconcat_aug.evaluation.metrics import verification_metrics
-from segreconcat_aug.evaluation.report import (
-    comparison_table,
-    load_reference_results,
-    subset_design,
-    system_intervals,
-)
+from segreconcat_aug.evaluation.references import load_reference_results
 from segreconcat_aug.evaluation.system import (
     SubsetScores,
     SystemResults,
@@ -33,6 +29,7 @@ from segreconcat_aug.evaluation.system import (
     gender_rows,
     load_system_trials,
 )
+from segreconcat_aug.evaluation.tables import comparison_table
 from segreconcat_aug.options import validate_hparams_file
 
 REPO_HPARAMS = "hparams/ecapa_segreconcat.yaml"
@@ -263,7 +260,7 @@ def test_privacy_averages_follow_the_protocols_table():
     """A pooled list's privacy metric averages over dev_mixed and test_mixed, not over name prefixes;
     its same/cross gender rows are rows, not members of the average."""
     from segreconcat_aug.data.protocols import MIXED_TABLE
-    from segreconcat_aug.evaluation.report import metric_problem, privacy_table
+    from segreconcat_aug.evaluation.intervals import metric_problem, privacy_table
 
     metrics = {
         "dev_mixed": {"min_cllr": 0.4},

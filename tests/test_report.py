@@ -9,17 +9,13 @@ import numpy as np
 import pytest
 
 from segreconcat_aug.data.vpac import VPAC_SYSTEMS
+from segreconcat_aug.evaluation.intervals import subset_design
 from segreconcat_aug.evaluation.metrics import eer, verification_metrics
-from segreconcat_aug.evaluation.report import (
-    comparison_table,
-    load_reference_results,
-    read_score_file,
-    read_scores,
-    subset_design,
-    write_scores,
-    write_system_report,
-)
+from segreconcat_aug.evaluation.references import load_reference_results
+from segreconcat_aug.evaluation.score_files import read_score_file, read_scores, write_scores
 from segreconcat_aug.evaluation.system import SUBSETS, SubsetScores, SystemResults
+from segreconcat_aug.evaluation.system_report import write_system_report
+from segreconcat_aug.evaluation.tables import comparison_table
 
 
 @pytest.fixture

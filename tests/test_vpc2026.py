@@ -16,7 +16,8 @@ from vpc2026_fixture import TRACK2_TRAIN, UNKNOWN_UTTERANCE, build_track1_layout
 
 from segreconcat_aug.data.kaldi import read_trials
 from segreconcat_aug.errors import UserError
-from segreconcat_aug.evaluation.report import read_results, read_score_file
+from segreconcat_aug.evaluation.score_files import read_score_file
+from segreconcat_aug.evaluation.system_report import read_results
 
 REPO = Path(__file__).resolve().parents[1]
 HPARAMS = str(REPO / "hparams" / "ecapa_segreconcat.yaml")

@@ -1,5 +1,8 @@
 """Evaluation: embeddings, trial scoring, EER/minDCF and the privacy metrics, speaker-bootstrap
-intervals, the system runner (:mod:`.system`) and the reports (:mod:`.report`).
+intervals (:mod:`.bootstrap`, applied to a table by :mod:`.intervals`), the system runner
+(:mod:`.system`) and the reports: score files (:mod:`.score_files`), one system's results
+(:mod:`.system_report`), figures (:mod:`.figures`), published numbers (:mod:`.references`),
+comparisons across runs (:mod:`.comparison`) and the grid's tables (:mod:`.tables`).
 
 May import the core (``errors``, ``seeding``) and ``data``; nothing of the method, alignment or
 training, so an anonymizer is scored the same whatever attacker produced the model.

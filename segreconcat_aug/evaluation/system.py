@@ -54,9 +54,9 @@ from ..data.protocols import GENDER_ROWS, get_protocol
 from ..data.vpac import detect_layout, original_folder, system_folders, training_folder
 from ..errors import UserError, cite
 from .embeddings import WAVE_CACHE_NAMES, EmbeddingExtractor, model_fingerprint, wave_normalization
+from .intervals import BOOTSTRAP_DEFAULTS, SUBSET_COLUMNS, subset_design, table_averages
 from .metrics import verification_metrics
 from .privacy import ListPrivacy, PrivacyOptions
-from .report import BOOTSTRAP_DEFAULTS, SUBSET_COLUMNS, subset_design, table_averages, write_system_report
 from .scoring import (
     ENROLL_MEANS,
     SCORE_NORMS,
@@ -65,6 +65,7 @@ from .scoring import (
     normalize_scores,
     speaker_models,
 )
+from .system_report import write_system_report
 
 logger = logging.getLogger(__name__)
 
@@ -648,7 +649,7 @@ def evaluate_system(hparams: dict, run_opts: dict | None = None, write_report: b
         accelerator when there is one, else cpu).
     write_report : bool
         Write scores, ``results.csv``, ``results.md``, ``results.json`` and the DET
-        figure to ``eval_folder`` (:func:`segreconcat_aug.evaluation.report.write_system_report`).
+        figure to ``eval_folder`` (:func:`segreconcat_aug.evaluation.system_report.write_system_report`).
 
     Returns
     -------

@@ -1,0 +1,91 @@
+"""Score files: one line per scored trial, ``scores/<subset>.txt`` of an evaluation folder.
+
+``<enroll-spk> <test-utt> target|nontarget <score> [<test-spk>]``: the test speaker when known
+(for the speaker bootstrap); files without it stay readable. :func:`write_scores` writes one
+(:func:`segreconcat_aug.evaluation.system_report.write_system_report` calls it per subset),
+:func:`read_score_file` reads it back (the grid reads every run's for the paired comparisons
+and the DET figures).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import NamedTuple
+
+import numpy as np
+
+
+def write_scores(path, subset) -> Path:
+    """Write ``<enroll> <test> target|nontarget <score> [<test-spk>]`` lines (float32 round-trip precision).
+
+    The fifth column (the test utterance's speaker, for the speaker bootstrap) is
+    written when ``subset.test_speakers`` knows every one.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    speakers = getattr(subset, "test_speakers", None)
+    if speakers is None or any(speaker is None for speaker in speakers):
+        speakers = [None] * len(subset.targets)
+    with open(path, "w", encoding="utf-8") as handle:
+        for enroll, test, target, score, speaker in zip(
+            subset.enroll, subset.test, subset.targets, subset.scores, speakers
+        ):
+            tail = f" {speaker}" if speaker is not None else ""
+            handle.write(f"{enroll} {test} {'target' if target else 'nontarget'} {float(score):.9g}{tail}\n")
+    return path
+
+
+class ScoreFile(NamedTuple):
+    """A score file's columns; ``test_speakers`` is None for files without the fifth column."""
+
+    enroll: list
+    test: list
+    targets: np.ndarray
+    scores: np.ndarray
+    test_speakers: list | None
+
+
+def read_score_file(path) -> ScoreFile:
+    """Read a score file with or without the test-speaker column.
+
+    Raises ValueError naming file and line on a malformed line (or a file mixing 4 and 5 columns).
+    """
+    enroll, test, targets, scores, speakers = [], [], [], [], []
+    with open(path, encoding="utf-8") as handle:
+        for number, line in enumerate(handle, start=1):
+            fields = line.split()
+            if not fields:
+                continue
+            if len(fields) not in (4, 5) or fields[2] not in ("target", "nontarget"):
+                raise ValueError(
+                    f"{path}:{number}: expected '<enroll> <test> target|nontarget <score> [<test-spk>]'"
+                )
+            if speakers and (len(fields) == 5) != (speakers[0] is not None):
+                raise ValueError(
+                    f"{path}:{number}: {len(fields)} columns where line 1 has a different number"
+                )
+            try:
+                score = float(fields[3])
+            except ValueError:
+                raise ValueError(f"{path}:{number}: score {fields[3]!r} is not a number") from None
+            enroll.append(fields[0])
+            test.append(fields[1])
+            targets.append(fields[2] == "target")
+            scores.append(score)
+            speakers.append(fields[4] if len(fields) == 5 else None)
+    has_speakers = bool(speakers) and speakers[0] is not None
+    return ScoreFile(
+        enroll,
+        test,
+        np.array(targets, dtype=bool),
+        np.array(scores, dtype=np.float32),
+        speakers if has_speakers else None,
+    )
+
+
+def read_scores(path):
+    """Read a score file back: ``(enroll, test, targets bool array, scores float32 array)``.
+
+    Raises ValueError naming file and line on a malformed line.
+    """
+    return tuple(read_score_file(path)[:4])

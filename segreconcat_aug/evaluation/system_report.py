@@ -1,0 +1,387 @@
+"""The report of one evaluated system, under its evaluation folder (:func:`write_system_report`).
+
+- ``scores/<subset>.txt``: the score files (:mod:`segreconcat_aug.evaluation.score_files`);
+- ``results.csv``: one row per subset (EER %, normalized minDCF, counts, each metric's
+  95 % interval from a speaker bootstrap, :mod:`segreconcat_aug.evaluation.intervals`) and the
+  averages (``dev_avg``, ``test_avg``, ``avg``, EER only);
+- ``results.md``: the protocol's table (VPAC 2024: the paper's Table 2 columns, dev f / m / avg,
+  test f / m / avg, average of the four) with a row of intervals, followed by the per-subset
+  details, and with privacy metrics their section (:func:`privacy_markdown`);
+- ``results.json``: the same numbers for programs (:func:`read_results`; the grid reads it);
+- ``per_speaker_eer.csv`` (privacy metrics asked for), ``det.png`` and ``privacy.png``
+  (:mod:`segreconcat_aug.evaluation.figures`).
+
+Example
+-------
+>>> markdown_table(["a", "b"], [[1, 2.5]])
+'| a | b |\\n|---|---|\\n| 1 | 2.50 |'
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import json
+from pathlib import Path
+
+import numpy as np
+
+from ..data.protocols import GENDER_ROWS, get_protocol
+from .bootstrap import format_interval, interval_text
+from .figures import plot_det, plot_privacy, privacy_panels
+from .intervals import BOOTSTRAP_DEFAULTS, metric_problem, privacy_table, system_intervals
+from .metrics import det_curve
+from .privacy import interval_names
+from .score_files import write_scores
+
+
+def _fmt(value, digits: int = 2) -> str:
+    if value is None or (isinstance(value, float) and np.isnan(value)):
+        return "-"
+    if isinstance(value, (float, np.floating)):
+        return f"{value:.{digits}f}"
+    return str(value)
+
+
+def markdown_table(headers, rows, digits: int = 2) -> str:
+    """A GitHub markdown table; floats with ``digits`` decimals, ``None`` as ``-``."""
+    lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
+    lines += ["| " + " | ".join(_fmt(v, digits) for v in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def _interval_cells(interval: dict | None) -> list:
+    if not interval:
+        return ["", "", ""]
+    return [blank(interval["low"]), blank(interval["high"]), interval.get("reason") or ""]
+
+
+def blank(value):
+    """``value``, or an empty cell for None."""
+    return "" if value is None else value
+
+
+def write_system_report(
+    results, folder, det_plot: bool = True, title: str | None = None, bootstrap: dict | None = None
+) -> dict[str, Path]:
+    """Write the score files, ``results.csv/.md/.json`` and ``det.png`` of one evaluated system.
+
+    ``results`` is a :class:`segreconcat_aug.evaluation.system.SystemResults`; its protocol names the
+    table's columns (VPAC 2024: the paper's Table 2). ``bootstrap``:
+    ``{"resamples": int, "seed": int}`` for the 95 % intervals (default
+    :data:`~segreconcat_aug.evaluation.intervals.BOOTSTRAP_DEFAULTS`; ``resamples: 0`` leaves them out).
+    When ``results.privacy`` holds
+    :class:`~segreconcat_aug.evaluation.privacy.PrivacyOptions` (its metrics are in ``results.metrics``), the
+    privacy metrics get their intervals too, a section in ``results.md``, ``per_speaker_eer.csv``
+    and ``privacy.png`` (with ``det_plot``).
+    Returns the written paths by kind.
+    """
+    protocol = get_protocol(getattr(results, "protocol", None))
+    language = getattr(results, "language", None)
+    table = protocol.table
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    written: dict[str, Path] = {}
+    for name, subset in results.subsets.items():
+        written[f"scores_{name}"] = write_scores(folder / "scores" / f"{name}.txt", subset)
+    row = results.table_row()
+    settings = {**BOOTSTRAP_DEFAULTS, **(bootstrap or {})}
+    p_targets = tuple(
+        float(key[len("min_dcf_") :])
+        for key in next(iter(results.metrics.values()), {})
+        if key.startswith("min_dcf_")
+    )
+    privacy = getattr(results, "privacy", None)
+    intervals, speaker_source = {}, None
+    if settings["resamples"] and results.subsets:
+        found = system_intervals(
+            results, int(settings["resamples"]), int(settings["seed"]), p_targets, privacy=privacy
+        )
+        intervals, speaker_source = found["intervals"], found["test_speakers"]
+    privacy_metrics = interval_names(privacy) if privacy is not None else []
+    dcf_metrics = [f"min_dcf_{p:g}" for p in p_targets]
+    ci_metrics = ["eer", *dcf_metrics, *privacy_metrics]
+    privacy_rows = {metric: privacy_table(results.metrics, metric, table) for metric in privacy_metrics}
+
+    metric_keys = sorted(
+        {key for values in results.metrics.values() for key, value in values.items() if _is_scalar(value)}
+    )
+    ci_header = [f"{m}_ci_{side}" for m in ci_metrics for side in ("low", "high")] + ["ci_undefined_because"]
+    undefined_header = ["undefined_because"] if privacy is not None else []
+
+    def ci_fields(column, metrics):
+        cells, reasons = [], []
+        for metric in ci_metrics:
+            low, high, reason = _interval_cells(
+                intervals.get(column, {}).get(metric) if metric in metrics else None
+            )
+            cells += [low, high]
+            if reason and reason not in reasons:
+                reasons.append(reason)
+        return cells + ["; ".join(reasons)]
+
+    with open(folder / "results.csv", "w", newline="", encoding="utf-8") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(
+            ["system", "subset", *metric_keys, *(ci_header if intervals else []), *undefined_header]
+        )
+        for name, values in results.metrics.items():
+            extra = ci_fields(name, ci_metrics) if intervals else []
+            if undefined_header:
+                reasons = values.get("undefined_because") or {}
+                extra.append("; ".join(f"{key}: {reason}" for key, reason in reasons.items()))
+            writer.writerow([results.system, name, *(blank(values.get(key)) for key in metric_keys), *extra])
+        for column in table.averages:
+            if column in row:
+                extra = ci_fields(column, ["eer", *privacy_metrics]) if intervals else []
+                writer.writerow(
+                    [
+                        results.system,
+                        column,
+                        *(
+                            row[column] if k == "eer" else blank(privacy_rows.get(k, {}).get(column))
+                            for k in metric_keys
+                        ),
+                        *extra,
+                        *([""] if undefined_header else []),
+                    ]
+                )
+    written["csv"] = folder / "results.csv"
+
+    title = title or f"{results.system}{f' ({language})' if language else ''}: EER (%)"
+    details = [
+        [
+            name,
+            format_interval(values["eer"], intervals.get(name, {}).get("eer"), 2),
+            *(format_interval(values.get(m), intervals.get(name, {}).get(m), 4) for m in dcf_metrics),
+            values["target_trials"],
+            values["nontarget_trials"],
+            values.get("skipped_trials", 0),
+        ]
+        for name, values in results.metrics.items()
+    ]
+    columns = [c for c in table.columns if c in row]
+    table_rows = [[results.system, *row.values()]]
+    if intervals:
+        table_rows.append(["95 % CI", *(interval_text(intervals[c]["eer"]) for c in columns)])
+    text = [
+        f"# {title}",
+        "",
+        markdown_table(
+            ["system", *[h for c, h in zip(table.columns, table.headers) if c in row]], table_rows
+        ),
+        "",
+        markdown_table(
+            ["subset", "EER (%)", *(f"minDCF {p:g}" for p in p_targets), "targets", "non-targets", "skipped"],
+            details,
+            4,
+        ),
+        "",
+    ]
+    text += [
+        f"Protocol: {protocol.name} ({protocol.description})"
+        + (f"; language {language}" if language else ""),
+        "",
+    ]
+    skipped = sum(
+        values.get("skipped_trials", 0) for name, values in results.metrics.items() if name in table.subsets
+    )
+    if skipped:
+        text += [
+            f"Skipped trials: {skipped} in all (an enrollment speaker without utterances or a test utterance "
+            "without audio; see the warnings), left out of every metric.",
+            "",
+        ]
+    if any(name.endswith(tuple(f"_{row}" for row in GENDER_ROWS)) for name in results.metrics):
+        text += [
+            "Rows `<list>_same` and `<list>_cross`: the pooled list's target trials with only its same-gender, or "
+            "only its cross-gender, non-target trials (the cross-gender ones are the easy part of the pooled EER).",
+            "",
+        ]
+    if privacy is not None:
+        text += privacy_markdown(results.metrics, intervals, privacy_rows, privacy)
+    if intervals:
+        text += [bootstrap_note(settings, speaker_source), ""]
+        undefined = {  # a metric without a value already says why, in the privacy section
+            f"{column} {metric}": interval["reason"]
+            for column, metrics in intervals.items()
+            for metric, interval in metrics.items()
+            if interval["reason"] and not metric_problem(results.metrics, column, metric, table)
+        }
+        text += [f"- no interval for {key}: {reason}" for key, reason in undefined.items()]
+        text += [""] if undefined else []
+    text += ["Options: " + ", ".join(f"{k}={v}" for k, v in results.options.items()), ""]
+    warnings = getattr(results, "warnings", None)
+    if warnings:  # e.g. silent or too-short enrollment and trial files (scored all the same)
+        text += ["Warnings:", "", *[f"- {warning}" for warning in warnings], ""]
+    (folder / "results.md").write_text("\n".join(text), encoding="utf-8")
+    written["markdown"] = folder / "results.md"
+
+    subsets_json = {
+        name: {
+            **values,
+            **{
+                f"{metric}_ci": _ci_pair(intervals.get(name, {}).get(metric))
+                for metric in ci_metrics
+                if intervals and metric in values
+            },
+        }
+        for name, values in results.metrics.items()
+    }
+    payload = {
+        "system": results.system,
+        "protocol": protocol.name,
+        "language": language,
+        "table": row,
+        "subsets": subsets_json,
+        "intervals": intervals,
+        "bootstrap": {**settings, "unit": "speaker", "test_speakers": speaker_source} if intervals else None,
+        "options": results.options,
+        "warnings": list(getattr(results, "warnings", None) or []),
+        "scores": {name: f"scores/{name}.txt" for name in results.subsets},
+    }
+    if privacy is not None:
+        payload["privacy_table"] = privacy_rows
+        payload["privacy_options"] = dataclasses.asdict(privacy)
+        written["per_speaker_eer"] = write_per_speaker_eer(folder / "per_speaker_eer.csv", results)
+    (folder / "results.json").write_text(json.dumps(payload, indent=2, default=float), encoding="utf-8")
+    written["json"] = folder / "results.json"
+
+    if det_plot:
+        curves = {
+            name: det_curve(subset.target_scores, subset.nontarget_scores)
+            for name, subset in results.subsets.items()
+        }
+        written["det"] = plot_det(curves, folder / "det.png", title=f"{results.system} DET")
+        if privacy is not None:
+            written["privacy"] = plot_privacy(
+                {results.system: privacy_panels(results)},
+                folder / "privacy.png",
+                title=f"{results.system}: risk per speaker and linkability",
+            )
+    return written
+
+
+def bootstrap_note(settings: dict, speaker_source: str | None = None) -> str:
+    """One line saying how the intervals were computed."""
+    source = f"; test speakers {speaker_source}" if speaker_source else ""
+    return (
+        f"95 % CI: percentile interval of {settings['resamples']} speaker-bootstrap resamples "
+        f"(seed {settings['seed']}{source}); see docs/evaluation.md."
+    )
+
+
+def read_results(folder) -> dict:
+    """The ``results.json`` of an evaluation folder."""
+    path = Path(folder) / "results.json"
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: no results (run recipes/evaluate.py first)")
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+#: Columns of the privacy table in results.md: (key, header, decimals).
+PRIVACY_COLUMNS = (
+    ("linkability", "linkability D<->sys", 3),
+    ("zebra_dece_bits", "ZEBRA D_ECE (bits)", 3),
+    ("zebra_max_abs_log10_lr", "ZEBRA max abs log10 LR (tag)", 2),
+    ("cllr", "Cllr (bits)", 3),
+    ("min_cllr", "minCllr (bits)", 3),
+    ("rocch_eer", "ROCCH-EER (%)", 2),
+    ("rank1", "rank-1 (%)", 1),
+    ("top5", "top-5 (%)", 1),
+    ("pi_link", "pi_link", 3),
+    ("singling_out", "Singling Out", 3),
+    ("per_speaker_eer_share_below", "speakers below the EER threshold (%)", 1),
+)
+
+
+def _is_scalar(value) -> bool:
+    return value is None or isinstance(value, (bool, int, float, str, np.number))
+
+
+def _ci_pair(interval: dict | None):
+    """``[low, high]`` of an interval, or None where it is undefined."""
+    if not interval or interval.get("low") is None:
+        return None
+    return [interval["low"], interval["high"]]
+
+
+def privacy_markdown(metrics: dict, intervals: dict, privacy_rows: dict, options) -> list[str]:
+    """The privacy section of ``results.md``: a table per subset and average, the worst speakers, the
+    population sweeps and why a value is missing."""
+    top = f"top{options.top_k}"
+    columns = [
+        (top if key == "top5" else key, header.replace("top-5", f"top-{options.top_k}"), digits)
+        for key, header, digits in PRIVACY_COLUMNS
+    ]
+    headers = [
+        "subset",
+        *(
+            header.replace("the EER threshold", f"{options.speaker_eer_threshold:g} % EER")
+            for _, header, _ in columns
+        ),
+    ]
+
+    def cell(column, key, value, digits):
+        text = format_interval(value, intervals.get(column, {}).get(key) if intervals else None, digits)
+        if key == "zebra_max_abs_log10_lr" and column in metrics and value is not None:
+            head, _, tail = text.partition(" ")
+            text = f"{head} ({metrics[column]['zebra_tag']})" + (f" {tail}" if tail else "")
+        return text
+
+    rows = [
+        [name, *(cell(name, key, values.get(key), digits) for key, _, digits in columns)]
+        for name, values in metrics.items()
+    ]
+    for column in ("dev_avg", "test_avg", "avg"):
+        if any(column in row for row in privacy_rows.values()):
+            rows.append(
+                [
+                    column,
+                    *(
+                        cell(column, key, privacy_rows.get(key, {}).get(column), digits)
+                        for key, _, digits in columns
+                    ),
+                ]
+            )
+    text = ["## Privacy beyond the EER (docs/evaluation.md)", "", markdown_table(headers, rows), ""]
+    for name, values in metrics.items():
+        worst = values.get("per_speaker_eer_worst") or []
+        if worst:
+            listed = ", ".join(f"{speaker} {eer:.1f}" for speaker, eer in worst)
+            text.append(
+                f"- {name}: lowest speaker EERs (%) {listed}; median {values['per_speaker_eer_median']:.1f} "
+                f"over {len(values['per_speaker_eer'])} speakers (per_speaker_eer.csv)"
+            )
+    text.append("")
+    for key, label in (
+        ("pi_link_sweep", "pi_link by candidate-set size N'"),
+        ("singling_out_sweep", "Singling Out by population size N"),
+    ):
+        sweeps = {name: values.get(key) or {} for name, values in metrics.items()}
+        sizes = sorted({int(size) for sweep in sweeps.values() for size in sweep})
+        if sizes:
+            table = [
+                [size, *(_fmt(sweeps[name].get(size, sweeps[name].get(str(size))), 3) for name in sweeps)]
+                for size in sizes
+            ]
+            text += [f"{label}:", "", markdown_table(["N", *sweeps], table), ""]
+    reasons = [
+        f"- no value for {name} {key}: {reason}"
+        for name, values in metrics.items()
+        for key, reason in (values.get("undefined_because") or {}).items()
+    ]
+    return text + reasons + ([""] if reasons else [])
+
+
+def write_per_speaker_eer(path, results) -> Path:
+    """``per_speaker_eer.csv``: system, subset, speaker, EER (%) and whether it is below the threshold."""
+    path = Path(path)
+    with open(path, "w", newline="", encoding="utf-8") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(["system", "subset", "speaker", "eer", "below_threshold"])
+        for name, values in results.metrics.items():
+            threshold = values.get("per_speaker_eer_threshold")
+            for speaker, value in sorted((values.get("per_speaker_eer") or {}).items(), key=lambda x: x[1]):
+                writer.writerow([results.system, name, speaker, value, value < threshold])
+    return path

@@ -1,0 +1,313 @@
+"""The grid's markdown tables across runs: :func:`comparison_table` (Table 2 style, baseline vs.
+SegReConcat per system with the difference), :func:`ablation_table` (Table 1 style),
+:func:`language_table` (VPC 2026 Track 2, a row per language) and :func:`interval_notes` (why an
+interval is missing). Cells are :func:`segreconcat_aug.evaluation.comparison.compare_runs` entries
+or plain table rows; published numbers (:mod:`segreconcat_aug.evaluation.references`) go in
+separate, labelled columns.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..data.protocols import MIXED_TABLE, get_protocol
+from .bootstrap import format_interval
+from .references import reference_value
+from .system_report import PRIVACY_COLUMNS, markdown_table
+
+
+def _summary(cell) -> dict:
+    """A grid cell as :func:`~segreconcat_aug.evaluation.comparison.compare_runs` describes it (a plain
+    table row: no intervals, one run)."""
+    if not cell:
+        return {"table": {}, "intervals": {}, "seeds": [], "std": None}
+    return cell if "table" in cell else {"table": cell, "intervals": {}, "seeds": [], "std": None}
+
+
+def _cell_text(value, interval, std=None, digits: int = 2) -> str:
+    if value is None:
+        return "-"
+    text = format_interval(value, interval, digits)
+    if std is not None:
+        head, _, tail = text.partition(" ")
+        text = f"{head} ± {std:.{digits}f}" + (f" {tail}" if tail else "")
+    return text
+
+
+def privacy_label(metric: str) -> str:
+    """A privacy metric's name in tables (``min_cllr`` -> ``minCllr (bits)``).
+
+    >>> privacy_label("min_cllr"), privacy_label("top3")
+    ('minCllr (bits)', 'top-3 (%)')
+    """
+    if metric.startswith("top") and metric[3:].isdigit():
+        return f"top-{metric[3:]} (%)"
+    return next((header for key, header, _ in PRIVACY_COLUMNS if key == metric), metric)
+
+
+def _privacy_digits(metric: str) -> int:
+    return next((digits for key, _, digits in PRIVACY_COLUMNS if key == metric), 2)
+
+
+def _privacy_cells(cell, metrics, seed_index=None, compared: bool = False) -> list:
+    """Table cells of the privacy columns: per metric the average [CI] and, for a compared
+    configuration, its paired difference to the baseline [CI] with p."""
+    cells = []
+    for metric in metrics:
+        summary = _summary(((cell.get("privacy") or {}).get(metric)) if "privacy" in cell else None)
+        digits = _privacy_digits(metric)
+        if seed_index is not None and summary["seeds"]:
+            run = summary["seeds"][seed_index]
+            cells += [_cell_text(run["table"].get("avg"), run["intervals"].get("avg"), digits=digits), ""]
+            continue
+        std = (summary.get("std") or {}).get("avg")
+        cells.append(_cell_text(summary["table"].get("avg"), summary["intervals"].get("avg"), std, digits))
+        difference = (summary.get("difference") or {}).get("avg") if compared else None
+        if not difference:
+            cells.append("-")
+        else:
+            text = format_interval(
+                difference["difference"], difference if "low" in difference else None, digits
+            )
+            if difference.get("p_value") is not None:
+                text += f", p = {difference['p_value']:.3f}"
+            cells.append(text)
+    return cells
+
+
+def _diff_cells(difference) -> list:
+    if not difference:
+        return ["-", "-", "-"]
+    text = format_interval(difference["difference"], difference if "low" in difference else None)
+    if difference.get("p_value") is None:
+        return [text, "-", "-"]
+    return [text, f"{difference['p_value']:.3f}", "yes" if difference["significant"] else "no"]
+
+
+def comparison_table(
+    cells: dict,
+    systems,
+    baseline: str,
+    compared,
+    labels: dict | None = None,
+    references: list[dict] | None = None,
+    protocol: str | None = None,
+    privacy_columns=(),
+) -> str:
+    """Table 2 style: per system, the baseline row then each compared configuration with its difference.
+
+    Parameters
+    ----------
+    cells : dict
+        ``(system, configuration) -> cell``: a :func:`compare_runs` entry (EERs with their
+        intervals, each seed's row and the mean ± std across seeds, the paired difference to the
+        baseline with its interval, p-value and significance at 5 %) or a plain table row
+        (:func:`~segreconcat_aug.evaluation.system_report.read_results`' ``table``); missing cells print
+        as ``-``.
+    systems : list of str
+    baseline : str
+        The configuration every other is compared with (``diff avg`` = config - baseline).
+    compared : list of str
+    labels : dict
+        Configuration -> name in the table (e.g. ``SegReConcat+SpecAug``).
+    references : list of dict
+        Published rows; adds "published avg" columns: those the protocol names (VPAC 2024: the
+        paper's Table 2 and the challenge baseline; VPC 2026 Track 1: the challenge's own attacker).
+    protocol : str, optional
+        The protocol whose table columns and published numbers are shown (default ``vpac2024``).
+    privacy_columns : list of str
+        Privacy metrics (e.g. ``["linkability", "min_cllr"]``): per metric the average over the subsets
+        with its interval and the paired difference to the baseline (``compare_runs(privacy_metrics=...)``).
+
+    Example
+    -------
+    >>> from segreconcat_aug.evaluation.intervals import TABLE_COLUMNS
+    >>> row = dict(zip(TABLE_COLUMNS, [30.0, 20.0, 25.0, 30.0, 20.0, 25.0, 25.0]))
+    >>> better = {k: v - 5 for k, v in row.items()}
+    >>> print(comparison_table({("B3", "base"): row, ("B3", "src"): better}, ["B3"], "base", ["src"]))
+    | system | attacker | dev F | dev M | dev avg | test F | test M | test avg | avg | diff avg [95 % CI] | p | significant (5 %) |
+    |---|---|---|---|---|---|---|---|---|---|---|---|
+    | B3 | base | 30.00 | 20.00 | 25.00 | 30.00 | 20.00 | 25.00 | 25.00 | - | - | - |
+    | B3 | src | 25.00 | 15.00 | 20.00 | 25.00 | 15.00 | 20.00 | 20.00 | -5.00 | - | - |
+    """
+    labels = labels or {}
+    scheme = get_protocol(protocol)
+    columns = scheme.table.columns
+    headers = ["system", "attacker", *scheme.table.headers, "diff avg [95 % CI]", "p", "significant (5 %)"]
+    for metric in privacy_columns:
+        headers += [f"{privacy_label(metric)} avg [95 % CI]", f"diff {privacy_label(metric)} [95 % CI]"]
+    paper_table = scheme.published.get("paper")
+    challenge_row = scheme.published.get("challenge")
+    if references is not None:
+        if paper_table:
+            headers.append("paper avg (published)")
+        if challenge_row:
+            headers.append(f"{challenge_row[1]} avg (published)")
+    rows = []
+    for system in systems:
+        base = _summary(cells.get((system, baseline)))
+        for config in [baseline, *compared]:
+            raw = cells.get((system, config)) or {}
+            cell = _summary(raw)
+            label = labels.get(config, config)
+            published = []
+            if references is not None:
+                if paper_table:
+                    # The paper's row with the same attacker name (it reports one SegReConcat variant per system).
+                    published.append(reference_value(references, paper_table, system, label))
+                if challenge_row:
+                    challenge = reference_value(references, *challenge_row[:1], system, challenge_row[1])
+                    published.append(challenge if config == baseline else None)
+            if len(cell["seeds"]) > 1:
+                for index, run in enumerate(cell["seeds"]):
+                    values = [_cell_text(run["table"].get(c), run["intervals"].get(c)) for c in columns]
+                    rows.append(
+                        [
+                            system,
+                            f"{label}, seed {run['seed']}",
+                            *values,
+                            "",
+                            "",
+                            "",
+                            *_privacy_cells(raw, privacy_columns, seed_index=index),
+                            *([""] * len(published)),
+                        ]
+                    )
+                label = f"{label}, mean ± std of {len(cell['seeds'])} seeds"
+            std = cell.get("std") or {}
+            values = [_cell_text(cell["table"].get(c), cell["intervals"].get(c), std.get(c)) for c in columns]
+            difference = (cell.get("difference") or {}).get("avg")
+            if (
+                difference is None
+                and config != baseline
+                and "avg" in cell["table"]
+                and "avg" in base["table"]
+            ):
+                difference = {"difference": cell["table"]["avg"] - base["table"]["avg"]}
+            rows.append(
+                [
+                    system,
+                    label,
+                    *values,
+                    *_diff_cells(difference if config != baseline else None),
+                    *_privacy_cells(raw, privacy_columns, compared=config != baseline),
+                    *published,
+                ]
+            )
+    return markdown_table(headers, rows)
+
+
+def interval_notes(cells: dict) -> list[str]:
+    """One line per undefined interval of the grid's cells: where, and why."""
+    notes = {}
+    for (system, config), cell in cells.items():
+        cell = _summary(cell)
+        sources = [
+            ("", cell["intervals"]),
+            *((f"seed {run['seed']} ", run["intervals"]) for run in cell["seeds"]),
+        ]
+        sources += [("difference ", cell.get("difference") or {})]
+        for metric, summary in (cell.get("privacy") or {}).items():
+            sources += [
+                (f"{metric} ", summary["intervals"]),
+                (f"{metric} difference ", summary.get("difference") or {}),
+            ]
+            undefined = summary.get("undefined") or {}
+            if undefined:  # one line per metric: the columns without a value, and the first subset's reason
+                reason = next(
+                    (r for c, r in undefined.items() if not c.endswith("avg")), next(iter(undefined.values()))
+                )
+                notes[f"{system} {config} {metric} ({', '.join(undefined)})"] = f"no value: {reason}"
+        for prefix, intervals in sources:
+            for column, interval in intervals.items():
+                if interval.get("reason"):
+                    notes[f"{system} {config} {prefix}{column}"] = interval["reason"]
+    return [
+        f"- no {'value' if why.startswith('no value: ') else 'interval'} for {where}: {why.removeprefix('no value: ')}"
+        for where, why in notes.items()
+    ]
+
+
+def ablation_table(
+    cells: dict, system: str, configs, labels: dict | None = None, references=None, privacy_columns=()
+) -> str:
+    """Table 1 style: average EER (%) of each configuration on one system, with its interval (+ the paper's).
+
+    ``privacy_columns``: also the average of these privacy metrics, with their intervals.
+
+    >>> cells = {("T8-5", "none"): {"avg": 37.0}}
+    >>> print(ablation_table(cells, "T8-5", ["none", "rr"], {"none": "No Augmentation"}))
+    | method | avg EER (%) [95 % CI] |
+    |---|---|
+    | No Augmentation | 37.00 |
+    | rr | - |
+    """
+    labels = labels or {}
+    headers = ["method", "avg EER (%) [95 % CI]"]
+    headers += [f"{privacy_label(metric)} avg [95 % CI]" for metric in privacy_columns]
+    headers += ["paper avg EER (%) (published)"] if references is not None else []
+    rows = []
+    for config in configs:
+        label = labels.get(config, config)
+        raw = cells.get((system, config)) or {}
+        cell = _summary(raw)
+        seeds = f" ({len(cell['seeds'])} seeds, mean ± std)" if len(cell["seeds"]) > 1 else ""
+        line = [
+            label + seeds,
+            _cell_text(
+                cell["table"].get("avg"), cell["intervals"].get("avg"), (cell.get("std") or {}).get("avg")
+            ),
+            *_privacy_cells(raw, privacy_columns)[::2],
+        ]
+        if references is not None:
+            line.append(reference_value(references, "paper-table1", system, label))
+        rows.append(line)
+    return markdown_table(headers, rows)
+
+
+def language_table(cells: dict, systems, configs, languages, labels: dict | None = None) -> str:
+    """VPC 2026 Track 2: per system and configuration, one row per language (its own attacker) and the average.
+
+    ``cells`` are keyed ``(f"{system}/{language}", configuration)`` (as the grid names Track 2 cells).
+    The average row covers the languages the challenge scores (en, de, fr, es) that have results, and
+    says which; cn and ja rows, when there, come after it, outside the average. Each language's
+    interval is its own attacker's; the average has none.
+
+    >>> cells = {("BM1/de", "base"): {"dev_mixed": 20.0, "test_mixed": 10.0, "avg": 15.0},
+    ...          ("BM1/fr", "base"): {"dev_mixed": 30.0, "test_mixed": 20.0, "avg": 25.0}}
+    >>> print(language_table(cells, ["BM1"], ["base"], ["de", "fr", "cn"]))
+    | system | attacker | language | dev mixed | test mixed | avg |
+    |---|---|---|---|---|---|
+    | BM1 | base | de | 20.00 | 10.00 | 15.00 |
+    | BM1 | base | fr | 30.00 | 20.00 | 25.00 |
+    | BM1 | base | average (de, fr) | 25.00 | 15.00 | 20.00 |
+    """
+    from ..data.protocols import TRACK2_LANGUAGES
+
+    labels = labels or {}
+    columns = MIXED_TABLE.columns
+    headers = ["system", "attacker", "language", *MIXED_TABLE.headers]
+    rows = []
+    for system in systems:
+        for config in configs:
+            label = labels.get(config, config)
+            scored, others, present = [], [], []
+            for language in languages:
+                cell = _summary(cells.get((f"{system}/{language}", config)))
+                is_scored = TRACK2_LANGUAGES[language].scored
+                if not cell["table"] and not is_scored:
+                    continue  # cn / ja: read when present
+                std = cell.get("std") or {}
+                values = [
+                    _cell_text(cell["table"].get(c), cell["intervals"].get(c), std.get(c)) for c in columns
+                ]
+                (scored if is_scored else others).append([system, label, language, *values])
+                if is_scored and all(c in cell["table"] for c in columns):
+                    present.append((language, cell["table"]))
+            rows += scored
+            if present:
+                average = [float(np.mean([table[c] for _, table in present])) for c in columns]
+                names = ", ".join(language for language, _ in present)
+                rows.append([system, label, f"average ({names})", *average])
+            rows += others
+    return markdown_table(headers, rows)

@@ -1,0 +1,42 @@
+"""The grid: train and evaluate attackers (systems x configurations), then assemble the paper's tables.
+
+``recipes/run_grid.py hparams/grid.yaml`` drives it. Three steps, one module each:
+
+- :mod:`.plan`: the grid file (:func:`load_grid`, checked before anything runs) and the runs it
+  asks for (:func:`grid_cells`, :func:`grid_runs`, :func:`cell_folder`);
+- :mod:`.runner`: each run's training then evaluation as subprocesses, resumable through its
+  status file (:func:`run_cell`, :func:`run_all`);
+- :mod:`.results`: every run's evaluation read back and compared, the tables, figures and
+  ``grid_results.csv/.json`` written (:func:`assemble`).
+
+``protocol`` (default ``vpac2024``) is passed to both commands and decides the tables' columns;
+under ``vpc2026-track2`` every system is run once per language of ``languages`` (default: the four
+the challenge scores), one attacker each, in ``<system>/<language>/<configuration>``.
+``seeds: [a, b, ...]`` (in the grid, or per configuration) trains each cell once per seed, in
+``<system>/<configuration>/seed<N>`` with ``--seed=N``; ``seeds: null`` is one run per cell with
+the training YAML's seed, in ``<system>/<configuration>``.
+
+The grid sits at the top of the package: it runs the recipes and reads what the evaluation
+wing wrote, so it may import any wing and no wing imports it.
+"""
+
+from .plan import cell_folder, grid_cells, grid_languages, grid_runs, grid_units, load_grid, split_unit
+from .results import assemble, write_grid_results
+from .runner import STATUS_FILE, format_command, overrides_string, run_all, run_cell
+
+__all__ = [
+    "STATUS_FILE",
+    "assemble",
+    "cell_folder",
+    "format_command",
+    "grid_cells",
+    "grid_languages",
+    "grid_runs",
+    "grid_units",
+    "load_grid",
+    "overrides_string",
+    "run_all",
+    "run_cell",
+    "split_unit",
+    "write_grid_results",
+]

@@ -1,0 +1,150 @@
+"""The grid file (``hparams/grid.yaml``) and what it asks to run.
+
+:func:`load_grid` reads it with its overrides and checks it before anything runs (configurations
+named but not defined, seeds, languages, privacy columns, ``parallel``, ``bootstrap_resamples``).
+A cell is a (unit, configuration) pair (:func:`grid_cells`): a unit is a system, or under
+``vpc2026-track2`` a ``<system>/<language>`` (:func:`grid_units`); a run is a cell and a seed
+(:func:`grid_runs`), in :func:`cell_folder`. Writes nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+from hyperpyyaml import load_hyperpyyaml
+
+from ..data.protocols import get_protocol
+from ..evaluation.intervals import BOOTSTRAP_DEFAULTS
+from ..evaluation.privacy import INTERVAL_METRICS
+from ..options import SEED, OptionError
+
+logger = logging.getLogger(__name__)
+
+
+def load_grid(path, overrides=None) -> dict:
+    """The grid YAML, with command-line overrides, checked for consistency."""
+    with open(path, encoding="utf-8") as fin:
+        grid = load_hyperpyyaml(fin, overrides or {})
+    configs = grid.get("configurations") or {}
+    named = [grid["comparison"]["baseline"], *grid["comparison"].get("compared", [])]
+    named += grid.get("ablation", {}).get("configurations", []) if grid.get("ablation") else []
+    unknown = sorted({name for name in named if name not in configs})
+    if unknown:
+        raise OptionError(f"{path}: configuration(s) {unknown} are used but not defined under configurations")
+    for where, seeds in [("seeds", grid.get("seeds"))] + [
+        (f"configurations.{name}.seeds", spec.get("seeds")) for name, spec in configs.items()
+    ]:
+        if seeds is not None and (
+            not isinstance(seeds, list)
+            or not seeds
+            or not all(SEED.accepts(s) for s in seeds)
+            or len(set(seeds)) != len(seeds)
+        ):
+            raise OptionError(
+                f"{path}: {where} must be null or a list of distinct integers ({SEED.allowed()}), got {seeds!r}"
+            )
+    if any(run_seeds(grid, name) for name in configs) and "seed" in (grid.get("extra_overrides") or {}):
+        raise OptionError(f"{path}: extra_overrides sets seed while seeds lists them; keep one of the two")
+    protocol = get_protocol(grid.get("protocol"))
+    languages = grid.get("languages")
+    if languages is not None:
+        if protocol.languages is None:
+            raise OptionError(
+                f"{path}: languages is for vpc2026-track2; protocol {protocol.name} has none (null)"
+            )
+        for language in languages:
+            protocol.check_language(language)
+    columns = grid.get("privacy_columns") or []
+    allowed = [name for name in INTERVAL_METRICS if name != "top5"]
+    if not isinstance(columns, list) or any(
+        not isinstance(c, str) or (c not in allowed and not (c.startswith("top") and c[3:].isdigit()))
+        for c in columns
+    ):
+        raise OptionError(
+            f"{path}: privacy_columns must be a list of privacy metrics ({', '.join(allowed)}, top<k>), "
+            f"got {columns!r}"
+        )
+    parallel = grid.get("parallel", 1)
+    if parallel is not None and (not isinstance(parallel, int) or isinstance(parallel, bool) or parallel < 1):
+        raise OptionError(f"{path}: parallel must be an integer >= 1 (runs at once), got {parallel!r}")
+    resamples = grid.get("bootstrap_resamples", BOOTSTRAP_DEFAULTS["resamples"])
+    if not isinstance(resamples, int) or resamples < 0:
+        raise OptionError(
+            f"{path}: bootstrap_resamples must be an integer >= 0 (0: no intervals), got {resamples!r}"
+        )
+    return grid
+
+
+def run_seeds(grid, config: str) -> list:
+    """The training seeds of a configuration: its own ``seeds``, else the grid's; ``[None]``: one default run."""
+    seeds = (grid["configurations"][config] or {}).get("seeds")
+    seeds = grid.get("seeds") if seeds is None else seeds
+    return list(seeds) if seeds else []
+
+
+def grid_languages(grid) -> list[str]:
+    """The attackers' languages under vpc2026-track2 (``languages``, else the scored four); [] otherwise."""
+    protocol = get_protocol(grid.get("protocol"))
+    if protocol.languages is None:
+        return []
+    return list(grid.get("languages") or protocol.scored_languages)
+
+
+def grid_units(grid) -> list[str]:
+    """What a cell is run for: each system, or under vpc2026-track2 each ``<system>/<language>``."""
+    languages = grid_languages(grid)
+    if not languages:
+        return list(grid["systems"])
+    return [f"{system}/{language}" for system in grid["systems"] for language in languages]
+
+
+def split_unit(unit: str) -> tuple[str, str | None]:
+    """``"BM1/de"`` -> ``("BM1", "de")``; a plain system -> ``(system, None)``.
+
+    >>> split_unit("BM1/de"), split_unit("T8-5")
+    (('BM1', 'de'), ('T8-5', None))
+    """
+    system, _, language = unit.partition("/")
+    return system, language or None
+
+
+def grid_ablation(grid) -> dict | None:
+    """The grid's ``ablation`` (Table 1), or None: none asked, or a VPC 2026 grid without its system."""
+    ablation = grid.get("ablation")
+    units = grid_units(grid)
+    if ablation and get_protocol(grid.get("protocol")).name != "vpac2024" and ablation["system"] not in units:
+        logger.warning(
+            "ablation system %s is not among this grid's systems (%s): no Table 1", ablation["system"], units
+        )
+        return None
+    return ablation if ablation and ablation.get("configurations") else None  # none: no Table 1
+
+
+def grid_cells(grid) -> list[tuple[str, str]]:
+    """The (unit, configuration) pairs to run: Table 2's for every unit (:func:`grid_units`), then Table 1's."""
+    comparison = [grid["comparison"]["baseline"], *grid["comparison"].get("compared", [])]
+    cells = [(unit, config) for unit in grid_units(grid) for config in comparison]
+    ablation = grid_ablation(grid)
+    if ablation:
+        cells += [(ablation["system"], config) for config in ablation["configurations"]]
+    return list(dict.fromkeys(cells))
+
+
+def grid_runs(grid) -> list[tuple[str, str, int | None]]:
+    """Every (system, configuration, seed) to run; seed None: the training YAML's own seed."""
+    return [
+        (system, config, seed)
+        for system, config in grid_cells(grid)
+        for seed in run_seeds(grid, config) or [None]
+    ]
+
+
+def cell_folder(grid, system: str, config: str, seed: int | None = None) -> Path:
+    """Where a run trains and evaluates: ``<output_folder>/<unit>/<configuration>[/seed<N>]``.
+
+    >>> cell_folder({"output_folder": "grid"}, "BM1/de", "base", 3).as_posix()
+    'grid/BM1/de/base/seed3'
+    """
+    folder = Path(grid["output_folder"]) / system / config
+    return folder if seed is None else folder / f"seed{seed}"

@@ -1,0 +1,356 @@
+"""The grid's results: every run's evaluation read back, compared, and laid out as the paper's tables.
+
+:func:`assemble` writes, in the grid's ``output_folder``:
+
+- ``table2_comparison.md``: baseline vs. each compared configuration per system: EERs with 95 %
+  intervals from a speaker bootstrap, each seed's row and the mean ± std across seeds, and the
+  paired difference to the baseline with its interval, p-value and significance at 5 %
+  (:func:`segreconcat_aug.evaluation.comparison.compare_runs`); ``privacy_columns`` adds those
+  privacy metrics (their average over the subsets, interval and paired difference);
+- ``table1_ablation.md`` (one system) and, under ``vpc2026-track2``, ``table_languages.md``;
+- ``det_<system>.png`` (a DET panel per subset, a line per configuration), ``forest_<system>.png``
+  (EER and interval per configuration and subset), ``privacy_<system>.png`` (EER of every speaker
+  and linkability per Table 2 configuration);
+- ``grid_results.csv`` and ``grid_results.json`` (:func:`write_grid_results`).
+
+Published numbers appear in separate, labelled columns. The method: docs/evaluation.md.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+from ..data.protocols import get_protocol
+from ..evaluation.comparison import compare_runs, seed_mean_std
+from ..evaluation.figures import plot_det_panels, plot_forest, plot_privacy, privacy_panel
+from ..evaluation.intervals import BOOTSTRAP_DEFAULTS, privacy_table
+from ..evaluation.metrics import det_curve
+from ..evaluation.privacy import PrivacyOptions
+from ..evaluation.references import load_reference_results
+from ..evaluation.score_files import read_score_file
+from ..evaluation.system import EVAL_SUBFOLDER
+from ..evaluation.system_report import blank, bootstrap_note, read_results
+from ..evaluation.tables import ablation_table, comparison_table, interval_notes, language_table
+from .plan import cell_folder, grid_ablation, grid_languages, grid_runs, grid_units
+
+
+def collect(grid) -> dict[tuple[str, str], list[dict]]:
+    """``(system, configuration) -> runs``: per evaluated seed ``{"seed", "folder", "table", "results", "scores"}``.
+
+    ``scores`` holds each subset's score file, read once for the intervals and the DET curves.
+    """
+    found: dict[tuple[str, str], list[dict]] = {}
+    for system, config, seed in grid_runs(grid):
+        folder = cell_folder(grid, system, config, seed) / EVAL_SUBFOLDER
+        if (folder / "results.json").is_file():
+            results = read_results(folder)
+            scores = {
+                name: read_score_file(folder / path) for name, path in results.get("scores", {}).items()
+            }
+            run = {
+                "seed": seed,
+                "folder": folder,
+                "table": results["table"],
+                "results": results,
+                "scores": scores,
+                "metrics": results.get("subsets", {}),
+            }
+            found.setdefault((system, config), []).append(run)
+    return found
+
+
+def analyse(grid, results: dict) -> dict[tuple[str, str], dict]:
+    """:func:`segreconcat_aug.evaluation.comparison.compare_runs` per system: intervals, seeds, paired differences."""
+    resamples = int(grid.get("bootstrap_resamples", BOOTSTRAP_DEFAULTS["resamples"]))
+    seed = int(grid.get("bootstrap_seed", BOOTSTRAP_DEFAULTS["seed"]))
+    baseline = grid["comparison"]["baseline"]
+    table = get_protocol(grid.get("protocol")).table
+    privacy_columns = list(grid.get("privacy_columns") or [])
+    cells = {}
+    for system in dict.fromkeys(system for system, _ in results):
+        runs = {}
+        for (cell_system, config), config_runs in results.items():
+            if cell_system != system:
+                continue
+            runs[config] = [
+                {
+                    "seed": run["seed"],
+                    "table": run["table"],
+                    "scores": run["scores"],
+                    "metrics": run["metrics"],
+                }
+                for run in config_runs
+            ]
+        if resamples:
+            options = privacy_settings(results, system)
+            for config, summary in compare_runs(
+                runs,
+                baseline,
+                resamples,
+                seed,
+                key=system,
+                table=table,
+                privacy=options,
+                privacy_metrics=privacy_columns,
+            ).items():
+                cells[(system, config)] = summary
+        else:  # no intervals: each seed's row and the mean ± std across seeds
+            for config, config_runs in runs.items():
+                cells[(system, config)] = _plain_cell(
+                    [run["table"] for run in config_runs], config_runs, table.columns
+                )
+                for metric in privacy_columns:
+                    tables = [privacy_table(run["metrics"], metric, table) for run in config_runs]
+                    cells[(system, config)].setdefault("privacy", {})[metric] = _plain_cell(
+                        tables, config_runs, table.columns
+                    )
+    return cells
+
+
+def _plain_cell(tables: list[dict], runs: list[dict], columns) -> dict:
+    """A cell without intervals: the mean ± std across seeds of ``tables`` (one per run) in ``columns``."""
+    mean, std = seed_mean_std(tables, columns)
+    return {
+        "table": mean,
+        "std": std,
+        "intervals": {},
+        "seeds": [{"seed": run["seed"], "table": table, "intervals": {}} for run, table in zip(runs, tables)],
+    }
+
+
+def privacy_settings(results: dict, system: str) -> PrivacyOptions:
+    """The privacy metrics' settings its evaluations recorded (``privacy_options`` in results.json)."""
+    for (cell_system, _), runs in results.items():
+        for run in runs:
+            saved = run["results"].get("privacy_options") if cell_system == system else None
+            if saved:
+                known = {f for f in PrivacyOptions.__dataclass_fields__}
+                return PrivacyOptions(
+                    **{k: v for k, v in saved.items() if k in known and k != "population_sizes"}
+                )
+    return PrivacyOptions()
+
+
+def assemble(grid) -> dict[str, Path]:
+    """Write the tables, the per-system DET and forest figures and ``grid_results.csv/.json``."""
+    out = Path(grid["output_folder"])
+    out.mkdir(parents=True, exist_ok=True)
+    results = collect(grid)
+    cells = analyse(grid, results)
+    configs = grid["configurations"]
+    protocol = get_protocol(grid.get("protocol"))
+    columns = protocol.table.columns
+    references = load_reference_results() if grid.get("show_published", True) else None
+    settings = {
+        "resamples": int(grid.get("bootstrap_resamples", BOOTSTRAP_DEFAULTS["resamples"])),
+        "seed": int(grid.get("bootstrap_seed", BOOTSTRAP_DEFAULTS["seed"])),
+    }
+    written = {}
+
+    comparison = grid["comparison"]
+    labels = {name: spec.get("label", name) for name, spec in configs.items()}
+    privacy_columns = list(grid.get("privacy_columns") or [])
+    table2 = comparison_table(
+        cells,
+        grid_units(grid),
+        comparison["baseline"],
+        comparison.get("compared", []),
+        labels,
+        references,
+        protocol=protocol.name,
+        privacy_columns=privacy_columns,
+    )
+    notes = interval_notes(cells)
+    note = (
+        (
+            "\n\nOurs: EER (%) of this grid's runs with 95 % intervals [low, high]; diff avg = configuration - "
+            "baseline, with the interval and two-sided p-value of the paired speaker bootstrap (the same "
+            "resamples for both; with several seeds, seeds are resampled too). " + bootstrap_note(settings)
+            if settings["resamples"]
+            else "\n\nOurs: EER (%) of this grid's runs; diff avg = configuration - baseline. "
+            "No intervals (bootstrap_resamples: 0)."
+        )
+        + " With several seeds: a row per seed, then mean ± std across seeds."
+        + (
+            " Privacy columns (privacy_columns): each metric's average over the subsets with its interval and "
+            "the paired difference to the baseline (p), from the same resamples; docs/evaluation.md says what "
+            "each measures."
+            if privacy_columns
+            else ""
+        )
+        + "\n"
+        + ("\n".join(notes) + "\n" if notes else "")
+    )
+    if references is not None and protocol.name == "vpac2024":
+        note += (
+            "\nPublished columns: the paper's Table 2 (the row with the same attacker name; the paper reports one "
+            "SegReConcat variant per system) and the VPAC 2024 baseline attacker "
+            "(segreconcat_aug/evaluation/reference_results.csv names the sources).\n"
+        )
+    elif references is not None and protocol.published:
+        note += (
+            "\nPublished column: the VPC 2026 challenge's own attacker (ASV_eval^anon: WavLM-Large + ECAPA, "
+            "fine-tuned on the anonymized training data), not this project's; its numbers are the challenge's "
+            "results files (segreconcat_aug/evaluation/reference_results.csv names them).\n"
+        )
+    written["table2"] = out / "table2_comparison.md"
+    written["table2"].write_text(
+        f"# Baseline vs. SegReConcat (Table 2 layout; protocol {protocol.name})\n\n" + table2 + note,
+        encoding="utf-8",
+    )
+    languages = grid_languages(grid)
+    if languages:
+        table = language_table(
+            cells,
+            grid["systems"],
+            [comparison["baseline"], *comparison.get("compared", [])],
+            languages,
+            labels,
+        )
+        written["languages"] = out / "table_languages.md"
+        written["languages"].write_text(
+            f"# VPC 2026 Track 2: one attacker per language (protocol {protocol.name})\n\n{table}\n\n"
+            "Each language's EERs (%) with its own 95 % interval; the average row is the plain mean over "
+            "the scored languages that have results (no interval). cn and ja are not scored by the challenge "
+            "and stay outside the average.\n",
+            encoding="utf-8",
+        )
+
+    ablation = grid_ablation(grid)
+    if ablation:
+        table1_labels = {name: spec.get("table1", spec.get("label", name)) for name, spec in configs.items()}
+        table1 = ablation_table(
+            cells,
+            ablation["system"],
+            ablation["configurations"],
+            table1_labels,
+            references if protocol.name == "vpac2024" else None,
+            privacy_columns=privacy_columns,
+        )
+        written["table1"] = out / "table1_ablation.md"
+        written["table1"].write_text(
+            f"# Ablation on {ablation['system']} (Table 1 layout)\n\n{table1}\n", encoding="utf-8"
+        )
+
+    written.update(write_grid_results(out, cells, columns, privacy_columns))
+
+    for system in dict.fromkeys(system for system, _ in results):
+        panels, forest = {}, []
+        for subset in protocol.subsets:
+            curves = {}
+            for (cell_system, config), runs in results.items():
+                if cell_system != system:
+                    continue
+                for run in runs:
+                    scores = run["scores"].get(subset)
+                    if scores is not None:
+                        name = labels.get(config, config) + (f" seed {run['seed']}" if len(runs) > 1 else "")
+                        curves[name] = det_curve(
+                            scores.scores[scores.targets], scores.scores[~scores.targets]
+                        )
+            if curves:
+                panels[subset.replace("_", " ")] = curves
+        for (cell_system, config), cell in cells.items():
+            if cell_system == system and cell["intervals"]:
+                for column in [c for c in columns if c in cell["table"]]:
+                    interval = cell["intervals"][column]
+                    forest.append(
+                        (
+                            f"{labels.get(config, config)}: {column}",
+                            cell["table"][column],
+                            interval["low"],
+                            interval["high"],
+                        )
+                    )
+        if panels:
+            written[f"det_{system}"] = plot_det_panels(
+                panels, out / f"det_{system}.png", title=f"{system}: DET"
+            )
+        if forest:
+            written[f"forest_{system}"] = plot_forest(
+                forest, out / f"forest_{system}.png", title=f"{system}: EER (%) with 95 % CI"
+            )
+        privacy_runs = grid_privacy_panels(
+            results, system, [comparison["baseline"], *comparison.get("compared", [])], labels
+        )
+        if privacy_runs:
+            written[f"privacy_{system}"] = plot_privacy(
+                privacy_runs,
+                out / f"privacy_{system}.png",
+                title=f"{system}: risk per speaker and linkability",
+            )
+    return written
+
+
+def grid_privacy_panels(results: dict, system: str, configs, labels: dict) -> dict:
+    """What ``privacy_<system>.png`` draws for Table 2's configurations (their first seed): per-speaker
+    EERs and linkability from each run's results.json, score densities from its score files."""
+    runs = {}
+    for config in configs:
+        found = results.get((system, config)) or []
+        if not found or "per_speaker_eer" not in next(iter(found[0]["metrics"].values()), {}):
+            continue
+        run = found[0]
+        panels = {}
+        for name, values in run["metrics"].items():
+            scores = run["scores"].get(name)
+            if scores is None:
+                continue
+            panels[name] = privacy_panel(
+                values, scores.scores[scores.targets], scores.scores[~scores.targets]
+            )
+        runs[labels.get(config, config)] = panels
+    return runs
+
+
+def write_grid_results(out: Path, cells: dict, columns, privacy_columns=()) -> dict[str, Path]:
+    """``grid_results.csv`` (a row per seed and per configuration mean) and ``grid_results.json`` (everything).
+
+    ``columns``: the protocol's table columns. Each of ``privacy_columns`` adds its average, interval
+    and paired difference (``<metric>_avg``, ...).
+    """
+    header = ["system", "configuration", "seed", *columns, "avg_ci_low", "avg_ci_high", "avg_std"]
+    header += ["diff_avg", "diff_avg_ci_low", "diff_avg_ci_high", "diff_avg_p", "diff_avg_significant"]
+    for metric in privacy_columns:
+        header += [f"{metric}_avg", f"{metric}_avg_ci_low", f"{metric}_avg_ci_high"]
+        header += [f"diff_{metric}_avg", f"diff_{metric}_avg_p"]
+
+    def rows_of(cell):
+        rows = [(run["seed"], run["table"], run["intervals"], None, {}) for run in cell["seeds"]]
+        if len(rows) != 1:
+            return rows + [
+                ("mean", cell["table"], cell["intervals"], cell.get("std"), cell.get("difference") or {})
+            ]
+        return [(rows[0][0], cell["table"], cell["intervals"], None, cell.get("difference") or {})]
+
+    with open(out / "grid_results.csv", "w", newline="", encoding="utf-8") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(header)
+        for (system, config), cell in cells.items():
+            privacy_rows = [
+                rows_of(
+                    ((cell.get("privacy") or {}).get(m))
+                    or {"seeds": cell["seeds"], "table": {}, "intervals": {}}
+                )
+                for m in privacy_columns
+            ]
+            for index, (seed, table, intervals, std, difference) in enumerate(rows_of(cell)):
+                avg = intervals.get("avg") or {}
+                diff = difference.get("avg") or {}
+                extra = []
+                for rows in privacy_rows:
+                    _, p_table, p_intervals, _, p_difference = rows[index] if index < len(rows) else rows[-1]
+                    p_avg, p_diff = p_intervals.get("avg") or {}, p_difference.get("avg") or {}
+                    extra += [blank(p_table.get("avg")), blank(p_avg.get("low")), blank(p_avg.get("high"))]
+                    extra += [blank(p_diff.get("difference")), blank(p_diff.get("p_value"))]
+                writer.writerow(
+                    [system, config, "" if seed is None else seed, *(table.get(c, "") for c in columns)]
+                    + [blank(avg.get("low")), blank(avg.get("high")), blank((std or {}).get("avg"))]
+                    + [blank(diff.get(k)) for k in ("difference", "low", "high", "p_value", "significant")]
+                    + extra
+                )
+    payload = {f"{system}/{config}": cell for (system, config), cell in cells.items()}
+    (out / "grid_results.json").write_text(json.dumps(payload, indent=2, default=float), encoding="utf-8")
+    return {"csv": out / "grid_results.csv", "json": out / "grid_results.json"}

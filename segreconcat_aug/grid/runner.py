@@ -1,0 +1,189 @@
+"""Running the grid's cells: each run is ``train_command`` then ``eval_command`` (subprocesses).
+
+The templates come from the grid YAML, so torchrun or a cluster wrapper can be used; each run
+gets ``--output_folder=<output_folder>/<system>/<configuration>[/seed<N>]``. Finished steps are
+recorded in the run's ``grid_status.json`` (:data:`STATUS_FILE`): a rerun skips evaluated runs and
+does not retrain trained ones, and a failed step runs again. Subprocess output goes to
+``grid_train.log`` / ``grid_eval.log`` in the run's folder; progress lines also reach the
+console. :func:`run_all` runs ``parallel`` runs at a time.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+from tqdm import tqdm
+
+from ..cli import PROGRESS_PREFIX, REPO, checkout_path
+from ..data.protocols import get_protocol
+from ..evaluation.system import EVAL_SUBFOLDER
+from .plan import cell_folder, grid_runs, split_unit
+
+logger = logging.getLogger(__name__)
+STATUS_FILE = "grid_status.json"
+
+
+def _status(folder: Path) -> dict:
+    path = folder / STATUS_FILE
+    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+
+
+def _mark(folder: Path, step: str) -> None:
+    status = _status(folder)
+    status[step] = "done"
+    (folder / STATUS_FILE).write_text(json.dumps(status, indent=2) + "\n", encoding="utf-8")
+
+
+def format_command(template: str, fields: dict) -> list[str]:
+    """Fill a command template and split it into arguments (no shell).
+
+    A ``--key=value`` given again later (the configuration's overrides, then ``extra_overrides``,
+    over the template's own) replaces the earlier one: the recipes refuse a key given twice.
+
+    >>> format_command("{python} x.py --a={a} {extra}", {"python": "py", "a": "1 2", "extra": ""})
+    ['py', 'x.py', '--a=1 2']
+    >>> format_command("x.py --b=False {extra}", {"extra": "--b=True --c=1"})
+    ['x.py', '--b=True', '--c=1']
+    """
+    quoted = {
+        key: shlex.quote(str(value)) if key not in ("overrides", "extra", "language") else value
+        for key, value in fields.items()
+    }
+    arguments = shlex.split(template.format(**quoted))
+    last = {_option_key(argument): position for position, argument in enumerate(arguments)}
+    return [
+        argument
+        for position, argument in enumerate(arguments)
+        if _option_key(argument) is None or last[_option_key(argument)] == position
+    ]
+
+
+def _option_key(argument: str) -> str | None:
+    return argument[2:].split("=", 1)[0] if argument.startswith("--") and "=" in argument else None
+
+
+def overrides_string(value) -> str:
+    """Command-line overrides from a string (kept) or a mapping (``{key: value}`` -> ``--key=value``).
+
+    The mapping form is what works from the command line, where SpeechBrain's parser splits any value
+    containing ``--``.
+
+    >>> overrides_string({"device": "cuda:0", "channels": [16, 16]})
+    "--device=cuda:0 '--channels=[16,16]'"
+    >>> overrides_string("--mode=none")
+    '--mode=none'
+    """
+    if not value:
+        return ""
+    if isinstance(value, str):
+        return value
+    parts = []
+    for key, item in value.items():
+        token = item if isinstance(item, str) else json.dumps(item, separators=(",", ":"))
+        parts.append(shlex.quote(f"--{key}={token}"))
+    return " ".join(parts)
+
+
+def run_logged(command: list[str], log, prefix: str = "") -> int:
+    """Run ``command`` with its output going to ``log``; its progress lines are also shown on the console.
+
+    Progress lines are the ones :func:`segreconcat_aug.cli.report_progress` prints (one per
+    training epoch: losses, error rate, speed, time left).
+    """
+    process = subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace", bufsize=1
+    )
+    with process.stdout:
+        for line in process.stdout:
+            log.write(line)
+            if line.startswith(PROGRESS_PREFIX):
+                log.flush()
+                tqdm.write(f"{prefix}: {line[len(PROGRESS_PREFIX) :].rstrip()}", file=sys.stdout)
+    return process.wait()
+
+
+def run_cell(grid, system: str, config: str, seed: int | None = None) -> str:
+    """Train and evaluate one cell (one seed) unless done; returns ``"skipped"``, ``"done"`` or ``"failed"``."""
+    folder = cell_folder(grid, system, config, seed)
+    folder.mkdir(parents=True, exist_ok=True)
+    status = _status(folder)
+    if status.get("eval") == "done" and (folder / EVAL_SUBFOLDER / "results.json").is_file():
+        return "skipped"
+    system, language = split_unit(system)
+    fields = {
+        "python": grid.get("python") or sys.executable,
+        "hparams": checkout_path(grid["train_hparams"]),
+        "recipes": REPO / "recipes",
+        "data_folder": grid["data_folder"],
+        "system": system,
+        "protocol": get_protocol(grid.get("protocol")).name,
+        "language": f"--language={language}" if language else "",
+        "configuration": config,
+        "output_folder": folder,
+        "overrides": " ".join(
+            part
+            for part in (
+                overrides_string(grid["configurations"][config].get("overrides")),
+                f"--seed={seed}" if seed is not None else "",
+            )
+            if part
+        ),
+        "extra": overrides_string(grid.get("extra_overrides")),
+    }
+    for step, template in (("train", grid["train_command"]), ("eval", grid["eval_command"])):
+        if step == "train" and status.get("train") == "done":
+            continue
+        command = format_command(template, fields)
+        logger.info("%s/%s %s: %s", system, config, step, shlex.join(command))
+        with open(folder / f"grid_{step}.log", "a", encoding="utf-8") as log:
+            log.write(f"$ {shlex.join(command)}\n")
+            log.flush()
+            returncode = run_logged(command, log, prefix=f"{system}/{config} {step}")
+        if returncode != 0:
+            logger.error(
+                "%s/%s: %s failed (exit %d), see %s",
+                system,
+                config,
+                step,
+                returncode,
+                folder / f"grid_{step}.log",
+            )
+            return "failed"
+        _mark(folder, step)
+    return "done"
+
+
+def run_all(grid) -> list[str]:
+    """Train and evaluate every run of the grid, ``parallel`` at a time; the runs that failed.
+
+    Each run is its own processes (one training, then one evaluation), so runs at once change
+    nothing they compute; ``parallel: 2`` fills two cores with runs of one math thread each.
+    With ``stop_on_error`` a failure starts no further run (those started finish).
+    """
+    from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
+
+    runs = list(grid_runs(grid))
+    parallel = max(1, int(grid.get("parallel") or 1))
+    failed, pending = [], {}
+    with tqdm(total=len(runs), desc="grid", unit="run") as bar, ThreadPoolExecutor(parallel) as pool:
+        while runs or pending:
+            while runs and len(pending) < parallel and not (failed and grid.get("stop_on_error")):
+                system, config, seed = runs.pop(0)
+                where = f"{system}/{config}" + (f"/seed{seed}" if seed is not None else "")
+                pending[pool.submit(run_cell, grid, system, config, seed)] = where
+            if not pending:
+                break
+            done, _ = wait(pending, return_when=FIRST_COMPLETED)
+            for future in done:
+                where = pending.pop(future)
+                outcome = future.result()
+                logger.info("%s: %s", where, outcome)
+                bar.update()
+                if outcome == "failed":
+                    failed.append(where)
+    return failed

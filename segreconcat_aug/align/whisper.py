@@ -299,6 +299,12 @@ def load_faster_whisper(
         logger.info("%s: the copy installed by %s (%s)", model, PACKAGED_MODELS[model], local)
         model = local
     check_model_folder(model, "faster-whisper")
+    if not Path(model).is_dir():
+        # A size name or a hub id: one look-up in the local cache (and at most one at the hub) with a
+        # clear message, instead of faster-whisper's download retries and traceback when offline.
+        from faster_whisper.utils import _MODELS
+
+        hub_model_cached(_MODELS.get(model, model))
     device = device or default_device()
     kind, index = _device_and_index(device)
     compute = resolve_compute_type(compute_type, device)

@@ -8,8 +8,11 @@ Usage (the same YAML and overrides as training, so the same output folder is fou
     python recipes/evaluate.py hparams/ecapa_segreconcat.yaml --data_folder=<VPAC root> --system=T8-5 \
         --protocol=vpc2026-track1 --eval_folder=results/T8-5/<configuration>/eval-vpc2026
 
-Loads ``<export_folder>/embedding_model.ckpt`` (the best-dev-loss model that
-``recipes/train.py`` exports), embeds every enrollment and trial utterance whole
+Loads the model folder (``eval_model_folder``, default ``<export_folder>``: the best-dev-loss model
+that ``recipes/train.py`` exports; or any SpeechBrain speaker-model folder, such as a copy of
+``speechbrain/spkrec-ecapa-voxceleb`` or a VPC 2024 ASV model) through its ``hyperparams.yaml`` with
+SpeechBrain's ``EncoderClassifier`` (no model sizes to restate; an old export without one goes into
+the YAML's own ``embedding_model``), embeds every enrollment and trial utterance whole
 (cached under ``<eval_folder>/embeddings/``, so a rerun only rescores), scores
 trials by cosine against averaged enrollment embeddings and writes to
 ``<eval_folder>`` (default ``<output_folder>/eval``): ``scores/*.txt``,
@@ -22,12 +25,12 @@ and ``privacy.png``. Options: the ``eval_*`` keys (docs/evaluation.md).
 
 from __future__ import annotations
 
-from segreconcat_aug.cli import create_experiment_directory, load_recipe_hparams, run_main
+from segreconcat_aug.cli import create_experiment_directory, load_recipe_hparams, overrides_mapping, run_main
 from segreconcat_aug.evaluation.system import (
     check_evaluation_folder,
     evaluate_system,
     evaluation_folder,
-    load_exported_model,
+    load_evaluation_model,
 )
 
 
@@ -35,11 +38,12 @@ def main(argv=None):
     hparams_file, run_opts, overrides, hparams = load_recipe_hparams(
         argv, configure_logging=False, new_folders=("output_folder", "save_folder", "eval_folder")
     )
-    load_exported_model(hparams)  # a missing, damaged or other-size model stops before eval/ is made
     eval_folder = evaluation_folder(hparams)
     check_evaluation_folder(hparams)  # before anything is written there
+    # A missing, damaged or mismatched model stops before eval/ is made (SpeechBrain's links go in eval/model).
+    model = load_evaluation_model(hparams, run_opts, stated=overrides_mapping(overrides))
     create_experiment_directory(eval_folder, hparams_file, overrides)
-    results = evaluate_system(hparams, run_opts)
+    results = evaluate_system(hparams, run_opts, model=model)
     print((eval_folder / "results.md").read_text(encoding="utf-8"))
     return results
 

@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 import soundfile
 import torch
+from model_folders import VPC_YAML, hub_folder
 from test_train import TINY as TRAIN_TINY
 from test_train import train_recipe
 
@@ -114,6 +115,8 @@ CASE_IDS = [
     "evaluate: model of another size",
     "evaluate: NaN embedding under check_audio header",
     "evaluate: audio problems in a new eval folder",
+    "evaluate: a model folder of other n_mels than --n_mels",
+    "evaluate: a model folder's hyperparams.yaml without embedding_model",
     "align: output under a file",
     "align: shard 3/2",
     "align: no data_folder",
@@ -155,6 +158,13 @@ def table(vpac_root, tmp_path_factory):
     other_size = exported_model(world / "other-size")
     nan_run = exported_model(world / "nan-run")
     eval_problems = exported_model(world / "eval-problems")
+    sizes = {"n_mels": 80, "channels": [16, 16, 16, 16, 48], "attention_channels": 8, "lin_neurons": 16}
+    hub, _ = hub_folder(world / "spkrec-ecapa-voxceleb", sizes)
+    encoder_only = world / "encoder-only"
+    encoder_only.mkdir()
+    (encoder_only / "hyperparams.yaml").write_text(
+        VPC_YAML.format(**sizes).replace("embedding_model", "encoder")
+    )
     locked = new("locked")
     lock = open(locked / "cache.jsonl.lock", "w")
     fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)  # a first aligner is writing this shard
@@ -236,6 +246,12 @@ def table(vpac_root, tmp_path_factory):
                          f"--audio_check_cache={world}/scratch/check.jsonl"],
             ["1 of 24 enrollment and trial files failed", f"{eval_problems}/eval.audio_problems.txt",
              f"{nan_utt} "], [broken]),
+        "evaluate: a model folder of other n_mels than --n_mels": (
+            "evaluate", [*evaluate, f"--output_folder={new('n-mels')}/out", f"--eval_model_folder={hub}", "--n_mels=40"],
+            [f"{hub}/hyperparams.yaml: its model has n_mels=80", "--n_mels=40 was given"], [hub, world / "n-mels"]),
+        "evaluate: a model folder's hyperparams.yaml without embedding_model": (
+            "evaluate", [*evaluate, f"--output_folder={new('encoder-only-run')}/out", f"--eval_model_folder={encoder_only}"],
+            [f"{encoder_only}/hyperparams.yaml: no embedding_model key"], [encoder_only, world / "encoder-only-run"]),
         "align: output under a file": (
             "align", [f"--data_folder={enroll}", f"--output={a_file}/cache.jsonl"],
             [f"output: '{a_file}/cache.jsonl' lies under '{a_file}'"], [a_file]),

@@ -44,7 +44,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
-import torch
 from speechbrain.utils.distributed import infer_device
 
 from ..data.audio import SAMPLE_RATE
@@ -56,6 +55,18 @@ from ..errors import UserError, cite
 from .embeddings import WAVE_CACHE_NAMES, EmbeddingExtractor, model_fingerprint, wave_normalization
 from .intervals import BOOTSTRAP_DEFAULTS, SUBSET_COLUMNS, subset_design, table_averages
 from .metrics import verification_metrics
+from .model_folder import (  # noqa: F401 (ecapa_sizes, load_exported_model and the errors: their 0.1.0 home)
+    MODEL_SAVEDIR,
+    ExportError,
+    MissingExportError,
+    ModelFolderError,
+    ModelMismatchError,
+    SpeakerModel,
+    ecapa_sizes,
+    load_exported_model,
+    load_speaker_model,
+    model_folder,
+)
 from .privacy import ListPrivacy, PrivacyOptions
 from .scoring import (
     ENROLL_MEANS,
@@ -73,16 +84,8 @@ logger = logging.getLogger(__name__)
 SUBSETS = SUBSET_COLUMNS
 
 
-class MissingExportError(UserError, FileNotFoundError):
-    """No exported model where evaluation looks for one."""
-
-
 class TrialListError(UserError, ValueError):
     """A trial list or enrollment folder cannot be scored as it is."""
-
-
-class ExportError(UserError, RuntimeError):
-    """The exported model cannot be loaded: a damaged file, or another model size than the YAML's."""
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -517,78 +520,24 @@ def _option(hparams: dict, key: str):
     return EVAL_DEFAULTS[key] if value is None else value
 
 
-def load_exported_model(hparams: dict, model_folder=None) -> Path:
-    """Load ``embedding_model.ckpt`` of the export folder into ``hparams['embedding_model']``.
+def load_evaluation_model(hparams: dict, run_opts: dict | None = None, stated=()) -> SpeakerModel:
+    """The model evaluation embeds with: the model folder (:func:`.model_folder.model_folder`) loaded by
+    :func:`.model_folder.load_speaker_model`, SpeechBrain's files linked in ``<eval_folder>/model``.
 
-    The folder is ``model_folder``, else ``hparams['eval_model_folder']``, else
-    ``hparams['export_folder']``, else ``<output_folder>/export``. Returns the
-    checkpoint path.
+    ``stated``: the YAML keys the user gave (overrides); a model key among them must be the folder's.
     """
-    folder = Path(
-        model_folder
-        or hparams.get("eval_model_folder")
-        or hparams.get("export_folder")
-        or Path(hparams["output_folder"]) / "export"
+    return load_speaker_model(
+        model_folder(hparams),
+        hparams,
+        savedir=evaluation_folder(hparams) / MODEL_SAVEDIR,
+        device=_device(run_opts),
+        stated=stated,
     )
-    checkpoint = folder / "embedding_model.ckpt"
-    if not checkpoint.is_file():
-        raise MissingExportError(
-            f"{checkpoint}: no exported model (recipes/train.py writes it when training ends; "
-            "set eval_model_folder to evaluate another export)"
-        )
-    try:
-        state = torch.load(checkpoint, map_location="cpu", weights_only=True)
-    except Exception as err:  # torch raises RuntimeError, KeyError, EOFError... for a damaged file
-        reason = " ".join(str(err).split())[:120]
-        raise ExportError(
-            f"{checkpoint}: cannot be read, the file is damaged or cut ({type(err).__name__}: {reason}); "
-            "rerun recipes/train.py with the training's options to export the best checkpoint again"
-        ) from None
-    model = hparams["embedding_model"]
-    try:
-        model.load_state_dict(state)
-    except RuntimeError as err:
-        theirs, ours = ecapa_sizes(state), ecapa_sizes(model.state_dict())
-        if theirs != ours:
-            sizes = f"the export has {_sizes_text(theirs)}, the YAML's embedding_model {_sizes_text(ours)}"
-        else:
-            sizes = " ".join(str(err).split())[:200]
-        raise ExportError(
-            f"{checkpoint}: does not fit: {sizes}; give the training's values (its train_hyperparams.yaml "
-            "beside the export lists them)"
-        ) from None
-    return checkpoint
 
 
-def ecapa_sizes(state: dict) -> dict:
-    """``channels``, ``attention_channels`` and ``lin_neurons`` of an ECAPA-TDNN state dict (what is found).
-
-    >>> from speechbrain.lobes.models.ECAPA_TDNN import ECAPA_TDNN
-    >>> model = ECAPA_TDNN(80, channels=[16, 16, 16, 16, 48], attention_channels=8, lin_neurons=16)
-    >>> ecapa_sizes(model.state_dict())
-    {'channels': [16, 16, 16, 16, 48], 'attention_channels': 8, 'lin_neurons': 16}
-    """
-    channels = []
-    while True:
-        layer = len(channels)
-        key = "blocks.0.conv.conv.weight" if layer == 0 else f"blocks.{layer}.tdnn2.conv.conv.weight"
-        if key not in state:
-            break
-        channels.append(int(state[key].shape[0]))
-    sizes = {"channels": channels}
-    for name, key in (
-        ("channels", "mfa.conv.conv.weight"),
-        ("attention_channels", "asp.tdnn.conv.conv.weight"),
-        ("lin_neurons", "fc.conv.weight"),
-    ):
-        if key in state:
-            value = int(state[key].shape[0])
-            sizes[name] = [*channels, value] if name == "channels" else value
-    return sizes
-
-
-def _sizes_text(sizes: dict) -> str:
-    return ", ".join(f"{name}={value}" for name, value in sizes.items())
+def _device(run_opts) -> str:
+    # SpeechBrain leaves device unset unless given; it then means "the accelerator if there is one".
+    return (run_opts or {}).get("device") or infer_device()
 
 
 class EvaluationAudioError(TrialListError):
@@ -634,30 +583,33 @@ def check_evaluation_audio(hparams: dict, enrollments: dict, trial_lists: dict, 
     return warnings
 
 
-def evaluate_system(hparams: dict, run_opts: dict | None = None, write_report: bool = True) -> SystemResults:
+def evaluate_system(
+    hparams: dict, run_opts: dict | None = None, write_report: bool = True, model: SpeakerModel | None = None
+) -> SystemResults:
     """Evaluate the exported model of a training run on its system's dev and test trials.
 
     Parameters
     ----------
     hparams : dict
-        The loaded training YAML: ``data_folder``, ``system``, ``output_folder``,
-        ``compute_features``, ``mean_var_norm``, ``embedding_model``, optional
-        ``folder_overrides``, ``export_folder``, ``seed`` and the ``eval_*`` keys
-        (:data:`EVAL_DEFAULTS`; ``eval_folder`` defaults to ``<output_folder>/eval``).
+        The loaded training YAML: ``data_folder``, ``system``, ``output_folder``, optional
+        ``folder_overrides``, ``export_folder`` / ``eval_model_folder`` (the model folder; its
+        ``hyperparams.yaml`` decides the model, else the YAML's ``compute_features``,
+        ``mean_var_norm`` and ``embedding_model`` get its ``embedding_model.ckpt``), ``seed`` and
+        the ``eval_*`` keys (:data:`EVAL_DEFAULTS`; ``eval_folder`` defaults to ``<output_folder>/eval``).
     run_opts : dict or None
         SpeechBrain run options (a dict or ``RunOptions``); ``device`` is used (default: the
         accelerator when there is one, else cpu).
     write_report : bool
         Write scores, ``results.csv``, ``results.md``, ``results.json`` and the DET
         figure to ``eval_folder`` (:func:`segreconcat_aug.evaluation.system_report.write_system_report`).
+    model : SpeakerModel or None
+        The model to embed with (:func:`load_evaluation_model`, which is called when None).
 
     Returns
     -------
     SystemResults
     """
-    run_opts = run_opts or {}
-    # SpeechBrain leaves device unset unless given; it then means "the accelerator if there is one".
-    device = run_opts.get("device") or infer_device()
+    device = _device(run_opts)
     system = hparams["system"]
     data_folder = hparams["data_folder"]
     overrides = hparams.get("folder_overrides") or {}
@@ -694,7 +646,7 @@ def evaluate_system(hparams: dict, run_opts: dict | None = None, write_report: b
         layout=layout,
     )
     audio_warnings = check_evaluation_audio(hparams, enrollments, trial_lists, eval_folder)
-    checkpoint = load_exported_model(hparams)
+    model = model or load_evaluation_model(hparams, {"device": device})
     normalize_wave = wave_normalization(
         scheme.convention("eval_normalize_wave", hparams.get("eval_normalize_wave"))
     )
@@ -703,12 +655,12 @@ def evaluate_system(hparams: dict, run_opts: dict | None = None, write_report: b
     # loudness normalization is named by its method, so caches of the earlier peak-only option
     # are not reused.)
     wave_options = {"normalize_wave": WAVE_CACHE_NAMES.get(normalize_wave, False), "trim_zeros": trim}
-    fingerprint = model_fingerprint(checkpoint, wave_options)
+    fingerprint = model_fingerprint(model.checkpoint, {**wave_options, **model.cache_options()})
     cache_root = eval_folder / "embeddings" / fingerprint
     extractor = EmbeddingExtractor(
-        hparams["compute_features"],
-        hparams["mean_var_norm"],
-        hparams["embedding_model"],
+        model.compute_features,
+        model.mean_var_norm,
+        model.embedding_model,
         device=device,
         batch_size=_option(hparams, "eval_batch_size"),
         max_batch_seconds=_option(hparams, "eval_max_batch_seconds"),
@@ -745,7 +697,8 @@ def evaluate_system(hparams: dict, run_opts: dict | None = None, write_report: b
         "protocol": scheme.name,
         **({"language": language} if language else {}),
         "layout": layout,
-        "model": str(checkpoint),
+        "model": str(model.checkpoint),
+        "model_loader": model.loader,
         "fingerprint": fingerprint,
         "normalize_wave": normalize_wave or False,
         "trim_zeros": trim,

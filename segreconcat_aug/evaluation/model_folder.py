@@ -1,0 +1,445 @@
+"""The speaker model that evaluation embeds with: any SpeechBrain speaker-model folder.
+
+A folder with a ``hyperparams.yaml`` (an export of ``recipes/train.py``, a copy of
+``speechbrain/spkrec-ecapa-voxceleb``, a VPC 2024 ASV model folder) is loaded as SpeechBrain and
+the VPC 2024 toolkit load it, through ``EncoderClassifier.from_hparams(source=<folder>,
+savedir=<savedir>)``, with no model hub: the folder decides the features, their normalization and
+the embedding model, sizes included (:func:`load_speaker_model`). Before anything is written the
+folder is checked (its YAML's keys, every file its pretrainer loads, the checkpoints readable);
+afterwards the embedding model must hold every weight of its checkpoint, and the sample rate and any
+model key the user stated (``--n_mels``, ``--channels``, ...) must be the folder's. A folder without
+``hyperparams.yaml`` but with ``embedding_model.ckpt`` (an export of 0.1.0 or a bare checkpoint),
+or whose ``hyperparams.yaml`` has no ``pretrainer`` (0.1.0 exported the training YAML under that
+name), is loaded the old way, into the evaluation YAML's own modules (:func:`load_exported_model`),
+with one warning. Every refusal is one line naming the folder's file and the YAML key.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+
+from ..errors import UserError
+
+logger = logging.getLogger(__name__)
+
+#: The files of a model folder that evaluation reads by name.
+MODEL_HPARAMS = "hyperparams.yaml"
+MODEL_CHECKPOINT = "embedding_model.ckpt"
+#: Where SpeechBrain collects (links) the folder's files: ``<eval_folder>/model``.
+MODEL_SAVEDIR = "model"
+#: The modules of the folder that embed (``EncoderClassifier.encode_batch`` uses these three).
+EMBEDDING_MODULES = ("compute_features", "mean_var_norm", "embedding_model")
+#: Evaluation-YAML keys that describe the model: when the user states one (an override), the folder's
+#: model must have that value. Left unstated, the folder's value is used.
+MODEL_KEYS = ("n_mels", "channels", "attention_channels", "lin_neurons")
+
+
+class MissingExportError(UserError, FileNotFoundError):
+    """No exported model where evaluation looks for one."""
+
+
+class ExportError(UserError, RuntimeError):
+    """The exported model cannot be loaded: a damaged file, or another model size than the YAML's."""
+
+
+class ModelFolderError(ExportError):
+    """A model folder cannot be loaded as a SpeechBrain speaker model (its hyperparams.yaml or a file it names)."""
+
+
+class ModelMismatchError(ModelFolderError):
+    """The model folder and the evaluation YAML disagree (sample rate, or a model key the user stated)."""
+
+
+@dataclass
+class SpeakerModel:
+    """The three modules that embed, and where they came from."""
+
+    folder: Path
+    compute_features: torch.nn.Module
+    mean_var_norm: torch.nn.Module
+    embedding_model: torch.nn.Module
+    checkpoint: Path  # the embedding model's weights
+    loader: str  # "EncoderClassifier" (the folder's hyperparams.yaml) or "fallback" (the YAML's modules)
+    # Files besides the checkpoint whose bytes decide the embeddings (hyperparams.yaml, normalizer
+    # statistics): part of the embedding cache's name. Empty for the fallback, whose name is as in 0.1.0.
+    files: tuple[Path, ...] = ()
+    sizes: dict = field(default_factory=dict)  # sample_rate, n_mels and the ECAPA sizes found
+
+    def cache_options(self) -> dict:
+        """What the embedding cache's name must hold beyond the checkpoint's bytes."""
+        if not self.files:
+            return {}
+        digest = hashlib.sha1()
+        for path in self.files:
+            digest.update(path.name.encode() + b"\0" + path.read_bytes())
+        return {"model_files": digest.hexdigest()[:16]}
+
+
+def model_folder(hparams: dict, folder=None) -> Path:
+    """``folder``, else ``eval_model_folder``, else ``export_folder``, else ``<output_folder>/export``."""
+    return Path(
+        folder
+        or hparams.get("eval_model_folder")
+        or hparams.get("export_folder")
+        or Path(hparams["output_folder"]) / "export"
+    )
+
+
+_model_folder = model_folder  # under another name where a parameter takes its own
+
+
+# ---------------------------------------------------------------------------------------------------
+# A folder with hyperparams.yaml: EncoderClassifier.from_hparams
+# ---------------------------------------------------------------------------------------------------
+
+_FALLBACKS_LOGGED: set[str] = set()
+
+
+def load_speaker_model(folder, hparams: dict, *, savedir, device: str = "cpu", stated=()) -> SpeakerModel:
+    """The speaker model of ``folder`` for evaluation under the loaded evaluation YAML ``hparams``.
+
+    Parameters
+    ----------
+    folder : path
+        A SpeechBrain speaker-model folder (``hyperparams.yaml`` with ``modules`` holding
+        ``compute_features``, ``mean_var_norm`` and ``embedding_model``, and a ``pretrainer``), or an
+        old export (``embedding_model.ckpt`` only, see the module's text).
+    hparams : dict
+        The evaluation YAML: its ``sample_rate``, and its model keys for the fallback and for
+        ``stated``.
+    savedir : path
+        Where SpeechBrain links the folder's files (never the working directory); made only once
+        the folder passed its checks, and removed again if loading then fails.
+    device : str
+    stated : iterable of str
+        The YAML keys the user gave (overrides); those of :data:`MODEL_KEYS` must equal the folder's.
+
+    Raises
+    ------
+    MissingExportError, ModelFolderError, ModelMismatchError, ExportError
+        One line each, naming the folder's file and the YAML key.
+    """
+    folder = Path(folder)
+    yaml_path = folder / MODEL_HPARAMS
+    checkpoint = folder / MODEL_CHECKPOINT
+    if not yaml_path.is_file():
+        if not checkpoint.is_file():
+            raise MissingExportError(
+                f"{checkpoint}: no exported model, nor {MODEL_HPARAMS} beside it (recipes/train.py writes both "
+                "when training ends; set eval_model_folder to evaluate another SpeechBrain model folder)"
+            )
+        return _fallback(hparams, folder, f"it has no {MODEL_HPARAMS}")
+    spec, overrides = _read_spec(yaml_path, folder)
+    if "pretrainer" not in spec:
+        if "embedding_model" in spec and checkpoint.is_file():  # 0.1.0 exported the training YAML here
+            return _fallback(hparams, folder, f"its {MODEL_HPARAMS} has no pretrainer (a training YAML)")
+        raise ModelFolderError(
+            f"{yaml_path}: no pretrainer key, so EncoderClassifier.from_hparams cannot load it (a SpeechBrain "
+            "speaker model's hyperparams.yaml has modules and a pretrainer; eval_model_folder names the folder)"
+        )
+    for key in ("embedding_model", "modules"):
+        if key not in spec:
+            raise ModelFolderError(
+                f"{yaml_path}: no {key} key; a speaker model's hyperparams.yaml defines {', '.join(EMBEDDING_MODULES)} "
+                "and lists them under modules (eval_model_folder names a folder that is not a speaker model)"
+            )
+    modules = spec["modules"] if isinstance(spec["modules"], dict) else {}
+    missing = [name for name in EMBEDDING_MODULES if name not in modules]
+    if missing:
+        raise ModelFolderError(
+            f"{yaml_path}: modules has no {', '.join(missing)}; evaluation embeds with "
+            f"{', '.join(EMBEDDING_MODULES)} as EncoderClassifier.encode_batch does"
+        )
+    files = _pretrainer_files(spec, folder, yaml_path)
+    if "embedding_model" not in files:
+        raise ModelFolderError(
+            f"{yaml_path}: its pretrainer does not load embedding_model (pretrainer.loadables), so the model "
+            "would keep random weights"
+        )
+    states = {name: _read_checkpoint(files[name]) for name in EMBEDDING_MODULES if name in files}
+    # Checked: from here on SpeechBrain writes (links in savedir); what it creates goes if loading fails.
+    savedir = Path(savedir).absolute()
+    created = _first_missing(savedir)
+    try:
+        encoder = _from_hparams(folder, yaml_path, savedir, device, overrides, spec, states)
+        return _checked_model(encoder, hparams, folder, yaml_path, files, states, stated)
+    except Exception:
+        if created is not None:
+            shutil.rmtree(created, ignore_errors=True)
+        raise
+
+
+def _read_spec(yaml_path: Path, folder: Path):
+    """The folder's YAML, references resolved, as plain nodes (nothing instantiated), and its overrides.
+
+    A ``pretrained_path`` (the hub id SpeechBrain's own model cards put there) is pointed at the
+    folder itself: the folder is the model, and the hub is never asked.
+    """
+    import ruamel.yaml
+    from hyperpyyaml import resolve_references
+
+    yaml = ruamel.yaml.YAML(typ="rt")
+    try:
+        text = yaml_path.read_text(encoding="utf-8")
+        raw = yaml.load(text)
+        if not isinstance(raw, dict):
+            raise ValueError("not a mapping of keys")
+        overrides = {"pretrained_path": str(folder.absolute())} if "pretrained_path" in raw else {}
+        spec = yaml.load(resolve_references(text, overrides).getvalue())
+    except Exception as err:  # noqa: BLE001 (ruamel and hyperpyyaml raise many types for a bad file)
+        reason = " ".join(str(err).split())[:160]
+        raise ModelFolderError(
+            f"{yaml_path}: cannot be read as HyperPyYAML ({type(err).__name__}: {reason})"
+        ) from None
+    return spec, overrides
+
+
+def _pretrainer_files(spec, folder: Path, yaml_path: Path) -> dict[str, Path]:
+    """Every file the folder's pretrainer loads (``paths``, else ``<folder>/<key>.ckpt``), all checked local."""
+    pretrainer = spec["pretrainer"] if isinstance(spec["pretrainer"], dict) else {}
+    loadables = pretrainer.get("loadables") or {}
+    paths = pretrainer.get("paths") or {}
+    files = {}
+    for name in loadables:
+        given = paths.get(name)
+        path = Path(str(given)) if given is not None else folder / f"{name}.ckpt"
+        if not path.is_absolute():
+            path = Path.cwd() / path  # SpeechBrain reads a relative path from the working directory
+        if not path.is_file():
+            where = (
+                f"pretrainer.paths.{name}: {given}" if given is not None else f"pretrainer.loadables.{name}"
+            )
+            raise ModelFolderError(
+                f"{yaml_path}: {where} needs {path}, which is not there (the model is read from local files "
+                "only, never from the model hub: copy the file into the folder)"
+            )
+        files[name] = path
+    return files
+
+
+def _read_checkpoint(path: Path) -> dict:
+    try:
+        return torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as err:  # torch raises RuntimeError, KeyError, EOFError... for a damaged file
+        reason = " ".join(str(err).split())[:120]
+        raise ExportError(
+            f"{path}: cannot be read, the file is damaged or cut ({type(err).__name__}: {reason}); "
+            "rerun recipes/train.py with the training's options to export the best checkpoint again"
+        ) from None
+
+
+def _from_hparams(folder, yaml_path, savedir, device, overrides, spec, states):
+    """``EncoderClassifier.from_hparams`` on the local folder, any failure as one line."""
+    from speechbrain.inference.classifiers import EncoderClassifier
+    from speechbrain.utils.fetching import FetchConfig
+
+    try:
+        # overwrite: links left in savedir by an earlier model folder are replaced, never reused. The
+        # folder's YAML may seed torch (VPC 2024's calls torch.manual_seed): evaluation's own random
+        # state stays as it was.
+        with torch.random.fork_rng(devices=[]):
+            return EncoderClassifier.from_hparams(
+                source=str(folder.absolute()),
+                savedir=str(savedir),
+                overrides=overrides,
+                run_opts={"device": device},
+                fetch_config=FetchConfig(overwrite=True, allow_network=False),
+            )
+    except Exception as err:  # noqa: BLE001 (one line for whatever the folder's YAML makes fail)
+        model = spec["embedding_model"] if isinstance(spec["embedding_model"], dict) else {}
+        if "embedding_model" in states and isinstance(err, RuntimeError) and "size mismatch" in str(err):
+            written = {
+                key: model[key] for key in ("channels", "attention_channels", "lin_neurons") if key in model
+            }
+            raise ModelFolderError(
+                f"{folder / MODEL_CHECKPOINT}: does not fit {yaml_path}'s embedding_model: the checkpoint has "
+                f"{_sizes_text(ecapa_sizes(states['embedding_model']))}, the YAML "
+                f"{_sizes_text(written) or 'other sizes'}; the folder's files do not belong together"
+            ) from None
+        reason = " ".join(str(err).split())[:200]
+        raise ModelFolderError(
+            f"{yaml_path}: EncoderClassifier.from_hparams cannot load the folder ({type(err).__name__}: {reason})"
+        ) from None
+
+
+def _first_missing(path: Path) -> Path | None:
+    """The outermost folder of ``path`` that does not exist yet (what loading would create), or None."""
+    missing = None
+    for folder in (path, *path.parents):
+        if folder.exists():
+            break
+        missing = folder
+    return missing
+
+
+def _checked_model(encoder, hparams, folder, yaml_path, files, states, stated) -> SpeakerModel:
+    """The loaded modules, once their weights are their checkpoints' and the YAML agrees with the folder."""
+    mods = encoder.mods
+    model = mods["embedding_model"]
+    # SpeechBrain's transfer is not strict (a weight missing on either side only logs): the model must
+    # hold exactly its checkpoint's weights. (The normalizer's checkpoint is its statistics, not a state_dict.)
+    keys, state = set(model.state_dict()), states["embedding_model"]
+    if keys != set(state):
+        lost, extra = sorted(keys - set(state)), sorted(set(state) - keys)
+        raise ModelFolderError(
+            f"{files['embedding_model']}: does not fit {yaml_path}'s embedding_model: {len(lost)} of its weights "
+            f"are not in the checkpoint (first: {lost[:2]}), {len(extra)} of the checkpoint's are not in it "
+            f"(first: {extra[:2]}); the folder's files do not belong together"
+        )
+    sizes = folder_sizes(mods["compute_features"], model, getattr(encoder.hparams, "sample_rate", None))
+    _check_agreement(sizes, hparams, yaml_path, stated)
+    logger.info(
+        "%s: loaded with EncoderClassifier from its %s (%s)", folder, MODEL_HPARAMS, _sizes_text(sizes)
+    )
+    extra_files = [
+        yaml_path,
+        *(files[name] for name in ("compute_features", "mean_var_norm") if name in files),
+    ]
+    return SpeakerModel(
+        folder=folder,
+        compute_features=mods["compute_features"],
+        mean_var_norm=mods["mean_var_norm"],
+        embedding_model=model,
+        checkpoint=files["embedding_model"],
+        loader="EncoderClassifier",
+        files=tuple(extra_files),
+        sizes=sizes,
+    )
+
+
+def folder_sizes(compute_features, embedding_model, sample_rate=None) -> dict:
+    """The folder model's ``sample_rate``, ``n_mels`` and ECAPA sizes, as the evaluation YAML names them.
+
+    ``sample_rate``: the folder YAML's key, else its Fbank's (SpeechBrain's default 16000).
+
+    >>> from speechbrain.lobes.features import Fbank
+    >>> from speechbrain.lobes.models.ECAPA_TDNN import ECAPA_TDNN
+    >>> model = ECAPA_TDNN(40, channels=[8, 8, 8, 8, 24], attention_channels=4, lin_neurons=12)
+    >>> folder_sizes(Fbank(n_mels=40), model)
+    {'sample_rate': 16000, 'n_mels': 40, 'channels': [8, 8, 8, 8, 24], 'attention_channels': 4, 'lin_neurons': 12}
+    """
+    stft = getattr(compute_features, "compute_STFT", None)
+    fbanks = getattr(compute_features, "compute_fbanks", None)
+    state = embedding_model.state_dict()
+    sizes = {"sample_rate": sample_rate if sample_rate is not None else getattr(stft, "sample_rate", None)}
+    n_mels = getattr(fbanks, "n_mels", None)
+    if n_mels is None and "blocks.0.conv.conv.weight" in state:  # another front end: the ECAPA's input
+        n_mels = int(state["blocks.0.conv.conv.weight"].shape[1])
+    sizes["n_mels"] = n_mels
+    found = ecapa_sizes(state)
+    sizes.update({key: value for key, value in found.items() if value != []})
+    return sizes
+
+
+def _check_agreement(sizes: dict, hparams: dict, yaml_path: Path, stated) -> None:
+    """The audio's sample rate (always) and every model key the user stated must be the folder's."""
+    rate = hparams.get("sample_rate")
+    if rate is not None and sizes.get("sample_rate") is not None and int(rate) != int(sizes["sample_rate"]):
+        raise ModelMismatchError(
+            f"{yaml_path}: its model takes {sizes['sample_rate']} Hz audio, the evaluation YAML's sample_rate is "
+            f"{rate}: evaluate a model of the data's rate (or data at the model's)"
+        )
+    for key in MODEL_KEYS:
+        if key not in stated or key not in hparams:
+            continue
+        given, found = hparams[key], sizes.get(key)
+        if given != found:
+            there = "none (not an ECAPA-TDNN)" if found is None else f"{key}={found}"
+            raise ModelMismatchError(
+                f"{yaml_path}: its model has {there}, but --{key}={given} was given; the model folder decides "
+                f"the model: leave --{key} out, or set eval_model_folder to a model with {key}={given}"
+            )
+
+
+# ---------------------------------------------------------------------------------------------------
+# The old way: embedding_model.ckpt into the evaluation YAML's own embedding_model
+# ---------------------------------------------------------------------------------------------------
+
+
+def _fallback(hparams: dict, folder: Path, why: str) -> SpeakerModel:
+    checkpoint = load_exported_model(hparams, folder)
+    if str(folder) not in _FALLBACKS_LOGGED:
+        _FALLBACKS_LOGGED.add(str(folder))
+        logger.warning(
+            "%s: %s; loaded %s into the evaluation YAML's embedding_model (with its compute_features and "
+            "mean_var_norm), as before 0.2",
+            folder,
+            why,
+            MODEL_CHECKPOINT,
+        )
+    return SpeakerModel(
+        folder=folder,
+        compute_features=hparams["compute_features"],
+        mean_var_norm=hparams["mean_var_norm"],
+        embedding_model=hparams["embedding_model"],
+        checkpoint=checkpoint,
+        loader="fallback",
+        sizes=ecapa_sizes(hparams["embedding_model"].state_dict()),
+    )
+
+
+def load_exported_model(hparams: dict, model_folder=None) -> Path:
+    """Load ``embedding_model.ckpt`` of the export folder into ``hparams['embedding_model']``.
+
+    The folder is :func:`model_folder`'s. Returns the checkpoint path. This is the fallback of
+    :func:`load_speaker_model` (the YAML's sizes must be the checkpoint's).
+    """
+    folder = _model_folder(hparams, model_folder)
+    checkpoint = folder / MODEL_CHECKPOINT
+    if not checkpoint.is_file():
+        raise MissingExportError(
+            f"{checkpoint}: no exported model (recipes/train.py writes it when training ends; "
+            "set eval_model_folder to evaluate another export)"
+        )
+    state = _read_checkpoint(checkpoint)
+    model = hparams["embedding_model"]
+    try:
+        model.load_state_dict(state)
+    except RuntimeError as err:
+        theirs, ours = ecapa_sizes(state), ecapa_sizes(model.state_dict())
+        if theirs != ours:
+            sizes = f"the export has {_sizes_text(theirs)}, the YAML's embedding_model {_sizes_text(ours)}"
+        else:
+            sizes = " ".join(str(err).split())[:200]
+        raise ExportError(
+            f"{checkpoint}: does not fit: {sizes}; give the training's values (its train_hyperparams.yaml "
+            "beside the export lists them)"
+        ) from None
+    return checkpoint
+
+
+def ecapa_sizes(state: dict) -> dict:
+    """``channels``, ``attention_channels`` and ``lin_neurons`` of an ECAPA-TDNN state dict (what is found).
+
+    >>> from speechbrain.lobes.models.ECAPA_TDNN import ECAPA_TDNN
+    >>> model = ECAPA_TDNN(80, channels=[16, 16, 16, 16, 48], attention_channels=8, lin_neurons=16)
+    >>> ecapa_sizes(model.state_dict())
+    {'channels': [16, 16, 16, 16, 48], 'attention_channels': 8, 'lin_neurons': 16}
+    """
+    channels = []
+    while True:
+        layer = len(channels)
+        key = "blocks.0.conv.conv.weight" if layer == 0 else f"blocks.{layer}.tdnn2.conv.conv.weight"
+        if key not in state:
+            break
+        channels.append(int(state[key].shape[0]))
+    sizes = {"channels": channels}
+    for name, key in (
+        ("channels", "mfa.conv.conv.weight"),
+        ("attention_channels", "asp.tdnn.conv.conv.weight"),
+        ("lin_neurons", "fc.conv.weight"),
+    ):
+        if key in state:
+            value = int(state[key].shape[0])
+            sizes[name] = [*channels, value] if name == "channels" else value
+    return sizes
+
+
+def _sizes_text(sizes: dict) -> str:
+    return ", ".join(f"{name}={value}" for name, value in sizes.items())

@@ -29,9 +29,7 @@ from pathlib import Path
 import speechbrain as sb
 import torch
 from hyperpyyaml import load_hyperpyyaml
-from speechbrain.utils.checkpoints import register_checkpoint_hooks
 from speechbrain.utils.distributed import ddp_broadcast, if_main_process, run_on_main
-from speechbrain.utils.epoch_loop import EpochCounterWithStopper
 
 from segreconcat_aug.cli import (
     create_experiment_directory,
@@ -59,13 +57,6 @@ from segreconcat_aug.training.run_settings import (
 )
 
 logger = logging.getLogger(__name__)
-
-# SpeechBrain 1.1.2 registers checkpoint hooks for EpochCounter but not for its subclass
-# EpochCounterWithStopper, so the checkpointer saves only the epoch number and a resumed run
-# forgets its best dev loss and patience. Registering the subclass makes its own _save/_recover
-# (epoch, best epoch, best score, should_stop) the ones used.
-register_checkpoint_hooks(EpochCounterWithStopper)
-
 
 class SpeakerBrain(sb.core.Brain):
     """Speaker classification (AAM softmax) whose embedding model is the attacker.

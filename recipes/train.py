@@ -58,6 +58,7 @@ from segreconcat_aug.training.run_settings import (
 
 logger = logging.getLogger(__name__)
 
+
 class SpeakerBrain(sb.core.Brain):
     """Speaker classification (AAM softmax) whose embedding model is the attacker.
 

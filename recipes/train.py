@@ -44,11 +44,7 @@ from segreconcat_aug.training.data_prep import DataPrepError, prepare_from_hpara
 from segreconcat_aug.training.export import export_best_model
 from segreconcat_aug.training.manifest import ManifestDataset, read_manifest
 from segreconcat_aug.training.pipeline import SkipFailedReads, TrainAudioPipeline, chunk_audio_pipeline
-from segreconcat_aug.training.progress import (
-    EpochProgress,
-    append_epoch_record,
-    epoch_record,
-)
+from segreconcat_aug.training.progress import EpochProgress, append_epoch_record, epoch_record
 from segreconcat_aug.training.run_settings import (
     check_before_training,
     has_checkpoints,

@@ -179,6 +179,7 @@ def stage_loader(
     import speechbrain as sb
     from hyperpyyaml import load_hyperpyyaml
 
+    from segreconcat_aug.training.augmenter import build_train_audio, warm_up_before_workers
     from segreconcat_aug.training.manifest import read_manifest
 
     recipe = _train_recipe()
@@ -186,10 +187,10 @@ def stage_loader(
     speakers = train_rows.distinct("spk_id")
     with open(HPARAMS, encoding="utf-8") as handle:
         hparams = load_hyperpyyaml(handle, _train_overrides(root, output, n_speakers=len(speakers)))
-    augmenter, train_audio = recipe.build_train_audio(hparams)
+    augmenter, train_audio = build_train_audio(hparams)
     train_data, _, _ = recipe.dataio_prep(hparams, train_audio, speakers, train_rows)
     train_audio.set_epoch(1)
-    recipe.warm_up_before_workers(train_data, augmenter)  # as recipes/train.py does before training
+    warm_up_before_workers(train_data, augmenter)  # as recipes/train.py does before training
     gc.freeze()
     main_mib = _rollup_mib(os.getpid())
     results = {"rows": len(train_data), "main": main_mib}

@@ -78,19 +78,6 @@ def report_progress(message: str) -> None:
     print(f"{PROGRESS_PREFIX}{message}", flush=True)
 
 
-def format_duration(seconds: float) -> str:
-    """``seconds`` for a human.
-
-    >>> format_duration(42), format_duration(150), format_duration(7300)
-    ('42 s', '2.5 min', '2.0 h')
-    """
-    if seconds < 100:
-        return f"{seconds:.0f} s"
-    if seconds < 6000:
-        return f"{seconds / 60:.1f} min"
-    return f"{seconds / 3600:.1f} h"
-
-
 def checkout_path(path) -> str:
     """``path`` as given when it exists (or is absolute), else the checkout's file of that relative name.
 
@@ -189,7 +176,9 @@ def parse_recipe_arguments(argv=None):
     return hparams_file, run_opts, overrides
 
 
-def load_recipe_hparams(argv=None, *, configure_logging: bool = True, new_folders: tuple[str, ...] = ()):
+def load_recipe_hparams(
+    argv=None, *, configure_logging: bool = True, new_folders: tuple[str, ...] = (), check=None
+):
     """The start of every recipe: ``hparams.yaml --key=value ...`` -> its loaded hyperparameters.
 
     Returns ``(hparams_file, run_opts, overrides, hparams)`` as SpeechBrain's
@@ -198,6 +187,8 @@ def load_recipe_hparams(argv=None, *, configure_logging: bool = True, new_folder
     process's arguments. Logging goes to the console at INFO unless told otherwise
     (a recipe that creates a SpeechBrain experiment folder lets that configure it).
     ``new_folders``: keys of folders to remove if this run creates them and stops on a user error.
+    ``check``: the recipe's own checks of the option values (a callable given them), run before
+    anything is written.
     """
     from hyperpyyaml import load_hyperpyyaml
 
@@ -205,6 +196,8 @@ def load_recipe_hparams(argv=None, *, configure_logging: bool = True, new_folder
 
     hparams_file, run_opts, overrides = parse_recipe_arguments(argv)
     values = validate_hparams_file(hparams_file, overrides)  # every option value, before anything is written
+    if check is not None:
+        check(values)
     remember_new_folders(values, *new_folders)
     with open(hparams_file, encoding="utf-8") as handle:
         hparams = load_hyperpyyaml(handle, overrides)

@@ -16,7 +16,9 @@ from pathlib import Path
 
 import torch
 from hyperpyyaml import load_hyperpyyaml
-from test_train import HPARAMS, train_recipe
+from test_train import HPARAMS
+
+from segreconcat_aug.training.export import export_best_model
 
 SPEAKERS = ["s1", "s2", "s3"]
 
@@ -47,7 +49,7 @@ def build_export(output_folder: Path, sizes: dict, seed: int = 0) -> Path:
     labels.update_from_iterable(SPEAKERS)
     labels.save(Path(hparams["save_folder"]) / "label_encoder.txt")
     hparams["checkpointer"].save_checkpoint(meta={"loss": 1.0})  # the best (only) dev loss
-    return Path(train_recipe.export_best_model(hparams, HPARAMS, overrides))
+    return Path(export_best_model(hparams, HPARAMS, overrides))
 
 
 HUB_YAML = """# As speechbrain/spkrec-ecapa-voxceleb's hyperparams.yaml, with tiny sizes

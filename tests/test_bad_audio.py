@@ -29,6 +29,7 @@ from segreconcat_aug.evaluation.embeddings import EmbeddingError
 from segreconcat_aug.evaluation.system import EvaluationAudioError, evaluate_system
 from segreconcat_aug.method.orders import OrderComputer
 from segreconcat_aug.options import OPTION_RULES, OptionError, validate_options
+from segreconcat_aug.training.augmenter import build_augmenter
 from segreconcat_aug.training.data_prep import PROBLEMS_FILE, AudioCheckError, prepare_vpac_training
 from segreconcat_aug.training.pipeline import SkipFailedReads, TrainAudioPipeline
 
@@ -332,7 +333,7 @@ def test_4_repairs_are_counted_logged_at_training_start_and_empty_words_dropped(
         "min_leading_silence": 0.05, "rr_redraw": "once", "sr_pad_normalize": True,
     }  # fmt: skip
     with caplog.at_level(logging.INFO):
-        train_recipe.build_augmenter(hparams)
+        build_augmenter(hparams)
     (line,) = [r.getMessage() for r in caplog.records if "words repaired" in r.getMessage()]
     assert "'dropped_no_text': 1" in line and "'clamped': 1" in line and "['u1', 'u3']" in line
 

@@ -33,6 +33,7 @@ from segreconcat_aug.method.orders import (
 )
 from segreconcat_aug.method.segments import word_segments
 from segreconcat_aug.method.similarity import semantic_order
+from segreconcat_aug.training.augmenter import build_augmenter
 
 REPO = Path(__file__).resolve().parents[1]
 SUBSET = ["19-198-0001", "26-495-0019", "27-123349-0009", "2414-128291-0000", "3331-159605-0004"]
@@ -466,9 +467,6 @@ def test_sr_orders_from_before_the_context_option_are_refused(tmp_path):
 
 
 def test_training_reads_sr_orders_of_its_sr_context_only(vpac_root, tmp_path):
-    spec = importlib.util.spec_from_file_location("train_recipe", REPO / "recipes" / "train.py")
-    train_recipe = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(train_recipe)
     alignment_cache = vpac_root / "alignments" / "B3.jsonl"
     alignments = load_alignments(alignment_cache)
     utt = next(utt for utt in alignments.ids if len(alignments.spans(utt)[0]) >= 4)
@@ -497,7 +495,7 @@ def test_training_reads_sr_orders_of_its_sr_context_only(vpac_root, tmp_path):
         )
     assert hparams["sr_context"] == "segment"  # the paper's default
     with pytest.raises(OrderCacheError, match="has no 'peak'") as refused:
-        train_recipe.build_augmenter(hparams)
+        build_augmenter(hparams)
     message = str(refused.value)
     assert "\n" not in message and isinstance(refused.value, UserError)
     assert (
@@ -506,10 +504,10 @@ def test_training_reads_sr_orders_of_its_sr_context_only(vpac_root, tmp_path):
     )
     assert f"--sr_context=segment --orders_cache={cache}" in message
     # Without sr_pad_normalize the peak is not needed.
-    assert train_recipe.build_augmenter({**hparams, "sr_pad_normalize": False}) is not None
+    assert build_augmenter({**hparams, "sr_pad_normalize": False}) is not None
     record = order_record(utt, order, options={"context": "segment"}, **settings, peak=0.5)
     cache.write_text(record + "\n")
-    augmenter = train_recipe.build_augmenter(hparams)
+    augmenter = build_augmenter(hparams)
     assert augmenter.peaks == {utt: 0.5} and augmenter.plans_from_length
     assert augmenter.strategy.name == "semantic" and augmenter.orders[utt].tolist() == order
     # The rearranged copy follows the cached order: the original, then its segments last to first.
@@ -518,7 +516,7 @@ def test_training_reads_sr_orders_of_its_sr_context_only(vpac_root, tmp_path):
     assert plan.source[1:].tolist() == segments.spans[::-1].tolist()
     hparams["sr_context"] = "utterance"
     with pytest.raises(StaleOrderError, match="option context='segment'.*not 'utterance'"):
-        train_recipe.build_augmenter(hparams)
+        build_augmenter(hparams)
 
 
 def test_orders_yaml_sr_context_feeds_the_semantic_options(tmp_path):

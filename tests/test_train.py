@@ -11,7 +11,6 @@ import sys
 import time
 from pathlib import Path
 
-import numpy as np
 import pytest
 import soundfile
 import speechbrain as sb
@@ -20,11 +19,17 @@ from hyperpyyaml import load_hyperpyyaml
 from speechbrain.utils.checkpoints import Checkpointer
 
 from segreconcat_aug.align.cache import AlignmentWriter, iter_cache, load_alignments
-from segreconcat_aug.data.kaldi import read_kaldi_map
 from segreconcat_aug.data.vpac import VPACLayoutError
 from segreconcat_aug.method.augment import MissingAlignmentError, SegReConcat
 from segreconcat_aug.training.data_prep import AudioCheckError, DataPrepError, prepare_vpac_training
 from segreconcat_aug.training.pipeline import TrainAudioPipeline
+from segreconcat_aug.training.run_settings import (
+    EXPERIMENT_HPARAMS,
+    RUN_SETTINGS_FILE,
+    RunSettingsError,
+    check_run_settings,
+    has_checkpoints,
+)
 
 REPO = Path(__file__).resolve().parents[1]
 RECIPE = REPO / "recipes" / "train.py"
@@ -329,40 +334,19 @@ def test_table1_rows_are_reachable_by_override(tmp_path, monkeypatch):
     assert len(folders) == len(rows)  # each configuration trains in its own folder
 
 
-@pytest.mark.parametrize("warmup,patience,improving_epochs", [(2, 3, 0), (0, 1, 4), (1, 2, 2), (0, 1, 0)])
-def test_epochs_left_is_when_the_stopper_stops_without_improvement(warmup, patience, improving_epochs):
-    from speechbrain.utils.epoch_loop import EpochCounterWithStopper
-
-    counter = EpochCounterWithStopper(limit=50, limit_to_stop=patience, limit_warmup=warmup, direction="min")
-    last_improving = max(warmup + improving_epochs, 1)
-    predicted, loss = None, 10.0
-    for epoch in counter:
-        loss += -1.0 if epoch <= last_improving else 1.0  # from then on the dev loss only worsens
-        counter.update_metric(loss)
-        fewest, most = train_recipe.epochs_left(counter)
-        assert most == (0 if counter.should_stop else 50 - epoch) and fewest <= most
-        if epoch == last_improving:
-            predicted = epoch + fewest
-    assert counter.current == predicted < 50
-
-
 def test_a_rerun_with_other_method_settings_does_not_resume_the_folder(vpac_root, tmp_path):
     out = tmp_path / "out"
     train_recipe.main(_args(vpac_root, out, "--number_of_epochs=1"))
-    saved = json.loads((out / train_recipe.RUN_SETTINGS_FILE).read_text())
+    saved = json.loads((out / RUN_SETTINGS_FILE).read_text())
     assert saved["crossfade"] == 0.0 and saved["rr_redraw"] == "once" and saved["segment_policy"] == "authors"
     # (log.txt aside: in this one process the first run's log handler is still attached.)
     before = {p: p.read_bytes() for p in out.rglob("*") if p.is_file() and p.name != "log.txt"}
     # experiment_name does not name the crossfade: the same folder, another method. Refused, untouched.
-    with pytest.raises(
-        train_recipe.RunSettingsError, match=r"crossfade: 0\.0 there, 0\.005 now.*--output_folder"
-    ):
+    with pytest.raises(RunSettingsError, match=r"crossfade: 0\.0 there, 0\.005 now.*--output_folder"):
         train_recipe.main(_args(vpac_root, out, "--number_of_epochs=2", "--crossfade=0.005"))
     assert {p: p.read_bytes() for p in out.rglob("*") if p.is_file() and p.name != "log.txt"} == before
     # More epochs of the same run are a resume, not another run.
-    train_recipe.check_run_settings(
-        {**saved, "output_folder": str(out), "number_of_epochs": 3, "patience": 9}
-    )
+    check_run_settings({**saved, "output_folder": str(out), "number_of_epochs": 3, "patience": 9})
 
 
 def test_settings_refuse_a_rerun_only_where_checkpoints_are(vpac_root, tmp_path):
@@ -373,21 +357,21 @@ def test_settings_refuse_a_rerun_only_where_checkpoints_are(vpac_root, tmp_path)
     with pytest.raises(DataPrepError, match="no full batch of 512"):
         train_recipe.main(_args(vpac_root, out, "--batch_size=512", "--mode=none"))
     assert (out / "train.csv").is_file()  # data preparation ran; training did not start
-    assert not (out / train_recipe.RUN_SETTINGS_FILE).exists()
-    assert not train_recipe.has_checkpoints(out / "save")
+    assert not (out / RUN_SETTINGS_FILE).exists()
+    assert not has_checkpoints(out / "save")
     other = {"output_folder": str(out), "mode": "concat", "crossfade": 0.005, "system": "B3"}
-    (out / train_recipe.RUN_SETTINGS_FILE).write_text(json.dumps({"mode": "none", "system": "T8-5"}))
-    train_recipe.check_run_settings(other)  # a settings file without checkpoints: nothing to resume
+    (out / RUN_SETTINGS_FILE).write_text(json.dumps({"mode": "none", "system": "T8-5"}))
+    check_run_settings(other)  # a settings file without checkpoints: nothing to resume
     Checkpointer(out / "save", {"model": torch.nn.Linear(1, 1)}).save_checkpoint(meta={"loss": 1.0})
-    with pytest.raises(train_recipe.RunSettingsError, match="mode: 'none' there, 'concat' now"):
-        train_recipe.check_run_settings(other)
+    with pytest.raises(RunSettingsError, match="mode: 'none' there, 'concat' now"):
+        check_run_settings(other)
     # The settings file lost: the YAML that run saved (hyperparams.yaml) says what it was.
-    (out / train_recipe.RUN_SETTINGS_FILE).unlink()
-    with pytest.raises(train_recipe.RunSettingsError, match=r"crossfade: 0\.0 there, 0\.005 now"):
-        train_recipe.check_run_settings(other)
-    (out / train_recipe.EXPERIMENT_HPARAMS).unlink()
-    with pytest.raises(train_recipe.RunSettingsError, match="holds checkpoints, but neither"):
-        train_recipe.check_run_settings(other)
+    (out / RUN_SETTINGS_FILE).unlink()
+    with pytest.raises(RunSettingsError, match=r"crossfade: 0\.0 there, 0\.005 now"):
+        check_run_settings(other)
+    (out / EXPERIMENT_HPARAMS).unlink()
+    with pytest.raises(RunSettingsError, match="holds checkpoints, but neither"):
+        check_run_settings(other)
 
 
 def test_a_label_encoder_without_checkpoints_is_made_afresh(vpac_root, tmp_path):
@@ -403,37 +387,3 @@ def test_a_label_encoder_without_checkpoints_is_made_afresh(vpac_root, tmp_path)
     Checkpointer(out, {"model": torch.nn.Linear(1, 1)}).save_checkpoint(meta={"loss": 1.0})
     with pytest.raises(DataPrepError, match="lists other speakers"):
         train_recipe.dataio_prep(hparams, TrainAudioPipeline())
-
-
-@pytest.mark.parametrize("rr_redraw", ["once", "epoch"])
-def test_the_recipe_builds_the_augmenter_and_pipeline_its_yaml_asks_for(vpac_root, tmp_path, rr_redraw):
-    """What build_train_audio wires from the YAML, and what the pipeline it builds draws across epochs."""
-    overrides = {
-        "data_folder": str(vpac_root),
-        "output_folder": str(tmp_path),
-        "channels": [8, 8, 8, 8, 24],
-        "rr_redraw": rr_redraw,
-        "sentence_len": 60.0,  # longer than any augmented signal: the crop is all of it
-        "seed": 7,
-        "crossfade": 0.005,
-        "segment_policy": "cover",
-    }
-    with open(HPARAMS) as fin:
-        hparams = load_hyperpyyaml(fin, overrides)
-    augmenter, train_audio = train_recipe.build_train_audio(hparams)
-    assert train_audio.augmenter is augmenter
-    assert (augmenter.rr_redraw, augmenter.mode, augmenter.strategy.name) == (rr_redraw, "concat", "random")
-    assert (augmenter.seed, augmenter.crossfade_samples, augmenter.segment_policy) == (7, 80, "cover")
-    assert (train_audio.seed, train_audio.crop_samples, train_audio.read_errors) == (7, 60 * 16000, "skip")
-    folder = vpac_root / "T8-5/data/train-clean-360_T8-5"
-    utt, path = next(
-        (utt, path)
-        for utt, path in read_kaldi_map(folder / "wav.scp").items()
-        if len(augmenter.alignments.spans(utt)[0]) >= 8  # enough words that two draws differ
-    )
-    signals = []
-    for epoch in (1, 2):
-        train_audio.set_epoch(epoch)
-        signals.append(train_audio(f"{utt}@0", utt, str(vpac_root / path)).numpy())
-    assert len(signals[0]) == len(signals[1]) > 16000
-    assert np.array_equal(signals[0], signals[1]) == (rr_redraw == "once")

@@ -20,7 +20,6 @@ import soundfile
 import torch
 from model_folders import VPC_YAML, hub_folder
 from test_train import TINY as TRAIN_TINY
-from test_train import train_recipe
 
 from segreconcat_aug import cli
 from segreconcat_aug.align.cache import load_alignments
@@ -28,6 +27,7 @@ from segreconcat_aug.data.kaldi import read_kaldi_map
 from segreconcat_aug.errors import UserError
 from segreconcat_aug.method.orders import order_record
 from segreconcat_aug.options import validate_hparams_file
+from segreconcat_aug.training.run_settings import run_settings
 
 REPO = Path(__file__).resolve().parents[1]
 HPARAMS = REPO / "hparams" / "ecapa_segreconcat.yaml"
@@ -61,7 +61,7 @@ def started_run(folder: Path, argv: list[str], settings_file: bool = True) -> Pa
     with open(HPARAMS, encoding="utf-8") as handle:
         (folder / "hyperparams.yaml").write_text(resolve_references(handle, overrides).getvalue())
     if settings_file:
-        settings = train_recipe.run_settings(validate_hparams_file(HPARAMS, overrides))
+        settings = run_settings(validate_hparams_file(HPARAMS, overrides))
         (folder / "run_settings.json").write_text(json.dumps(settings, indent=2))
     (folder / "train.csv").write_text("ID,utt_id,wav,duration,spk_id\nu@0,u,u.wav,3.0,s\n")
     Checkpointer(folder / "save", {"model": torch.nn.Linear(1, 1)}).save_checkpoint(meta={"loss": 1.0})

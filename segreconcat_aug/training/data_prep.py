@@ -493,3 +493,27 @@ def prepare_vpac_training(
     signature_path.write_text(json.dumps(signature, indent=2) + "\n", encoding="utf-8")
     logger.info("Prepared %s: %s", system, summary)
     return {**paths, "summary": summary, "skipped": False}
+
+
+def prepare_from_hparams(hparams) -> dict:
+    """:func:`prepare_vpac_training` with the training YAML's keys (the recipe runs it under ``run_on_main``)."""
+    return prepare_vpac_training(
+        hparams["data_folder"],
+        hparams["system"],
+        hparams["output_folder"],
+        folder_overrides=hparams["folder_overrides"],
+        mode=hparams["mode"],
+        sentence_len=hparams["sentence_len"],
+        dev_ratio=hparams["dev_ratio"],
+        min_chunk_amplitude=hparams["min_chunk_amplitude"],
+        seed=hparams["seed"],
+        sample_rate=hparams["sample_rate"],
+        check_workers=hparams["check_workers"],
+        check_audio=hparams.get("check_audio", "full"),
+        bad_audio=hparams.get("bad_audio", "error"),
+        min_audio_duration=hparams.get("min_audio_duration", 0.0),
+        silence_db=hparams.get("silence_db", -60.0),
+        audio_check_cache=hparams.get("audio_check_cache"),
+        protocol=hparams.get("protocol"),
+        language=hparams.get("language"),
+    )

@@ -1,0 +1,164 @@
+"""The trained attacker as a SpeechBrain model folder: the best-dev-loss checkpoint, exported.
+
+:func:`export_best_model` writes ``<export_folder>/`` so that SpeechBrain's
+``EncoderClassifier.from_hparams(source=<export_folder>)`` loads it, as SpeechBrain and the VPC 2024
+toolkit load any speaker model; :func:`inference_hparams` writes its ``hyperparams.yaml``.
+``recipes/evaluate.py`` and the grid read the same folder.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+import shutil
+from pathlib import Path
+
+import ruamel.yaml
+from ruamel.yaml.comments import CommentedMap, CommentedSeq
+
+logger = logging.getLogger(__name__)
+
+#: The inference YAML, which SpeechBrain's ``EncoderClassifier.from_hparams`` loads.
+EXPORT_HPARAMS = "hyperparams.yaml"
+#: The training YAML as run (overrides applied, references resolved).
+EXPORT_TRAIN_HPARAMS = "train_hyperparams.yaml"
+EXPORT_LABELS = "label_encoder.txt"  # the training's speaker <-> classifier index
+EXPORT_INFO = "export_info.json"  # epoch, dev loss and checkpoint of the exported model
+#: Inference modules (EncoderClassifier's names) and the checkpoint recoverable holding each one's
+#: weights. Each is exported as ``<module>.ckpt``, the file SpeechBrain's Pretrainer looks for.
+EXPORT_MODULES = {
+    "compute_features": None,  # Fbank: no weights
+    "mean_var_norm": "normalizer",
+    "embedding_model": "embedding_model",
+    "classifier": "classifier",
+}
+
+
+def _detached(node):
+    """A copy of a round-trip YAML node without its comments and anchors (its tags kept).
+
+    >>> yaml = ruamel.yaml.YAML()
+    >>> node = yaml.load("model: &m !new:Model  # a comment\\n    sizes: [1, 2]\\n")["model"]
+    >>> copy = _detached(node)
+    >>> copy.tag.value, dict(copy), copy.anchor.value
+    ('!new:Model', {'sizes': [1, 2]}, None)
+    """
+    if isinstance(node, CommentedMap):
+        copy = CommentedMap((key, _detached(value)) for key, value in node.items())
+    elif isinstance(node, CommentedSeq):
+        copy = CommentedSeq(_detached(value) for value in node)
+        copy.fa.set_flow_style()
+    else:
+        return node
+    if node.tag.value:
+        copy.yaml_set_ctag(node.tag)
+    return copy
+
+
+def inference_hparams(resolved_training_yaml: str) -> str:
+    """The export's ``hyperparams.yaml``: the training YAML's feature, normalization, embedding and
+    classifier definitions (as trained, every reference resolved) plus SpeechBrain's ``pretrainer``,
+    ``label_encoder`` and ``modules``, so that ``EncoderClassifier.from_hparams(source=<export>)`` loads it.
+
+    The Pretrainer gives no paths: every file is ``<source>/<key>.ckpt``, so the folder can be
+    moved or copied (to the VPC 2024 toolkit's ``exp/`` for instance) and still loads.
+
+    >>> training = '''sample_rate: 16000
+    ... compute_features: !new:Fbank {n_mels: 80}
+    ... mean_var_norm: !new:Norm {norm_type: sentence}
+    ... embedding_model: !new:ECAPA {channels: [8, 24]}
+    ... classifier: !new:Classifier {out_neurons: 3}
+    ... lr: 0.01
+    ... '''
+    >>> text = inference_hparams(training)
+    >>> "embedding_model: !new:ECAPA\\n    channels: [8, 24]" in text, "lr:" in text
+    (True, False)
+    >>> print(text[text.index("pretrainer"):])
+    pretrainer: !new:speechbrain.utils.parameter_transfer.Pretrainer
+        loadables:
+            mean_var_norm: !ref <mean_var_norm>
+            embedding_model: !ref <embedding_model>
+            classifier: !ref <classifier>
+            label_encoder: !ref <label_encoder>
+    <BLANKLINE>
+    """
+    yaml = ruamel.yaml.YAML()
+    yaml.indent(mapping=4, sequence=4, offset=2)
+    training = yaml.load(resolved_training_yaml)
+    definitions = CommentedMap((key, _detached(training[key])) for key in EXPORT_MODULES)
+    text = io.StringIO()
+    yaml.dump(definitions, text)
+    modules = "\n".join(f"    {key}: !ref <{key}>" for key in EXPORT_MODULES)
+    loadables = "\n".join(f"        {key}: !ref <{key}>" for key, saved in EXPORT_MODULES.items() if saved)
+    return f"""# ECAPA-TDNN speaker encoder trained by segreconcat-aug (recipes/train.py): the best-dev-loss
+# checkpoint. Load it as any SpeechBrain speaker model (the VPC 2024 evaluation toolkit does the same):
+#   from speechbrain.inference.speaker import EncoderClassifier
+#   encoder = EncoderClassifier.from_hparams(source="<this folder>")
+#   embeddings = encoder.encode_batch(wavs, wav_lens)  # wavs: [batch, samples] at {training["sample_rate"]} Hz
+# Files: <key>.ckpt for each loadable below; {EXPORT_LABELS} is the same label encoder under its usual name.
+
+sample_rate: {training["sample_rate"]}
+
+{text.getvalue().rstrip()}
+
+label_encoder: !new:speechbrain.dataio.encoder.CategoricalEncoder
+
+modules:
+{modules}
+
+pretrainer: !new:speechbrain.utils.parameter_transfer.Pretrainer
+    loadables:
+{loadables}
+        label_encoder: !ref <label_encoder>
+"""
+
+
+def export_best_model(hparams, hparams_file, overrides) -> Path:
+    """The best-dev-loss checkpoint -> ``<export_folder>``, loadable by SpeechBrain's ``EncoderClassifier``.
+
+    Parameters
+    ----------
+    hparams : dict
+        The training's loaded YAML: its ``checkpointer``, ``embedding_model``, ``save_folder``
+        (with ``label_encoder.txt``) and ``export_folder``.
+    hparams_file, overrides
+        The training YAML and its command-line overrides, as the run was made.
+
+    Returns
+    -------
+    Path
+        The export folder. It holds ``hyperparams.yaml`` (:func:`inference_hparams`),
+        ``embedding_model.ckpt``, ``mean_var_norm.ckpt``, ``classifier.ckpt``, the label encoder
+        (``label_encoder.txt`` and ``label_encoder.ckpt``, the name SpeechBrain's Pretrainer loads),
+        ``train_hyperparams.yaml`` (the training YAML as run) and ``export_info.json`` (epoch, dev
+        loss, checkpoint).
+    """
+    import torch
+    from hyperpyyaml import resolve_references
+
+    checkpoint = hparams["checkpointer"].find_checkpoint(min_key="loss")
+    if checkpoint is None:
+        raise RuntimeError(f"{hparams['save_folder']}: no checkpoint with a dev loss to export")
+    export = Path(hparams["export_folder"])
+    export.mkdir(parents=True, exist_ok=True)
+    state = torch.load(checkpoint.paramfiles["embedding_model"], map_location="cpu")
+    hparams["embedding_model"].load_state_dict(state)  # fails loudly if the checkpoint does not fit
+    for module, recoverable in EXPORT_MODULES.items():
+        if recoverable is not None:  # the checkpointer's own file: the format its loader reads
+            shutil.copyfile(checkpoint.paramfiles[recoverable], export / f"{module}.ckpt")
+    labels = Path(hparams["save_folder"]) / EXPORT_LABELS
+    shutil.copyfile(labels, export / EXPORT_LABELS)
+    shutil.copyfile(labels, export / "label_encoder.ckpt")
+    with open(hparams_file, encoding="utf-8") as fin:
+        resolved = resolve_references(fin, overrides).getvalue()
+    (export / EXPORT_TRAIN_HPARAMS).write_text(resolved, encoding="utf-8")
+    (export / EXPORT_HPARAMS).write_text(inference_hparams(resolved), encoding="utf-8")
+    with open(checkpoint.paramfiles["counter"], encoding="utf-8") as handle:
+        epoch = ruamel.yaml.YAML(typ="safe").load(handle)["current_epoch"]
+    info = {"checkpoint": str(checkpoint.path), "epoch": epoch, "dev_loss": checkpoint.meta["loss"]}
+    (export / EXPORT_INFO).write_text(json.dumps(info, indent=2) + "\n", encoding="utf-8")
+    logger.info(
+        "Exported the best-dev-loss model (epoch %s, dev loss %.4f) to %s", epoch, info["dev_loss"], export
+    )
+    return export

@@ -1,0 +1,189 @@
+"""What makes a training run the run it is, kept beside its checkpoints and checked before a rerun.
+
+A rerun into the same output folder resumes its checkpoints, so it must not differ in any of
+:data:`RUN_SETTING_KEYS` (``experiment_name`` names only strategy, mode, SpecAugment and seed).
+Once a checkpoint exists, the run's settings are written to ``<output_folder>/run_settings.json``
+(:func:`save_run_settings`); :func:`check_run_settings` refuses a rerun made with other ones, before
+anything is written. :func:`check_training_inputs` checks, as early, that what the run reads is there.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import ruamel.yaml
+from speechbrain.utils.checkpoints import CKPT_PREFIX, METAFNAME
+
+from segreconcat_aug.data.jsonl_files import cache_files
+from segreconcat_aug.data.vpac import training_folder
+from segreconcat_aug.errors import UserError
+from segreconcat_aug.method.strategies import get_strategy
+
+RUN_SETTINGS_FILE = "run_settings.json"
+EXPERIMENT_HPARAMS = "hyperparams.yaml"  # what SpeechBrain's experiment folder keeps of the YAML as run
+RUN_SETTING_KEYS = (
+    "protocol",
+    "language",
+    "system",
+    "mode",
+    "strategy",
+    "segment_policy",
+    "crossfade",
+    "min_leading_silence",
+    "rr_redraw",
+    "sr_pad_normalize",
+    "sr_context",
+    "orders_variant",
+    "missing_alignment",
+    "specaug",
+    "seed",
+    "sentence_len",
+    "dev_ratio",
+    "min_chunk_amplitude",
+    "sample_rate",
+    "channels",
+    "attention_channels",
+    "lin_neurons",
+    "batch_size",
+    "lr",
+    "base_lr",
+    "step_size",
+    "weight_decay",
+)
+# Keys left out of run_settings.json at these values, so the folders of runs made before the keys
+# existed (VPAC 2024, no language) resume as before.
+RUN_SETTING_DEFAULTS = {"protocol": "vpac2024", "language": None}
+
+
+class RunSettingsError(UserError, ValueError):
+    """The output folder holds a run made with other method settings (or settings that cannot be read)."""
+
+
+def has_checkpoints(save_folder) -> bool:
+    """Whether ``save_folder`` holds a SpeechBrain checkpoint: training has started there.
+
+    >>> import tempfile
+    >>> has_checkpoints(tempfile.mkdtemp())
+    False
+    """
+    return any(Path(save_folder).glob(f"{CKPT_PREFIX}+*/{METAFNAME}"))
+
+
+def run_settings(hparams) -> dict:
+    """The values of :data:`RUN_SETTING_KEYS` this run has, as JSON gives them back.
+
+    >>> run_settings({"mode": "concat", "protocol": "vpac2024", "channels": (8, 24), "lr": 0.01, "epochs": 9})
+    {'mode': 'concat', 'channels': [8, 24], 'lr': 0.01}
+    """
+    values = {
+        key: hparams[key]
+        for key in RUN_SETTING_KEYS
+        if key in hparams and not (key in RUN_SETTING_DEFAULTS and hparams[key] == RUN_SETTING_DEFAULTS[key])
+    }
+    return json.loads(json.dumps(values, default=str))
+
+
+def saved_run_settings(folder) -> dict | None:
+    """The settings the run in ``folder`` was made with: its ``run_settings.json``, else the
+    ``hyperparams.yaml`` (the YAML with its overrides) SpeechBrain saved when that run started; None if neither.
+
+    Raises
+    ------
+    RunSettingsError
+        ``run_settings.json`` is there but is not a JSON object.
+    """
+    folder = Path(folder)
+    path = folder / RUN_SETTINGS_FILE
+    if path.is_file():
+        try:
+            saved = json.loads(path.read_text(encoding="utf-8"))
+        except (ValueError, UnicodeDecodeError) as err:
+            saved = err
+        if not isinstance(saved, dict):
+            raise RunSettingsError(
+                f"{path}: damaged (not a JSON object of settings), so the checkpoints in {folder} cannot be "
+                "checked against this run's settings: restore the file, or delete it to check them against "
+                f"{folder / EXPERIMENT_HPARAMS} instead"
+            )
+        return saved
+    yaml_file = folder / EXPERIMENT_HPARAMS
+    if yaml_file.is_file():
+        try:
+            values = ruamel.yaml.YAML(typ="rt").load(yaml_file.read_text(encoding="utf-8"))
+        except (ruamel.yaml.YAMLError, UnicodeDecodeError):
+            return None
+        if isinstance(values, dict):
+            return run_settings(values)
+    return None
+
+
+def check_run_settings(hparams) -> None:
+    """Refuse to resume a run of the same folder made with other settings (named, with the fix).
+
+    Parameters
+    ----------
+    hparams : dict
+        The YAML's values (:func:`segreconcat_aug.options.validate_hparams_file`, read before
+        anything is loaded or written) or the loaded YAML. A folder without checkpoints has no
+        run to resume, so its settings never refuse a rerun.
+
+    Raises
+    ------
+    RunSettingsError
+        The folder's checkpoints were made with other settings, or nothing says which.
+    """
+    folder = Path(hparams["output_folder"])
+    save_folder = hparams.get("save_folder") or folder / "save"
+    if not has_checkpoints(save_folder):
+        return
+    saved = saved_run_settings(folder)
+    if saved is None:
+        raise RunSettingsError(
+            f"{save_folder} holds checkpoints, but neither {RUN_SETTINGS_FILE} nor {EXPERIMENT_HPARAMS} in "
+            f"{folder} says which settings made them, and a rerun would resume them: choose another "
+            f"--output_folder, or remove {save_folder} to start over"
+        )
+    current = run_settings(hparams)
+    changed = [key for key in sorted(saved.keys() | current.keys()) if saved.get(key) != current.get(key)]
+    if changed:
+        differences = "; ".join(
+            f"{key}: {saved.get(key)!r} there, {current.get(key)!r} now" for key in changed
+        )
+        raise RunSettingsError(
+            f"{hparams['output_folder']} holds a run made with other settings ({differences}), and a "
+            "rerun into it would resume that run's checkpoints: choose another --output_folder (or "
+            "--experiment_name), or remove that folder to start over"
+        )
+
+
+def save_run_settings(output_folder, settings: dict) -> None:
+    """Write ``settings`` (:func:`run_settings`) into the output folder (a later rerun is checked against them)."""
+    folder = Path(output_folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / RUN_SETTINGS_FILE).write_text(json.dumps(settings, indent=2), encoding="utf-8")
+
+
+def check_training_inputs(hparams) -> None:
+    """What the run reads is there, before anything is written: the system's training folder (unless
+    ``skip_prep``), and the alignment cache (and, for AR/SR, the order cache) SegReConcat reads."""
+    if not hparams.get("skip_prep"):
+        training_folder(
+            hparams["data_folder"],
+            hparams["system"],
+            hparams.get("folder_overrides"),
+            protocol=hparams.get("protocol"),
+            language=hparams.get("language"),
+        )
+    if hparams["mode"] == "none":
+        return
+    cache_files(hparams["alignment_cache"], what="alignment cache (recipes/align.py writes it)")
+    if get_strategy(hparams["strategy"]).precomputed:
+        cache_files(hparams["orders_cache"], what="order cache (recipes/compute_orders.py writes it)")
+
+
+def check_before_training(hparams) -> None:
+    """Before anything is written: never resume another run's checkpoints
+    (:func:`check_run_settings`), and every input the run reads is there (:func:`check_training_inputs`)."""
+    check_run_settings(hparams)
+    check_training_inputs(hparams)

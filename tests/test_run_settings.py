@@ -1,0 +1,98 @@
+"""segreconcat_aug.training.run_settings: a rerun into a folder with checkpoints must be the same run."""
+
+import json
+
+import pytest
+import torch
+from speechbrain.utils.checkpoints import Checkpointer
+
+from segreconcat_aug.errors import MissingInputError, UserError
+from segreconcat_aug.training.run_settings import (
+    RUN_SETTINGS_FILE,
+    RunSettingsError,
+    check_run_settings,
+    check_training_inputs,
+    has_checkpoints,
+    run_settings,
+    save_run_settings,
+)
+
+VALUES = {
+    "system": "T8-5",
+    "mode": "concat",
+    "strategy": "random",
+    "crossfade": 0.0,
+    "seed": 1986,
+    "lr": 0.01,
+}
+
+
+def _started_run(tmp_path, values=VALUES):
+    """An output folder whose training has started: a checkpoint and its settings."""
+    out = tmp_path / "out"
+    Checkpointer(out / "save", {"model": torch.nn.Linear(1, 1)}).save_checkpoint(meta={"loss": 1.0})
+    save_run_settings(out, run_settings(values))
+    return {**values, "output_folder": str(out)}
+
+
+def test_a_changed_setting_is_refused_naming_it_and_a_resume_is_not(tmp_path):
+    run = _started_run(tmp_path)
+    assert has_checkpoints(tmp_path / "out" / "save")
+    check_run_settings({**run, "number_of_epochs": 20, "patience": 9})  # more epochs: the same run resumed
+    with pytest.raises(
+        RunSettingsError, match=r"lr: 0\.01 there, 0\.02 now.*choose another --output_folder"
+    ) as err:
+        check_run_settings({**run, "lr": 0.02})
+    assert isinstance(err.value, UserError) and "\n" not in str(err.value)
+    with pytest.raises(RunSettingsError, match="specaug: None there, True now"):
+        check_run_settings({**run, "specaug": True})  # a key the saved run did not have
+
+
+def test_without_checkpoints_nothing_is_refused(tmp_path):
+    out = tmp_path / "out"
+    save_run_settings(out, run_settings(VALUES))  # settings left, but training never started
+    check_run_settings({**VALUES, "lr": 0.5, "output_folder": str(out)})
+    check_run_settings({**VALUES, "output_folder": str(tmp_path / "new")})
+
+
+def test_keys_at_their_old_default_are_left_out_so_older_folders_resume(tmp_path):
+    assert "protocol" not in run_settings({**VALUES, "protocol": "vpac2024", "language": None})
+    assert run_settings({**VALUES, "protocol": "vpc2026-track2", "language": "de"})["language"] == "de"
+    run = _started_run(tmp_path)  # saved without protocol and language
+    check_run_settings({**run, "protocol": "vpac2024", "language": None})
+    with pytest.raises(RunSettingsError, match="protocol: None there, 'vpc2026-track1' now"):
+        check_run_settings({**run, "protocol": "vpc2026-track1"})
+
+
+@pytest.mark.parametrize("damaged", ['{"mode": "conc', "[1, 2]", "\udcff"])
+def test_a_damaged_settings_file_is_refused_naming_it(tmp_path, damaged):
+    run = _started_run(tmp_path)
+    path = tmp_path / "out" / RUN_SETTINGS_FILE
+    path.write_bytes(damaged.encode("utf-8", errors="surrogateescape"))
+    with pytest.raises(RunSettingsError, match=f"{path}: damaged.*delete it to check them against"):
+        check_run_settings(run)
+
+
+def test_the_settings_file_is_what_run_settings_gives(tmp_path):
+    save_run_settings(tmp_path / "a" / "b", run_settings({**VALUES, "channels": (8, 24)}))
+    saved = json.loads((tmp_path / "a" / "b" / RUN_SETTINGS_FILE).read_text())
+    assert saved == {**VALUES, "channels": [8, 24]}
+
+
+def test_training_inputs_are_checked_before_anything_is_written(tmp_path):
+    values = {
+        "skip_prep": True,
+        "mode": "concat",
+        "strategy": "random",
+        "alignment_cache": str(tmp_path / "a.jsonl"),
+    }
+    with pytest.raises(
+        MissingInputError, match=r"a\.jsonl: alignment cache \(recipes/align\.py writes it\) not found"
+    ):
+        check_training_inputs(values)
+    check_training_inputs({**values, "mode": "none"})  # the baseline reads no alignment
+    (tmp_path / "a.jsonl").write_text("")
+    check_training_inputs(values)
+    with pytest.raises(MissingInputError, match=r"o\.jsonl: order cache \(recipes/compute_orders\.py"):
+        check_training_inputs({**values, "strategy": "acoustic", "orders_cache": str(tmp_path / "o.jsonl")})
+    assert list(tmp_path.iterdir()) == [tmp_path / "a.jsonl"]

@@ -1,6 +1,7 @@
 """segreconcat_aug.training.run_settings: a rerun into a folder with checkpoints must be the same run."""
 
 import json
+import time
 
 import pytest
 import torch
@@ -9,7 +10,9 @@ from speechbrain.utils.checkpoints import Checkpointer
 from segreconcat_aug.errors import MissingInputError, UserError
 from segreconcat_aug.training.run_settings import (
     RUN_SETTINGS_FILE,
+    CheckpointDamagedError,
     RunSettingsError,
+    check_resumable_checkpoint,
     check_run_settings,
     check_training_inputs,
     has_checkpoints,
@@ -96,3 +99,35 @@ def test_training_inputs_are_checked_before_anything_is_written(tmp_path):
     with pytest.raises(MissingInputError, match=r"o\.jsonl: order cache \(recipes/compute_orders\.py"):
         check_training_inputs({**values, "strategy": "acoustic", "orders_cache": str(tmp_path / "o.jsonl")})
     assert list(tmp_path.iterdir()) == [tmp_path / "a.jsonl"]
+
+
+def _checkpointed_run(tmp_path):
+    """A save folder with two checkpoints, as SpeechBrain's Checkpointer writes them."""
+    save = tmp_path / "save"
+    modules = {"embedding_model": torch.nn.Linear(30, 30), "classifier": torch.nn.Linear(4, 4)}
+    checkpointer = Checkpointer(save, recoverables=modules)
+    older = checkpointer.save_checkpoint(meta={"loss": 2.0})
+    time.sleep(0.01)  # SpeechBrain resumes from the newest
+    newer = checkpointer.save_checkpoint(meta={"loss": 1.0})
+    return save, older, newer
+
+
+def test_a_cut_checkpoint_is_named_before_the_rerun_resumes_from_it(tmp_path):
+    save, older, newer = _checkpointed_run(tmp_path)
+    check_resumable_checkpoint({"save_folder": str(save)})  # whole: nothing to say
+    victim = newer.path / "embedding_model.ckpt"
+    victim.write_bytes(victim.read_bytes()[:500])  # the machine stopped mid-save
+    with pytest.raises(CheckpointDamagedError) as refused:
+        check_resumable_checkpoint({"save_folder": str(save)})
+    message = str(refused.value)
+    assert isinstance(refused.value, UserError) and "\n" not in message
+    assert message.startswith(f"{victim}: cut short (500 bytes") and newer.path.name in message
+    assert "move that checkpoint folder out of" in message
+    assert victim.stat().st_size == 500 and older.path.is_dir()  # nothing removed: the user decides
+    # Moved away as the message says: the rerun resumes from the one before.
+    newer.path.rename(tmp_path / newer.path.name)
+    check_resumable_checkpoint({"save_folder": str(save)})
+    # A cut CKPT.yaml is named too, not a parser's traceback.
+    (older.path / "CKPT.yaml").write_text("end-of-epoch: [tr")
+    with pytest.raises(CheckpointDamagedError, match=r"save: a checkpoint's CKPT.yaml cannot be read"):
+        check_resumable_checkpoint({"save_folder": str(save)})

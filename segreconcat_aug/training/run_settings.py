@@ -4,16 +4,18 @@ A rerun into the same output folder resumes its checkpoints, so it must not diff
 :data:`RUN_SETTING_KEYS` (``experiment_name`` names only strategy, mode, SpecAugment and seed).
 Once a checkpoint exists, the run's settings are written to ``<output_folder>/run_settings.json``
 (:func:`save_run_settings`); :func:`check_run_settings` refuses a rerun made with other ones, before
-anything is written. :func:`check_training_inputs` checks, as early, that what the run reads is there.
+anything is written. :func:`check_training_inputs` checks, as early, that what the run reads is there,
+and :func:`check_resumable_checkpoint` that the checkpoint a rerun resumes from is whole.
 """
 
 from __future__ import annotations
 
 import json
+import zipfile
 from pathlib import Path
 
 import ruamel.yaml
-from speechbrain.utils.checkpoints import CKPT_PREFIX, METAFNAME
+from speechbrain.utils.checkpoints import CKPT_PREFIX, METAFNAME, Checkpointer
 
 from segreconcat_aug.data.jsonl_files import cache_files
 from segreconcat_aug.data.vpac import training_folder
@@ -182,8 +184,79 @@ def check_training_inputs(hparams) -> None:
         cache_files(hparams["orders_cache"], what="order cache (recipes/compute_orders.py writes it)")
 
 
+class CheckpointDamagedError(UserError, RuntimeError):
+    """The checkpoint a rerun would resume from is cut or unreadable (e.g. the machine stopped mid-save)."""
+
+
+def damaged_file_problem(path) -> str | None:
+    """Why a checkpoint file cannot be whole (empty; a ``torch.save`` zip cut short), or None.
+
+    Cheap: a zip's directory sits at its end, so a file cut anywhere fails to open; the data is
+    not decompressed. Files in other formats are only checked for being empty.
+
+    >>> import tempfile, torch
+    >>> path = Path(tempfile.mkdtemp()) / "model.ckpt"
+    >>> torch.save({"w": torch.zeros(1000)}, path)
+    >>> damaged_file_problem(path) is None
+    True
+    >>> _ = path.write_bytes(path.read_bytes()[:2000])
+    >>> damaged_file_problem(path)
+    'cut short (2000 bytes; a torch.save file whose end is missing)'
+    """
+    path = Path(path)
+    size = path.stat().st_size
+    if size == 0:
+        return "empty"
+    with open(path, "rb") as handle:
+        zipped = handle.read(4) == b"PK\x03\x04"
+    if zipped:
+        try:
+            with zipfile.ZipFile(path) as archive:
+                archive.infolist()
+        except (zipfile.BadZipFile, OSError, EOFError):
+            return f"cut short ({size} bytes; a torch.save file whose end is missing)"
+    return None
+
+
+def check_resumable_checkpoint(hparams) -> None:
+    """The checkpoint a rerun resumes from (SpeechBrain's latest in ``save_folder``) must be whole.
+
+    Without this check a checkpoint cut by a crash mid-save stops the rerun deep in
+    ``Brain.fit`` with a traceback; this names the file and the way out. Nothing is removed:
+    the user decides which checkpoint to drop.
+    """
+    save_folder = Path(hparams["save_folder"])
+    if not has_checkpoints(save_folder):
+        return
+    # The folder's own listing is what SpeechBrain recovers from (its newest checkpoint, every .ckpt in it).
+    checkpointer = Checkpointer(save_folder)
+    way_out = (
+        "move that checkpoint folder out of {save} to resume from the one before it, or train into a new "
+        "output_folder"
+    )
+    try:
+        latest = checkpointer.find_checkpoint()
+    except Exception as err:  # a cut CKPT.yaml: ruamel's or SpeechBrain's parse errors
+        reason = " ".join(str(err).split())[:160]
+        raise CheckpointDamagedError(
+            f"{save_folder}: a checkpoint's {METAFNAME} cannot be read ({type(err).__name__}: {reason}); "
+            + way_out.format(save=save_folder)
+        ) from None
+    if latest is None:
+        return
+    for path in sorted(latest.paramfiles.values()):
+        problem = damaged_file_problem(path) if Path(path).is_file() else "missing"
+        if problem:
+            raise CheckpointDamagedError(
+                f"{path}: {problem}, in {latest.path.name}, the checkpoint this run would resume from; "
+                + way_out.format(save=save_folder)
+            )
+
+
 def check_before_training(hparams) -> None:
     """Before anything is written: never resume another run's checkpoints
-    (:func:`check_run_settings`), and every input the run reads is there (:func:`check_training_inputs`)."""
+    (:func:`check_run_settings`), every input the run reads is there (:func:`check_training_inputs`),
+    and the checkpoint it resumes from is whole (:func:`check_resumable_checkpoint`)."""
     check_run_settings(hparams)
     check_training_inputs(hparams)
+    check_resumable_checkpoint(hparams)

@@ -4,6 +4,7 @@ import csv
 import importlib.util
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -26,6 +27,7 @@ from segreconcat_aug.training.pipeline import TrainAudioPipeline
 from segreconcat_aug.training.run_settings import (
     EXPERIMENT_HPARAMS,
     RUN_SETTINGS_FILE,
+    CheckpointDamagedError,
     RunSettingsError,
     check_run_settings,
     has_checkpoints,
@@ -347,6 +349,14 @@ def test_a_rerun_with_other_method_settings_does_not_resume_the_folder(vpac_root
     assert {p: p.read_bytes() for p in out.rglob("*") if p.is_file() and p.name != "log.txt"} == before
     # More epochs of the same run are a resume, not another run.
     check_run_settings({**saved, "output_folder": str(out), "number_of_epochs": 3, "patience": 9})
+    # A checkpoint cut by a crash mid-save: that resume is refused in one line, before anything is written.
+    newest = max((out / "save").glob("CKPT+*"), key=lambda folder: folder.stat().st_mtime)
+    victim = newest / "embedding_model.ckpt"
+    victim.write_bytes(victim.read_bytes()[:1000])
+    before = {p: p.read_bytes() for p in out.rglob("*") if p.is_file() and p.name != "log.txt"}
+    with pytest.raises(CheckpointDamagedError, match=rf"^{re.escape(str(victim))}: cut short \(1000 bytes"):
+        train_recipe.main(_args(vpac_root, out, "--number_of_epochs=2"))
+    assert {p: p.read_bytes() for p in out.rglob("*") if p.is_file() and p.name != "log.txt"} == before
 
 
 def test_settings_refuse_a_rerun_only_where_checkpoints_are(vpac_root, tmp_path):

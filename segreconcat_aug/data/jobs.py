@@ -12,8 +12,9 @@ Long per-utterance jobs (word alignment, order computation) share these pieces:
   a half-written last line (a killed run), skips ids already present in its own file *and in its
   sibling parts* (so changing the shard count never duplicates an id), holds an exclusive lock
   so the same shard cannot run twice at once, records failures as ``<id>\\t<reason>`` lines in
-  ``<stem>.failures.tsv`` (rewritten each run: failed ids are retried on the next run), counts
-  them by kind, and shows a tqdm bar (utterances/s, ETA).
+  ``<stem>.failures.tsv`` (rewritten each run: failed ids are retried on the next run; no file when
+  nothing failed), counts them by kind, and shows a tqdm bar (utterances/s, ETA). A run stopped
+  before its first line leaves no empty output behind.
 - :func:`merge_jsonl` concatenates shards into one file, refusing duplicate ids and unfinished
   shards.
 - :func:`read_inputs` yields :class:`JobItem` ``(id, source, text, problem)`` from a Kaldi
@@ -33,9 +34,8 @@ Example
 ...                 job.fail(item.id, "cannot read audio", kind="unreadable")
 ...             else:
 ...                 job.write(item.id, json.dumps({"id": item.id, "n": 1}))
->>> sorted(p.name for p in out.iterdir())  # doctest: +NORMALIZE_WHITESPACE
-['part-000-of-002.failures.tsv', 'part-000-of-002.jsonl',
- 'part-001-of-002.failures.tsv', 'part-001-of-002.jsonl']
+>>> sorted(p.name for p in out.iterdir())  # a failures file only for the shard where u3 failed
+['part-000-of-002.failures.tsv', 'part-000-of-002.jsonl', 'part-001-of-002.jsonl']
 >>> report = merge_jsonl(shard_files(out), out.parent / "all.jsonl")
 >>> report.lines, sorted(read_failures(out))
 (5, ['u3'])
@@ -306,8 +306,9 @@ class Job:
         for sibling in self._siblings():
             self.done.update(jsonl_ids(sibling, key=key))
         self.previously_done = len(self.done)
-        # Files this run creates; left empty (a run stopped before its first line), close() removes them.
-        self._new_files = [file for file in (self.path, self.failures_path) if not file.exists()]
+        # Left empty, close() removes the failures file and an output this run created (a run stopped
+        # before its first line): a failures file is there only when something failed.
+        self._new_output = not self.path.exists()
         self._handle = open(self.path, "a", encoding="utf-8")
         self._failures = open(self.failures_path, "w", encoding="utf-8")
         self._fsync = fsync
@@ -421,8 +422,8 @@ class Job:
         for handle in (self._handle, self._failures):
             if not handle.closed:
                 handle.close()
-        for file in self._new_files:
-            if file.is_file() and file.stat().st_size == 0:
+        for file, removable in ((self.path, self._new_output), (self.failures_path, True)):
+            if removable and file.is_file() and file.stat().st_size == 0:
                 file.unlink()
         if not self._lock.closed:
             fcntl.flock(self._lock, fcntl.LOCK_UN)

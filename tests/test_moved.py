@@ -1,0 +1,45 @@
+"""Every module path of 0.1.0 still imports (segreconcat_aug._moved), as the same module or a forwarder."""
+
+import importlib
+import subprocess
+import sys
+
+import pytest
+
+from segreconcat_aug._moved import MOVED
+
+OLD = sorted(MOVED)
+
+
+@pytest.mark.parametrize("old", OLD)
+def test_an_old_module_path_gives_the_new_module(old):
+    module = importlib.import_module(f"segreconcat_aug.{old}")
+    targets = [importlib.import_module(f"segreconcat_aug.{new}") for new in MOVED[old]]
+    if len(targets) == 1:
+        assert module is targets[0]  # the same object: patching either name patches both
+    else:
+        names = [n for t in targets for n in getattr(t, "__all__", vars(t)) if not n.startswith("_")]
+        assert names and all(
+            getattr(module, n) is getattr(next(t for t in targets if hasattr(t, n)), n) for n in names
+        )
+
+
+def test_old_submodule_paths_and_the_old_evaluation_module_import_in_a_fresh_interpreter():
+    code = (
+        "from segreconcat_aug.aligners.pocketsphinx import PocketsphinxAligner\n"
+        "from segreconcat_aug.align.aligners import pocketsphinx\n"
+        "assert PocketsphinxAligner is pocketsphinx.PocketsphinxAligner\n"
+        "from segreconcat_aug.evaluation import evaluate_system, SubsetScores\n"
+        "from segreconcat_aug.augment import SegReConcat\n"
+        "import segreconcat_aug\n"
+        "assert SegReConcat is segreconcat_aug.SegReConcat\n"
+        "import sys; assert sys.modules['segreconcat_aug.augment'] is sys.modules['segreconcat_aug.method.augment']\n"
+    )
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+
+
+def test_a_name_no_module_of_a_split_path_has_is_an_attribute_error():
+    forwarder = importlib.import_module("segreconcat_aug.mcadams")
+    with pytest.raises(AttributeError, match="segreconcat_aug.mcadams.*no_such_name"):
+        forwarder.no_such_name  # noqa: B018

@@ -47,9 +47,20 @@ def _load_recipe(name):
     return module
 
 
+_SCRATCH: list[Path] = []  # the module's temporary folder: loading the YAML makes <output_folder>/save
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _scratch(tmp_path_factory):
+    _SCRATCH[:] = [tmp_path_factory.mktemp("yaml-outputs")]
+    yield
+    _SCRATCH.clear()
+
+
 def _hparams(**overrides):
+    scratch = str(_SCRATCH[0])
     with open(HPARAMS, encoding="utf-8") as fin:
-        return load_hyperpyyaml(fin, {"data_folder": "unused", "output_folder": "unused", **overrides})
+        return load_hyperpyyaml(fin, {"data_folder": scratch, "output_folder": scratch, **overrides})
 
 
 @pytest.fixture(scope="module")

@@ -225,6 +225,22 @@ def create_experiment_directory(experiment_directory, hyperparams_to_save, overr
     )
     if if_main_process():
         (Path(experiment_directory) / "env.log").write_text(environment_description(), encoding="utf-8")
+    quiet_third_party_debug()
+
+
+#: Libraries whose DEBUG records SpeechBrain's log file would otherwise keep: numba logs every
+#: bytecode step of a JIT compile (4.4 MB and seconds per training run that compiles the renderer).
+QUIET_LOGGERS = ("numba", "matplotlib", "PIL", "urllib3", "filelock", "fsspec")
+
+
+def quiet_third_party_debug() -> None:
+    """Keep the experiment log to our records and the libraries' warnings.
+
+    >>> quiet_third_party_debug(); logging.getLogger("numba.core.byteflow").isEnabledFor(logging.DEBUG)
+    False
+    """
+    for name in QUIET_LOGGERS:
+        logging.getLogger(name).setLevel(logging.WARNING)
 
 
 def installed_packages() -> list[str]:

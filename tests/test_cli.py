@@ -158,3 +158,25 @@ def test_misspelt_override_in_a_console_script_recipe(tmp_path):
     )
     assert done.returncode == 2 and "Traceback" not in done.stderr
     assert "did you mean --output?" in done.stderr
+
+
+def test_the_experiment_log_keeps_no_jit_debug_trace(tmp_path):
+    """numba logs every bytecode step of a compile at DEBUG; SpeechBrain's log file takes DEBUG."""
+    import logging
+
+    from segreconcat_aug.cli import create_experiment_directory
+
+    root = logging.getLogger()
+    before = list(root.handlers)
+    try:
+        create_experiment_directory(tmp_path / "exp", None, None)
+        logging.getLogger("numba.core.byteflow").debug("bytecode dump: pending deque")
+        logging.getLogger("segreconcat_aug.training.progress").info("epoch 1 done")
+        for handler in root.handlers:
+            handler.flush()
+        log = (tmp_path / "exp" / "log.txt").read_text()
+    finally:
+        for handler in set(root.handlers) - set(before):
+            root.removeHandler(handler)
+            handler.close()
+    assert "epoch 1 done" in log and "bytecode dump" not in log

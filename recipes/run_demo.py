@@ -183,9 +183,6 @@ def main(argv=None) -> int:
         name = "-".join(["results/demo"] + [flag for flag in ("table1", "quick") if flag in flags])
         grid_overrides.append(f"--output_folder={name}")
     os.chdir(REPO)  # demo.yaml's paths (demo/data, recipes/...) are relative to the repository root
-    # One math thread per process: the trainer computes while one DataLoader worker reads and augments,
-    # which fills 2 cores; more threads only oversubscribe them (several times slower here).
-    os.environ.setdefault("OMP_NUM_THREADS", "1")
     sys.path.insert(0, str(REPO / "recipes"))
     import run_grid
 

@@ -357,3 +357,56 @@ def test_parallel_runs_overlap_and_give_the_same_tables(grid_overrides, tmp_path
     assert (tmp_path / "serial" / "table2_comparison.md").read_text() == parallel_table
     with pytest.raises(ValueError, match="parallel must be an integer >= 1"):
         load_grid(REPO / "hparams" / "grid.yaml", {**grid_overrides, "parallel": 0})
+
+
+def test_environment_reaches_each_run_and_the_users_own_values_win(grid_overrides, tmp_path, monkeypatch):
+    # The stub records two variables: one only the grid sets, one the user's shell sets too.
+    record = (
+        "import os\n"
+        "with open(calls + '.env', 'a') as h:\n"
+        "    h.write(f\"{step} {os.environ.get('SRC_GRID_ONLY')} {os.environ.get('SRC_BOTH')}\\n\")\n"
+    )
+    (tmp_path / "stub.py").write_text(STUB.replace('if step == "train":', record + 'if step == "train":', 1))
+    monkeypatch.setenv("SRC_BOTH", "from-user")
+    monkeypatch.delenv("SRC_GRID_ONLY", raising=False)
+    grid_overrides.update(
+        ablation=None, bootstrap_resamples=0, environment={"SRC_GRID_ONLY": 1, "SRC_BOTH": "from-grid"}
+    )
+    assert run_grid.main(_argv(grid_overrides)) == 0
+    seen = (tmp_path / "calls.txt.env").read_text().splitlines()
+    assert len(seen) == 6 and set(seen) == {"train 1 from-user", "eval 1 from-user"}
+    # The logged command carries the values the processes got, so it reruns as it ran.
+    logged = (tmp_path / "grid" / "B3" / "baseline" / "grid_train.log").read_text().splitlines()[0]
+    assert logged.startswith("$ SRC_GRID_ONLY=1 SRC_BOTH=from-user ")
+    import os
+
+    assert "SRC_GRID_ONLY" not in os.environ  # set for the runs, not in the grid's own process
+
+
+@pytest.mark.parametrize(
+    "environment, message",
+    [
+        ({"OMP_NUM_THREADS": True}, "environment.OMP_NUM_THREADS must be a string or a number, got True"),
+        ({"OMP_NUM_THREADS": [1]}, r"environment.OMP_NUM_THREADS must be a string or a number, got \[1\]"),
+        ({"1BAD": 1}, "environment has '1BAD', which is not a variable name"),
+        (["OMP_NUM_THREADS=1"], "environment must be a mapping of variable names to values"),
+    ],
+)
+def test_bad_environment_is_refused_before_anything_runs(
+    grid_overrides, tmp_path, capsys, environment, message
+):
+    grid_overrides["environment"] = environment
+    with pytest.raises(ValueError, match=message):
+        load_grid(REPO / "hparams" / "grid.yaml", grid_overrides)
+    with pytest.raises(SystemExit) as stopped:
+        run_grid.run_main(run_grid.main, _argv(grid_overrides))
+    assert stopped.value.code == 2
+    error = capsys.readouterr().err.strip().splitlines()
+    assert len(error) == 1 and "grid.yaml: environment" in error[0]
+    assert _calls(tmp_path) == [] and not (tmp_path / "grid").exists()
+
+
+def test_the_demo_environment_is_one_thread_and_glibc_keeping_freed_memory():
+    grid = load_grid(REPO / "hparams" / "demo.yaml")
+    assert grid["environment"]["OMP_NUM_THREADS"] == 1
+    assert {"MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_"} <= set(grid["environment"])

@@ -1,7 +1,8 @@
 """The grid file (``hparams/grid.yaml``) and what it asks to run.
 
 :func:`load_grid` reads it with its overrides and checks it before anything runs (configurations
-named but not defined, seeds, languages, privacy columns, ``parallel``, ``bootstrap_resamples``).
+named but not defined, seeds, languages, privacy columns, ``parallel``, ``bootstrap_resamples``,
+``environment``).
 A cell is a (unit, configuration) pair (:func:`grid_cells`): a unit is a system, or under
 ``vpc2026-track2`` a ``<system>/<language>`` (:func:`grid_units`); a run is a cell and a seed
 (:func:`grid_runs`), in :func:`cell_folder`. Writes nothing.
@@ -10,6 +11,8 @@ A cell is a (unit, configuration) pair (:func:`grid_cells`): a unit is a system,
 from __future__ import annotations
 
 import logging
+import os
+import re
 from pathlib import Path
 
 from hyperpyyaml import load_hyperpyyaml
@@ -73,7 +76,46 @@ def load_grid(path, overrides=None) -> dict:
         raise OptionError(
             f"{path}: bootstrap_resamples must be an integer >= 0 (0: no intervals), got {resamples!r}"
         )
+    check_environment(grid.get("environment"), path)
     return grid
+
+
+_VARIABLE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+
+
+def check_environment(environment, where="grid") -> None:
+    """``environment``: null, or a mapping of variable names to strings or numbers.
+
+    >>> check_environment({"OMP_NUM_THREADS": 1, "MALLOC_TRIM_THRESHOLD_": "1073741824"})
+    >>> check_environment({"OMP_NUM_THREADS": True}, "demo.yaml")
+    Traceback (most recent call last):
+    ...
+    segreconcat_aug.options.OptionError: demo.yaml: environment.OMP_NUM_THREADS must be a string or a number, got True
+    """
+    if environment is None:
+        return
+    if not isinstance(environment, dict):
+        raise OptionError(
+            f"{where}: environment must be a mapping of variable names to values, got {environment!r}"
+        )
+    for name, value in environment.items():
+        if not isinstance(name, str) or not _VARIABLE_NAME.match(name):
+            raise OptionError(f"{where}: environment has {name!r}, which is not a variable name")
+        if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+            raise OptionError(f"{where}: environment.{name} must be a string or a number, got {value!r}")
+
+
+def run_environment(grid, base=None) -> dict:
+    """The environment of a run's processes: ``base`` (default ``os.environ``) plus the grid's
+    ``environment`` for the variables ``base`` does not set: what the user exported wins.
+
+    >>> run_environment({"environment": {"OMP_NUM_THREADS": 1, "A": "x"}}, base={"A": "y"})
+    {'A': 'y', 'OMP_NUM_THREADS': '1'}
+    """
+    base = dict(os.environ if base is None else base)
+    for name, value in (grid.get("environment") or {}).items():
+        base.setdefault(name, str(value))
+    return base
 
 
 def run_seeds(grid, config: str) -> list:

@@ -5,7 +5,8 @@ gets ``--output_folder=<output_folder>/<system>/<configuration>[/seed<N>]``. Fin
 recorded in the run's ``grid_status.json`` (:data:`STATUS_FILE`): a rerun skips evaluated runs and
 does not retrain trained ones, and a failed step runs again. Subprocess output goes to
 ``grid_train.log`` / ``grid_eval.log`` in the run's folder; progress lines also reach the
-console. :func:`run_all` runs ``parallel`` runs at a time.
+console. The processes get the grid's ``environment`` for the variables not already set
+(:func:`~segreconcat_aug.grid.plan.run_environment`). :func:`run_all` runs ``parallel`` runs at a time.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from tqdm import tqdm
 from ..cli import PROGRESS_PREFIX, REPO, checkout_path
 from ..data.protocols import get_protocol
 from ..evaluation.system import EVAL_SUBFOLDER
-from .plan import cell_folder, grid_runs, split_unit
+from .plan import cell_folder, grid_runs, run_environment, split_unit
 
 logger = logging.getLogger(__name__)
 STATUS_FILE = "grid_status.json"
@@ -89,14 +90,21 @@ def overrides_string(value) -> str:
     return " ".join(parts)
 
 
-def run_logged(command: list[str], log, prefix: str = "") -> int:
-    """Run ``command`` with its output going to ``log``; its progress lines are also shown on the console.
+def run_logged(command: list[str], log, prefix: str = "", env: dict | None = None) -> int:
+    """Run ``command`` (in ``env``, default this process's) with its output going to ``log``; its
+    progress lines are also shown on the console.
 
     Progress lines are the ones :func:`segreconcat_aug.cli.report_progress` prints (one per
     training epoch: losses, error rate, speed, time left).
     """
     process = subprocess.Popen(
-        command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace", bufsize=1
+        command,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        errors="replace",
+        bufsize=1,
+        env=env,
     )
     with process.stdout:
         for line in process.stdout:
@@ -135,15 +143,20 @@ def run_cell(grid, system: str, config: str, seed: int | None = None) -> str:
         ),
         "extra": overrides_string(grid.get("extra_overrides")),
     }
+    environment = run_environment(grid)
+    # The grid's variables as the processes get them, so a logged command reruns as it ran.
+    assignments = "".join(
+        f"{name}={shlex.quote(environment[name])} " for name in grid.get("environment") or {}
+    )
     for step, template in (("train", grid["train_command"]), ("eval", grid["eval_command"])):
         if step == "train" and status.get("train") == "done":
             continue
         command = format_command(template, fields)
-        logger.info("%s/%s %s: %s", system, config, step, shlex.join(command))
+        logger.info("%s/%s %s: %s%s", system, config, step, assignments, shlex.join(command))
         with open(folder / f"grid_{step}.log", "a", encoding="utf-8") as log:
-            log.write(f"$ {shlex.join(command)}\n")
+            log.write(f"$ {assignments}{shlex.join(command)}\n")
             log.flush()
-            returncode = run_logged(command, log, prefix=f"{system}/{config} {step}")
+            returncode = run_logged(command, log, prefix=f"{system}/{config} {step}", env=environment)
         if returncode != 0:
             logger.error(
                 "%s/%s: %s failed (exit %d), see %s",

@@ -113,21 +113,26 @@ def worker(steps: int, warmup: int) -> dict:
         loss.backward()
         optimizer.step()
 
+    def weights_digest() -> str:
+        digest = hashlib.sha256()
+        for parameter in parameters:
+            digest.update(parameter.detach().numpy().tobytes())
+        return digest.hexdigest()[:16]
+
+    initial = weights_digest()
     for index in range(warmup):
         step(*batches[index % len(batches)])
     before, start = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
     for index in range(steps):
         step(*batches[(warmup + index) % len(batches)])
     seconds, after = time.perf_counter() - start, resource.getrusage(resource.RUSAGE_SELF)
-    digest = hashlib.sha256()
-    for parameter in parameters:
-        digest.update(parameter.detach().numpy().tobytes())
     user, system = after.ru_utime - before.ru_utime, after.ru_stime - before.ru_stime
     return {
         "s_per_step": seconds / steps,
         "kernel_share": system / max(user + system, 1e-9),
         "faults_per_step": (after.ru_minflt - before.ru_minflt) / steps,
-        "digest": digest.hexdigest()[:16],
+        "digest": weights_digest(),
+        "initial_digest": initial,
         "threads": torch.get_num_threads(),
     }
 

@@ -42,12 +42,10 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 FIXTURES = REPO / "tests" / "fixtures" / "librispeech"
 CROP_S = 3.0
-MALLOC_VARIABLES = ("MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_")
 
 
 def demo_settings() -> tuple[dict, dict]:
     """The demo's training overrides and its ``environment`` (hparams/demo.yaml)."""
-    sys.path.insert(0, str(REPO))
     from segreconcat_aug.grid import load_grid
 
     grid = load_grid(REPO / "hparams" / "demo.yaml")
@@ -138,8 +136,8 @@ def worker(steps: int, warmup: int) -> dict:
 
 
 def variants(environment: dict) -> dict[str, dict]:
-    """Each row's environment, from this process's without the allocator variables."""
-    base = {k: v for k, v in os.environ.items() if k not in MALLOC_VARIABLES}
+    """Each row's environment: this process's without the demo's variables, then the row's."""
+    base = {k: v for k, v in os.environ.items() if k not in environment}
     return {
         "glibc defaults, 1 thread": {**base, "OMP_NUM_THREADS": "1"},
         "demo environment, 1 thread": {**base, **environment, "OMP_NUM_THREADS": "1"},

@@ -231,8 +231,8 @@ def check_resumable_checkpoint(hparams) -> None:
     # The folder's own listing is what SpeechBrain recovers from (its newest checkpoint, every .ckpt in it).
     checkpointer = Checkpointer(save_folder)
     way_out = (
-        "move that checkpoint folder out of {save} to resume from the one before it, or train into a new "
-        "output_folder"
+        f"move that checkpoint folder out of {save_folder} to resume from the one before it, or train into "
+        "a new output_folder"
     )
     try:
         latest = checkpointer.find_checkpoint()
@@ -240,7 +240,7 @@ def check_resumable_checkpoint(hparams) -> None:
         reason = " ".join(str(err).split())[:160]
         raise CheckpointDamagedError(
             f"{save_folder}: a checkpoint's {METAFNAME} cannot be read ({type(err).__name__}: {reason}); "
-            + way_out.format(save=save_folder)
+            + way_out
         ) from None
     if latest is None:
         return
@@ -249,7 +249,7 @@ def check_resumable_checkpoint(hparams) -> None:
         if problem:
             raise CheckpointDamagedError(
                 f"{path}: {problem}, in {latest.path.name}, the checkpoint this run would resume from; "
-                + way_out.format(save=save_folder)
+                + way_out
             )
 
 

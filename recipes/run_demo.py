@@ -6,6 +6,7 @@ Usage (from anywhere; paths are resolved from the repository root)::
     python recipes/run_demo.py                      # about 5-6 minutes on 2 cores
     python recipes/run_demo.py --quick              # one epoch of a tiny model: checks the install (~1 min)
     python recipes/run_demo.py --table1             # the Table-1 rows: baseline, RR, AR, SR, each +- concat
+    python recipes/run_demo.py --learning_curve     # both runs also on 25 % and 50 % of the training speakers
     python recipes/run_demo.py --output_folder=/tmp/demo --seed=7   # any hparams/demo.yaml key
 
 It runs ``recipes/run_grid.py hparams/demo.yaml``: for each of the two runs,
@@ -26,6 +27,15 @@ The runs go two at a time (``parallel`` in ``hparams/demo.yaml``), one math thre
 augmentation, RR, AR and SR, each rearranged alone and concatenated; AR and SR read the orders shipped
 in ``demo/data/orders/``) into ``results/demo-table1``: ``table1_ablation.md`` (average EER with its 95 %
 interval per row) and ``table2_comparison.md`` (every row against the baseline, paired, with intervals).
+
+``--learning_curve`` trains both runs on nested, seeded fractions of the training speakers too (25 % and
+50 %, ``learning_curve_*`` of ``hparams/demo.yaml``) into ``results/demo-learning_curve`` and prints the
+curve (``learning_curve.md``: average EER with its interval against training hours; the figure
+``learning_curve_MCADAMS.png``) and its verdict per run: whether the attacker on all the data beats the
+one on half of it, paired on the same speaker resamples (docs/evaluation.md#learning-curves).
+
+After the comparison's verdict a line per run names its attacker's convergence flags (best epoch the
+last, dev loss still falling, train/dev gap, augmentation fallback; docs/evaluation.md#convergence-flags).
 
 ``--seed=N`` (or any key of ``extra_overrides``) is passed to both runs; other ``--key=value``
 overrides go to ``hparams/demo.yaml`` itself.
@@ -53,6 +63,8 @@ QUICK_OVERRIDES = {
 DEMO_HELP = """Demo options:
   --quick  one epoch of a tiny model (about a minute): checks the install; writes results/demo-quick
   --table1 the Table-1 rows (baseline, RR, AR, SR, each with and without concatenation); results/demo-table1
+  --learning_curve both runs also on 25 % and 50 % of the training speakers: the EER against training
+           hours, and whether more data still helps; results/demo-learning_curve
 Any key of hparams/ecapa_segreconcat.yaml not listed above (--seed=7, --number_of_epochs=3, ...) is passed
 to both training runs (`segreconcat-train --help` lists them)."""
 # Keys of hparams/demo.yaml itself (run_grid.py's); every other --key=value is a training override.
@@ -70,7 +82,12 @@ GRID_KEYS = {
     "bootstrap_seed",
     "seeds",
     "privacy_columns",
+    "learning_curve",
+    "learning_curve_fractions",
+    "learning_curve_subsample",
+    "learning_curve_configurations",
 }
+FLAGS = ("quick", "table1", "learning_curve")
 
 
 def split_arguments(argv: list[str]) -> tuple[set, list[str], dict]:
@@ -85,12 +102,13 @@ def split_arguments(argv: list[str]) -> tuple[set, list[str], dict]:
 
     flags, grid, training = set(), [], {}
     for argument in argv:
-        if argument in ("--quick", "--table1"):
+        if argument[2:] in FLAGS and argument.startswith("--"):
             flags.add(argument[2:])
             continue
         if not argument.startswith("--") or "=" not in argument:
             raise UnknownOptionError(
-                f"expected --quick, --table1 or --key=value, got {argument!r} (--help lists the keys)"
+                f"expected --quick, --table1, --learning_curve or --key=value, got {argument!r} "
+                "(--help lists the keys)"
             )
         key, value = argument[2:].split("=", 1)
         if key in GRID_KEYS:
@@ -155,6 +173,46 @@ def verdicts(grid) -> list[str]:
     return lines
 
 
+def flag_verdicts(grid) -> list[str]:
+    """One line per run of the comparison: its attacker's convergence flags (``grid_results.json``'s ``flags``)."""
+    saved = json.loads((Path(grid["output_folder"]) / "grid_results.json").read_text(encoding="utf-8"))
+    labels = {name: spec.get("label", name) for name, spec in grid["configurations"].items()}
+    comparison = grid["comparison"]
+    return [
+        flags_verdict(saved[f"{system}/{config}"].get("flags") or [], labels[config])
+        for system in grid["systems"]
+        for config in [comparison["baseline"], *comparison.get("compared", [])]
+        if f"{system}/{config}" in saved
+    ]
+
+
+def flags_verdict(flags: list[dict], label: str) -> str:
+    """A run's convergence flags in a line (:mod:`segreconcat_aug.data.convergence`), or that it has none.
+
+    >>> flags_verdict([{"seed": None, "name": "best_epoch_last", "text": "best epoch is the last: ..."}], "Baseline")
+    "Baseline's attacker: best epoch is the last: its EER may overstate privacy (docs/evaluation.md#convergence-flags)"
+    >>> flags_verdict([], "SegReConcat")
+    "SegReConcat's attacker: no convergence flag"
+    """
+    if not flags:
+        return f"{label}'s attacker: no convergence flag"
+    from segreconcat_aug.data.convergence import FLAGS as FLAG_NAMES
+
+    names = ", ".join(dict.fromkeys(FLAG_NAMES.get(flag["name"], flag["name"]) for flag in flags))
+    return (
+        f"{label}'s attacker: {names}: its EER may overstate privacy (docs/evaluation.md#convergence-flags)"
+    )
+
+
+def curve_verdicts(grid) -> list[str]:
+    """The learning curve's verdict per run (``learning_curve.json``, :mod:`segreconcat_aug.grid.learning_curve`)."""
+    path = Path(grid["output_folder"]) / "learning_curve.json"
+    if not path.is_file():
+        return []
+    curves = json.loads(path.read_text(encoding="utf-8"))
+    return [curve["verdict"] for rows in curves.values() for axes in rows.values() for curve in axes.values()]
+
+
 def verdict(difference: dict, label: str, baseline_label: str) -> str:
     """A plain sentence for a paired difference of average EERs (:func:`segreconcat_aug.evaluation.comparison.compare_runs`).
 
@@ -180,7 +238,9 @@ def main(argv=None) -> int:
     quick = "quick" in flags
     if flags and not any(a.startswith("--output_folder=") for a in grid_overrides):
         # Its own folder: finished runs are skipped on rerun, so a quick run must not stand in for a full one.
-        name = "-".join(["results/demo"] + [flag for flag in ("table1", "quick") if flag in flags])
+        name = "-".join(
+            ["results/demo"] + [flag for flag in ("table1", "learning_curve", "quick") if flag in flags]
+        )
         grid_overrides.append(f"--output_folder={name}")
     os.chdir(REPO)  # demo.yaml's paths (demo/data, recipes/...) are relative to the repository root
     sys.path.insert(0, str(REPO / "recipes"))
@@ -191,6 +251,8 @@ def main(argv=None) -> int:
 
     if "table1" in flags:
         grid_overrides += table1_overrides(load_grid(DEMO_HPARAMS))
+    if "learning_curve" in flags:
+        grid_overrides.append("--learning_curve=True")
     grid = load_grid(DEMO_HPARAMS, "\n".join(a[2:].replace("=", ": ", 1) for a in grid_overrides))
     check_corpus(Path(grid["data_folder"]), orders="table1" in flags)
     extra = dict(grid.get("extra_overrides") or {})
@@ -201,7 +263,7 @@ def main(argv=None) -> int:
     start = time.perf_counter()
     code = run_grid.main([DEMO_HPARAMS, *grid_overrides, f"--extra_overrides={json.dumps(extra)}"])
     if (Path(grid["output_folder"]) / "grid_results.json").is_file() and grid.get("bootstrap_resamples", 1):
-        print("\n".join(verdicts(grid)))
+        print("\n".join(verdicts(grid) + flag_verdicts(grid) + curve_verdicts(grid)))
     figures = sorted(Path(grid["output_folder"]).glob("privacy_*.png"))
     if figures:
         print(

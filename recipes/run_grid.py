@@ -6,6 +6,7 @@ Usage::
     python recipes/run_grid.py hparams/grid.yaml --data_folder=<VPAC root>
     python recipes/run_grid.py hparams/grid.yaml --data_folder=<VPAC root> --systems=[T8-5,B4]
     python recipes/run_grid.py hparams/grid.yaml --data_folder=<VPAC root> --tables_only=True
+    python recipes/run_grid.py hparams/grid.yaml --data_folder=<VPAC root> --systems=[B3] --learning_curve
 
 Each cell (system, configuration) runs ``train_command`` then ``eval_command``
 (templates in the grid YAML, so torchrun or a cluster wrapper can be used) with
@@ -14,11 +15,15 @@ Each cell (system, configuration) runs ``train_command`` then ``eval_command``
 ``det_<system>.png``, ``forest_<system>.png``, ``privacy_<system>.png`` and
 ``grid_results.csv/.json`` (:mod:`segreconcat_aug.grid.results`). Seeds, protocols and languages:
 :mod:`segreconcat_aug.grid`; the method: docs/evaluation.md.
+``--learning_curve`` (= ``--learning_curve=True``) also trains each Table 2 configuration on nested,
+seeded fractions of its training set and writes ``learning_curve.md`` (printed), ``learning_curve.json``
+and ``learning_curve_<system>.png`` (:mod:`segreconcat_aug.grid.learning_curve`).
 """
 
 from __future__ import annotations
 
 import logging
+import sys
 
 from segreconcat_aug.cli import parse_recipe_arguments, run_main
 from segreconcat_aug.grid import assemble, load_grid, run_all
@@ -27,7 +32,12 @@ from segreconcat_aug.options import validate_hparams_file
 logger = logging.getLogger("run_grid")
 
 
+LEARNING_CURVE_FLAG = "--learning_curve"
+
+
 def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    argv = [f"{LEARNING_CURVE_FLAG}=True" if a == LEARNING_CURVE_FLAG else a for a in argv]
     grid_file, _, overrides = parse_recipe_arguments(argv)
     validate_hparams_file(grid_file, overrides)  # every option value, before anything is written
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
@@ -39,6 +49,8 @@ def main(argv=None) -> int:
     print(written["table2"].read_text(encoding="utf-8"))
     if "table1" in written:
         print(written["table1"].read_text(encoding="utf-8"))
+    if "learning_curve" in written:
+        print(written["learning_curve"].read_text(encoding="utf-8"))
     if failed:
         logger.error("%d cell(s) failed: %s", len(failed), ", ".join(failed))
         return 1

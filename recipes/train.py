@@ -13,8 +13,9 @@ Steps: prepare the system's training data (:mod:`segreconcat_aug.training.data_p
 only, skipped when already done) -> train with SegReConcat in the data pipeline (worker side)
 and optional SpecAugment on the features (batch side) -> early stopping on the FIXED dev set's
 loss, keeping the best-dev-loss checkpoint -> export it to ``<output_folder>/export/``, where
-``recipes/evaluate.py`` finds it and SpeechBrain's ``EncoderClassifier.from_hparams`` loads it.
-A rerun with the same output folder resumes from the last checkpoint, patience state included.
+``recipes/evaluate.py`` finds it and SpeechBrain's ``EncoderClassifier.from_hparams`` loads it
+-> the run's convergence flags (``convergence.json`` beside the export: best epoch the last, dev
+loss still falling, train/dev gap, augmentation coverage; docs/evaluation.md). A rerun with the same output folder resumes from the last checkpoint, patience state included.
 See docs/training.md.
 """
 
@@ -44,7 +45,13 @@ from segreconcat_aug.training.data_prep import DataPrepError, prepare_from_hpara
 from segreconcat_aug.training.export import export_best_model
 from segreconcat_aug.training.manifest import ManifestDataset, read_manifest
 from segreconcat_aug.training.pipeline import SkipFailedReads, TrainAudioPipeline, chunk_audio_pipeline
-from segreconcat_aug.training.progress import EpochProgress, append_epoch_record, epoch_record
+from segreconcat_aug.training.progress import (
+    EpochProgress,
+    append_epoch_record,
+    convergence_line,
+    epoch_record,
+    record_convergence,
+)
 from segreconcat_aug.training.run_settings import (
     check_before_training,
     has_checkpoints,
@@ -270,6 +277,8 @@ def main(argv=None) -> SpeakerBrain:
     finally:
         gc.unfreeze()  # a caller running main() again (the tests) collects this run's objects
     run_on_main(export_best_model, args=[hparams, hparams_file, overrides])
+    if if_main_process():  # the flags that say the EER may overstate privacy, beside the export
+        report_progress(convergence_line(record_convergence(hparams)))
     if hparams.get("evaluate_after_training", False):
         # The last stage: score the exported model as the challenge does (recipes/evaluate.py).
         from segreconcat_aug.evaluation.system import evaluate_system

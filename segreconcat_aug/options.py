@@ -210,6 +210,8 @@ OPTION_RULES: dict[str, Rule] = {
     # Data preparation and the audio check (segreconcat_aug.data.audio_check)
     "sentence_len": number(gt=0),
     "dev_ratio": number(gt=0, lt=1),
+    "train_fraction": number(gt=0, le=1),
+    "train_subsample": one_of("utterances", "speakers"),
     "min_chunk_amplitude": number(ge=0, lt=1, optional=True),
     "sample_rate": number(gt=0, integer=True),
     "check_workers": number(ge=1, integer=True),

@@ -1,6 +1,7 @@
 """Figures: DET curves (one system's ``det.png``, the grid's ``det_<system>.png``), forest plots of
 EERs with their intervals (``forest_<system>.png``) and the privacy figure (risk per speaker and
-linkability: ``privacy.png``, ``privacy_<system>.png``). matplotlib loads on first use.
+linkability: ``privacy.png``, ``privacy_<system>.png``) and learning curves (EER against training
+hours: ``learning_curve_<system>.png``). matplotlib loads on first use.
 """
 
 from __future__ import annotations
@@ -220,6 +221,44 @@ def plot_forest(rows: list, path, title: str = "EER (%) with 95 % CI") -> Path:
         ax.set_xlabel("EER (%): dot = estimate, bar = 95 % CI, x = no interval")
         ax.set_title(title)
         ax.grid(True, axis="x", alpha=0.3)
+        fig.tight_layout()
+        fig.savefig(path, dpi=100)
+    finally:
+        plt.close(fig)
+    return path
+
+
+def plot_learning_curve(lines: dict, path, title: str = "EER (%) against training hours") -> Path:
+    """A learning curve: per entry of ``lines`` (label -> ``[(hours, eer, low, high), ...]``) the EER
+    against the training hours, log x, with the 95 % interval as error bars (None bounds: the point alone)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    try:
+        for label, points in lines.items():
+            points = sorted(points)
+            if not points:
+                continue
+            hours = [p[0] for p in points]
+            eers = [p[1] for p in points]
+            below = [p[1] - p[2] if p[2] is not None else 0.0 for p in points]
+            above = [p[3] - p[1] if p[3] is not None else 0.0 for p in points]
+            ax.errorbar(hours, eers, yerr=[below, above], marker="o", capsize=3, label=label)
+        ax.set_xscale("log")
+        plain = matplotlib.ticker.FuncFormatter(lambda value, _: f"{value:g}")
+        ax.xaxis.set_major_formatter(plain)
+        ax.xaxis.set_minor_formatter(plain)
+        ax.set_xlabel("training data (hours, log scale)")
+        ax.set_ylabel("average EER (%): dot = estimate, bar = 95 % CI")
+        ax.set_title(title)
+        ax.grid(True, which="both", alpha=0.3)
+        if lines:
+            ax.legend(fontsize="small")
         fig.tight_layout()
         fig.savefig(path, dpi=100)
     finally:

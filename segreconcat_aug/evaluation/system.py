@@ -48,6 +48,7 @@ from speechbrain.utils.distributed import infer_device
 
 from ..data.audio import SAMPLE_RATE
 from ..data.audio_check import check_audio_files, problem_message, write_problem_list
+from ..data.convergence import model_convergence
 from ..data.kaldi import KaldiFolder, group_by_speaker, load_kaldi_folder, read_trials
 from ..data.protocols import GENDER_ROWS, get_protocol
 from ..data.vpac import detect_layout, original_folder, system_folders, training_folder
@@ -751,7 +752,15 @@ def evaluate_system(
         add_privacy_metrics(results, privacy)
     if write_report:
         bootstrap = {"resamples": resamples, "seed": int(_option(hparams, "eval_bootstrap_seed"))}
+        # The flags of the model's own training run (None for a model from elsewhere), in the report.
+        convergence = model_convergence(
+            model.folder, hparams.get("output_folder"), hparams.get("export_folder")
+        )
         write_system_report(
-            results, eval_folder, det_plot=bool(_option(hparams, "eval_det_plot")), bootstrap=bootstrap
+            results,
+            eval_folder,
+            det_plot=bool(_option(hparams, "eval_det_plot")),
+            bootstrap=bootstrap,
+            convergence=convergence,
         )
     return results

@@ -62,7 +62,12 @@ def blank(value):
 
 
 def write_system_report(
-    results, folder, det_plot: bool = True, title: str | None = None, bootstrap: dict | None = None
+    results,
+    folder,
+    det_plot: bool = True,
+    title: str | None = None,
+    bootstrap: dict | None = None,
+    convergence: dict | None = None,
 ) -> dict[str, Path]:
     """Write the score files, ``results.csv/.md/.json`` and ``det.png`` of one evaluated system.
 
@@ -73,7 +78,9 @@ def write_system_report(
     When ``results.privacy`` holds
     :class:`~segreconcat_aug.evaluation.privacy.PrivacyOptions` (its metrics are in ``results.metrics``), the
     privacy metrics get their intervals too, a section in ``results.md``, ``per_speaker_eer.csv``
-    and ``privacy.png`` (with ``det_plot``).
+    and ``privacy.png`` (with ``det_plot``). ``convergence``: the model's training run's convergence
+    (:func:`segreconcat_aug.data.convergence.model_convergence`; None: unknown, a model from elsewhere),
+    a section of ``results.md`` and ``convergence`` in ``results.json``.
     Returns the written paths by kind.
     """
     protocol = get_protocol(getattr(results, "protocol", None))
@@ -210,6 +217,7 @@ def write_system_report(
         }
         text += [f"- no interval for {key}: {reason}" for key, reason in undefined.items()]
         text += [""] if undefined else []
+    text += convergence_markdown(convergence)
     text += ["Options: " + ", ".join(f"{k}={v}" for k, v in results.options.items()), ""]
     warnings = getattr(results, "warnings", None)
     if warnings:  # e.g. silent or too-short enrollment and trial files (scored all the same)
@@ -239,6 +247,7 @@ def write_system_report(
         "options": results.options,
         "warnings": list(getattr(results, "warnings", None) or []),
         "scores": {name: f"scores/{name}.txt" for name in results.subsets},
+        "convergence": convergence,
     }
     if privacy is not None:
         payload["privacy_table"] = privacy_rows
@@ -260,6 +269,59 @@ def write_system_report(
                 title=f"{results.system}: risk per speaker and linkability",
             )
     return written
+
+
+def convergence_markdown(found: dict | None) -> list[str]:
+    """The section of ``results.md`` on the attacker's training: its flags and the numbers behind them.
+
+    ``found``: :func:`segreconcat_aug.data.convergence.convergence` of the run (None: the model is not
+    a training run of this toolkit, so nothing is known of it).
+
+    >>> print("\\n".join(convergence_markdown(None)))
+    ## Convergence of the attacker's training (docs/evaluation.md#convergence-flags)
+    <BLANKLINE>
+    Unknown: the evaluated model folder holds no convergence.json (not a training run of this toolkit).
+    <BLANKLINE>
+    """
+    text = ["## Convergence of the attacker's training (docs/evaluation.md#convergence-flags)", ""]
+    if found is None:
+        return text + [
+            "Unknown: the evaluated model folder holds no convergence.json (not a training run of this toolkit).",
+            "",
+        ]
+    if "best_epoch" not in found:
+        return text + [f"Unknown: {found.get('problem', 'no epochs')}.", ""]
+    if found["flags"]:
+        text += ["**Flags: this EER may overstate privacy** (the attacker may be under-trained):", ""]
+        text += [f"- {flag['text']}" for flag in found["flags"]] + [""]
+    else:
+        text += ["No flag.", ""]
+    limit = f" (limit {found['limit']})" if found.get("limit") else ""
+    slope = found.get("dev_loss_slope")
+    numbers = [
+        f"epochs run: {found['last_epoch']}{limit}, {'stopped early' if found['stopped_early'] else 'not stopped early'}",
+        f"best dev loss {found['best_dev_loss']:.4f} at epoch {found['best_epoch']} (the exported model)",
+        (
+            f"dev-loss slope over the last {found['slope_window']} epochs: {100 * slope:+.1f} % per epoch"
+            if slope is not None
+            else "dev-loss slope: undefined (one epoch)"
+        ),
+    ]
+    if found.get("relative_gap") is not None:
+        numbers.append(
+            f"training loss at the best epoch {found['train_loss_at_best']:.4f}: dev - train "
+            f"{found['train_dev_gap']:+.4f} ({100 * found['relative_gap']:+.0f} %)"
+        )
+    covered = found.get("coverage")
+    if covered:
+        reasons = ", ".join(f"{key} {count}" for key, count in covered["reasons"].items()) or "none"
+        numbers.append(
+            f"SegReConcat coverage (epoch {covered['epoch']}): {covered['augmented']} of {covered['rows']} "
+            f"training rows augmented as asked, {covered['fell_back']} fell back ({reasons})"
+        )
+    else:
+        numbers.append("SegReConcat coverage: no augmentation asked")
+    return text + [f"- {line}" for line in numbers] + [""]
 
 
 def bootstrap_note(settings: dict, speaker_source: str | None = None) -> str:

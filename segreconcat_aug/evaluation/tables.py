@@ -1,7 +1,7 @@
 """The grid's markdown tables across runs: :func:`comparison_table` (Table 2 style, baseline vs.
 SegReConcat per system with the difference), :func:`ablation_table` (Table 1 style),
-:func:`language_table` (VPC 2026 Track 2, a row per language) and :func:`interval_notes` (why an
-interval is missing). Cells are :func:`segreconcat_aug.evaluation.comparison.compare_runs` entries
+:func:`language_table` (VPC 2026 Track 2, a row per language), :func:`interval_notes` (why an
+interval is missing) and :func:`convergence_notes` (the convergence flags of a cell marked ``†``). Cells are :func:`segreconcat_aug.evaluation.comparison.compare_runs` entries
 or plain table rows; published numbers (:mod:`segreconcat_aug.evaluation.references`) go in
 separate, labelled columns.
 """
@@ -149,7 +149,7 @@ def comparison_table(
         for config in [baseline, *compared]:
             raw = cells.get((system, config)) or {}
             cell = _summary(raw)
-            label = labels.get(config, config)
+            label = labels.get(config, config) + flag_mark(raw)
             published = []
             if references is not None:
                 if paper_table:
@@ -195,6 +195,40 @@ def comparison_table(
                 ]
             )
     return markdown_table(headers, rows)
+
+
+FLAG_MARK = " †"
+
+
+def flag_mark(cell) -> str:
+    """:data:`FLAG_MARK` for a cell whose attacker carries a convergence flag (``cell["flags"]``), else ``""``."""
+    return FLAG_MARK if isinstance(cell, dict) and cell.get("flags") else ""
+
+
+def convergence_notes(cells: dict, labels: dict | None = None) -> list[str]:
+    """One line per cell marked :data:`FLAG_MARK`: its attacker's convergence flags (per seed).
+
+    >>> cells = {("B3", "base"): {"flags": [{"seed": None, "name": "best_epoch_last", "text": "best epoch is the last"}]}}
+    >>> convergence_notes(cells, {"base": "Baseline"})
+    ['† B3 Baseline: best epoch is the last. Its EER may overstate privacy: docs/evaluation.md#convergence-flags']
+    """
+    labels = labels or {}
+    notes = []
+    for (system, config), cell in cells.items():
+        flags = (cell or {}).get("flags") if isinstance(cell, dict) else None
+        if not flags:
+            continue
+        texts = "; ".join(
+            dict.fromkeys(
+                (f"seed {flag['seed']}: " if flag.get("seed") is not None else "") + flag["text"]
+                for flag in flags
+            )
+        )
+        notes.append(
+            f"{FLAG_MARK.strip()} {system} {labels.get(config, config)}: {texts}. Its EER may overstate privacy: "
+            "docs/evaluation.md#convergence-flags"
+        )
+    return notes
 
 
 def interval_notes(cells: dict) -> list[str]:
@@ -253,7 +287,7 @@ def ablation_table(
         cell = _summary(raw)
         seeds = f" ({len(cell['seeds'])} seeds, mean ± std)" if len(cell["seeds"]) > 1 else ""
         line = [
-            label + seeds,
+            label + seeds + flag_mark(raw),
             _cell_text(
                 cell["table"].get("avg"), cell["intervals"].get("avg"), (cell.get("std") or {}).get("avg")
             ),

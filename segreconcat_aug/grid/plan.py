@@ -5,7 +5,8 @@ named but not defined, seeds, languages, privacy columns, ``parallel``, ``bootst
 ``environment``).
 A cell is a (unit, configuration) pair (:func:`grid_cells`): a unit is a system, or under
 ``vpc2026-track2`` a ``<system>/<language>`` (:func:`grid_units`); a run is a cell and a seed
-(:func:`grid_runs`), in :func:`cell_folder`. Writes nothing.
+(:func:`grid_runs`), in :func:`cell_folder`. With ``learning_curve: True`` the curves' points are
+configurations too (:mod:`.learning_curve`), added to ``configurations`` and run as cells. Writes nothing.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from ..data.protocols import get_protocol
 from ..evaluation.intervals import BOOTSTRAP_DEFAULTS
 from ..evaluation.privacy import INTERVAL_METRICS
 from ..options import SEED, OptionError
+from .learning_curve import check_learning_curve, curve_cells, curve_configurations, curve_enabled
 
 logger = logging.getLogger(__name__)
 
@@ -77,6 +79,9 @@ def load_grid(path, overrides=None) -> dict:
             f"{path}: bootstrap_resamples must be an integer >= 0 (0: no intervals), got {resamples!r}"
         )
     check_environment(grid.get("environment"), path)
+    check_learning_curve(grid, path)
+    if curve_enabled(grid):  # each curve point is a configuration of its own (learning_curve.py)
+        grid["configurations"] = {**configs, **curve_configurations(grid)}
     return grid
 
 
@@ -170,6 +175,8 @@ def grid_cells(grid) -> list[tuple[str, str]]:
     ablation = grid_ablation(grid)
     if ablation:
         cells += [(ablation["system"], config) for config in ablation["configurations"]]
+    if curve_enabled(grid):  # each unit's curve rows at each fraction below 1
+        cells += curve_cells(grid, grid_units(grid))
     return list(dict.fromkeys(cells))
 
 

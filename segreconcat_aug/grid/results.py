@@ -11,7 +11,13 @@
 - ``det_<system>.png`` (a DET panel per subset, a line per configuration), ``forest_<system>.png``
   (EER and interval per configuration and subset), ``privacy_<system>.png`` (EER of every speaker
   and linkability per Table 2 configuration);
-- ``grid_results.csv`` and ``grid_results.json`` (:func:`write_grid_results`).
+- ``grid_results.csv`` and ``grid_results.json`` (:func:`write_grid_results`);
+- with ``learning_curve: True``: ``learning_curve.md``, ``learning_curve.json`` and
+  ``learning_curve_<system>.png`` (:mod:`.learning_curve`).
+
+A cell whose attacker carries a convergence flag (its results.json ``convergence``: best epoch the
+last, dev loss still falling, train/dev gap, augmentation fallback; :mod:`segreconcat_aug.data.convergence`)
+is marked ``†`` in the tables, with a note per flagged cell.
 
 Published numbers appear in separate, labelled columns. The method: docs/evaluation.md.
 """
@@ -32,7 +38,14 @@ from ..evaluation.references import load_reference_results
 from ..evaluation.score_files import read_score_file
 from ..evaluation.system import EVAL_SUBFOLDER
 from ..evaluation.system_report import blank, bootstrap_note, read_results
-from ..evaluation.tables import ablation_table, comparison_table, interval_notes, language_table
+from ..evaluation.tables import (
+    ablation_table,
+    comparison_table,
+    convergence_notes,
+    interval_notes,
+    language_table,
+)
+from .learning_curve import curve_configurations, curve_enabled, write_learning_curves
 from .plan import cell_folder, grid_ablation, grid_languages, grid_runs, grid_units
 
 
@@ -120,6 +133,20 @@ def _plain_cell(tables: list[dict], runs: list[dict], columns) -> dict:
     }
 
 
+def convergence_flags(results: dict) -> dict[tuple[str, str], list[dict]]:
+    """``(system, configuration) -> flags`` of its runs' attackers (``{"seed", "name", "text"}``), flagged cells only."""
+    flagged = {}
+    for key, runs in results.items():
+        flags = [
+            {"seed": run["seed"], **flag}
+            for run in runs
+            for flag in (run["results"].get("convergence") or {}).get("flags") or []
+        ]
+        if flags:
+            flagged[key] = flags
+    return flagged
+
+
 def privacy_settings(results: dict, system: str) -> PrivacyOptions:
     """The privacy metrics' settings its evaluations recorded (``privacy_options`` in results.json)."""
     for (cell_system, _), runs in results.items():
@@ -139,6 +166,9 @@ def assemble(grid) -> dict[str, Path]:
     out.mkdir(parents=True, exist_ok=True)
     results = collect(grid)
     cells = analyse(grid, results)
+    for key, flags in convergence_flags(results).items():
+        if key in cells:
+            cells[key]["flags"] = flags
     configs = grid["configurations"]
     protocol = get_protocol(grid.get("protocol"))
     columns = protocol.table.columns
@@ -162,7 +192,10 @@ def assemble(grid) -> dict[str, Path]:
         protocol=protocol.name,
         privacy_columns=privacy_columns,
     )
-    notes = interval_notes(cells)
+    # The curves' points have their own file (learning_curve.md): Table 2's notes are of its own cells.
+    curve_points = set(curve_configurations(grid)) if curve_enabled(grid) else set()
+    table_cells = {key: cell for key, cell in cells.items() if key[1] not in curve_points}
+    notes = interval_notes(table_cells)
     note = (
         (
             "\n\nOurs: EER (%) of this grid's runs with 95 % intervals [low, high]; diff avg = configuration - "
@@ -183,6 +216,10 @@ def assemble(grid) -> dict[str, Path]:
         + "\n"
         + ("\n".join(notes) + "\n" if notes else "")
     )
+    table2_rows = [comparison["baseline"], *comparison.get("compared", [])]
+    flag_notes = convergence_notes({k: c for k, c in table_cells.items() if k[1] in table2_rows}, labels)
+    if flag_notes:
+        note += "\n" + "\n".join(flag_notes) + "\n"
     if references is not None and protocol.name == "vpac2024":
         note += (
             "\nPublished columns: the paper's Table 2 (the row with the same attacker name; the paper reports one "
@@ -230,11 +267,23 @@ def assemble(grid) -> dict[str, Path]:
             privacy_columns=privacy_columns,
         )
         written["table1"] = out / "table1_ablation.md"
+        table1_flags = convergence_notes(
+            {
+                key: cell
+                for key, cell in table_cells.items()
+                if key[0] == ablation["system"] and key[1] in ablation["configurations"]
+            },
+            table1_labels,
+        )
         written["table1"].write_text(
-            f"# Ablation on {ablation['system']} (Table 1 layout)\n\n{table1}\n", encoding="utf-8"
+            f"# Ablation on {ablation['system']} (Table 1 layout)\n\n{table1}\n"
+            + ("\n" + "\n".join(table1_flags) + "\n" if table1_flags else ""),
+            encoding="utf-8",
         )
 
     written.update(write_grid_results(out, cells, columns, privacy_columns))
+    if curve_enabled(grid):
+        written.update(write_learning_curves(grid, results, grid_units(grid), bootstrap_note(settings)))
 
     for system in dict.fromkeys(system for system, _ in results):
         panels, forest = {}, []
@@ -316,6 +365,7 @@ def write_grid_results(out: Path, cells: dict, columns, privacy_columns=()) -> d
     for metric in privacy_columns:
         header += [f"{metric}_avg", f"{metric}_avg_ci_low", f"{metric}_avg_ci_high"]
         header += [f"diff_{metric}_avg", f"diff_{metric}_avg_p"]
+    header += ["convergence_flags"]
 
     def rows_of(cell):
         rows = [(run["seed"], run["table"], run["intervals"], None, {}) for run in cell["seeds"]]
@@ -345,11 +395,13 @@ def write_grid_results(out: Path, cells: dict, columns, privacy_columns=()) -> d
                     p_avg, p_diff = p_intervals.get("avg") or {}, p_difference.get("avg") or {}
                     extra += [blank(p_table.get("avg")), blank(p_avg.get("low")), blank(p_avg.get("high"))]
                     extra += [blank(p_diff.get("difference")), blank(p_diff.get("p_value"))]
+                flags = [f["name"] for f in cell.get("flags") or [] if seed == "mean" or f["seed"] == seed]
                 writer.writerow(
                     [system, config, "" if seed is None else seed, *(table.get(c, "") for c in columns)]
                     + [blank(avg.get("low")), blank(avg.get("high")), blank((std or {}).get("avg"))]
                     + [blank(diff.get(k)) for k in ("difference", "low", "high", "p_value", "significant")]
                     + extra
+                    + [";".join(dict.fromkeys(flags))]
                 )
     payload = {f"{system}/{config}": cell for (system, config), cell in cells.items()}
     (out / "grid_results.json").write_text(json.dumps(payload, indent=2, default=float), encoding="utf-8")

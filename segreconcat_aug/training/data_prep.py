@@ -30,6 +30,13 @@ output folder:
     training), so the dev loss compares across epochs and runs.
     Dev audio is never augmented. Dev rows of a speaker left with no training
     row are dropped (its class would never be trained).
+**A fraction of the training set** (``train_fraction`` < 1, for a learning curve): after the dev
+    split, ``train_subsample: utterances`` keeps every speaker and ``ceil(f * n)`` of each speaker's
+    ``n`` training utterances; ``train_subsample: speakers`` keeps ``ceil(f * S)`` of the ``S``
+    speakers of each stratum (gender x whether the speaker holds dev utterances, so every fraction
+    keeps a dev set and the gender balance) with all their utterances, and the dev rows of the
+    speakers left out go with them. Each draw is a fixed seeded order (:func:`subsample_training`),
+    so a smaller fraction's subset lies inside every larger one's.
 ``prep_summary.json``, ``prep_signature.json``
     Counts, and the signature of the inputs: a rerun with the same list files
     and parameters skips preparation.
@@ -60,6 +67,7 @@ import csv
 import hashlib
 import json
 import logging
+import math
 import os
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -98,6 +106,8 @@ DEV_FIELDS = ("ID", "utt_id", "wav", "start", "stop", "duration", "spk_id")
 DEV_RATIO = 0.10
 MIN_CHUNK_AMPLITUDE = 5e-4
 _SPLIT_STREAM = 7  # dev draws stay independent of any other use of seeded_rng
+_SUBSET_STREAM = 11  # so do the learning curve's subsets
+TRAIN_SUBSAMPLES = ("utterances", "speakers")
 _DURATION_TOLERANCE = 0.05  # seconds; utt2dur is rounded to ms, headers are exact
 
 
@@ -264,6 +274,65 @@ def split_dev(
     return dev
 
 
+def _kept(count: int, fraction: float) -> int:
+    """``ceil(fraction * count)`` (at least 1 of a non-empty set), robust to ``0.1 * 30 = 3.0000000000000004``."""
+    return min(count, max(1, math.ceil(round(fraction * count, 9)))) if count else 0
+
+
+def subsample_training(
+    utt2spk: dict[str, str],
+    fraction: float,
+    by: str = "utterances",
+    *,
+    seed: int,
+    spk2gender: dict[str, str] | None = None,
+    dev_speakers=(),
+) -> set[str]:
+    """The training utterances kept at ``fraction`` of the training set (``utt2spk``: the training ones).
+
+    ``by="utterances"``: every speaker stays, with ``ceil(fraction * n)`` of its ``n`` utterances;
+    ``by="speakers"``: ``ceil(fraction * S)`` of the ``S`` speakers of each stratum (gender from
+    ``spk2gender``, and whether the speaker is in ``dev_speakers``) stay, with all their utterances.
+    Each speaker's utterances, and each stratum's speakers, are taken in one order drawn from
+    ``(seed, speaker)`` (``(seed, stratum)``) alone: the subsets of every fraction are nested, and
+    the same on every run.
+
+    >>> utt2spk = {f"{s}-{k}": s for s in "abcd" for k in range(4)}
+    >>> half = subsample_training(utt2spk, 0.5, seed=1)
+    >>> quarter = subsample_training(utt2spk, 0.25, seed=1)
+    >>> len(half), len(quarter), quarter < half, {u[0] for u in quarter} == set("abcd")
+    (8, 4, True, True)
+    >>> sorted({u[0] for u in subsample_training(utt2spk, 0.5, "speakers", seed=1)})
+    ['c', 'd']
+    """
+    if by not in TRAIN_SUBSAMPLES:
+        raise ValueError(f"train_subsample: unknown {by!r}; choose from {TRAIN_SUBSAMPLES}")
+    if not 0 < fraction <= 1:
+        raise ValueError(f"train_fraction must be in (0, 1], got {fraction}")
+    by_speaker = group_by_speaker(sorted(utt2spk), utt2spk)
+    if fraction == 1:
+        return set(utt2spk)
+    if by == "utterances":
+        kept = set()
+        for spk, utts in sorted(by_speaker.items()):
+            order = seeded_rng(seed, 0, spk, stream=_SUBSET_STREAM).permutation(len(utts))
+            kept.update(utts[k] for k in order[: _kept(len(utts), fraction)])
+        return kept
+    genders = spk2gender or {}
+    dev_speakers = set(dev_speakers)
+    strata: dict[str, list[str]] = {}
+    for spk in sorted(by_speaker):
+        strata.setdefault(f"{genders.get(spk, '')}/{'dev' if spk in dev_speakers else 'train'}", []).append(
+            spk
+        )
+    kept = set()
+    for stratum, speakers in sorted(strata.items()):
+        order = seeded_rng(seed, 0, f"speakers/{stratum}", stream=_SUBSET_STREAM).permutation(len(speakers))
+        for k in order[: _kept(len(speakers), fraction)]:
+            kept.update(by_speaker[speakers[k]])
+    return kept
+
+
 def _write_csv(path: Path, fields, rows) -> None:
     tmp = path.with_name(path.name + ".tmp")
     with open(tmp, "w", newline="", encoding="utf-8") as handle:
@@ -293,6 +362,8 @@ def prepare_vpac_training(
     audio_check_cache=None,
     protocol: str | None = None,
     language: str | None = None,
+    train_fraction: float = 1.0,
+    train_subsample: str = "utterances",
 ) -> dict:
     """Prepare one system's training data (call it under ``run_on_main``).
 
@@ -334,6 +405,9 @@ def prepare_vpac_training(
         the check runs on every call, and a rerun only decodes files that changed.
     protocol, language : str, optional
         Whose training set (:mod:`segreconcat_aug.data.protocols`; default ``vpac2024``); a Track 2 language.
+    train_fraction : float, train_subsample : {"utterances", "speakers"}
+        Train on this share of the training utterances (after the dev split), subsampled per speaker or
+        by speakers (:func:`subsample_training`, seeded by ``seed``; 1: all, the default).
 
     Returns
     -------
@@ -346,6 +420,11 @@ def prepare_vpac_training(
     factor = augmented_factor(mode)
     if sentence_len <= 0:
         raise ValueError(f"sentence_len must be > 0 seconds, got {sentence_len}")
+    if train_subsample not in TRAIN_SUBSAMPLES or not 0 < float(train_fraction) <= 1:
+        raise ValueError(
+            f"train_fraction {train_fraction!r} / train_subsample {train_subsample!r}: expected a fraction in "
+            f"(0, 1] and one of {TRAIN_SUBSAMPLES}"
+        )
     # The audio check runs every time, even when the manifests are reused: its cache makes
     # a rerun a stat per file, and a file changed since the last run is checked again.
     if min_chunk_amplitude is not None and not 0 <= float(min_chunk_amplitude) < 1:
@@ -379,6 +458,8 @@ def prepare_vpac_training(
         "sample_rate": int(sample_rate),
         "bad_audio_left_out": hashlib.sha256("\n".join(bad).encode()).hexdigest() if bad else None,
     }
+    if float(train_fraction) != 1:  # a full run's signature stays what it was before fractions existed
+        params.update(train_fraction=float(train_fraction), train_subsample=train_subsample)
     signature = input_signature(folder, params)
     paths = {"train": output / TRAIN_CSV, "dev": output / DEV_CSV}
     signature_path = output / SIGNATURE_FILE
@@ -409,6 +490,14 @@ def prepare_vpac_training(
 
     utt2spk = {utt: kaldi.utt2spk[utt] for utt in kaldi.wav}
     dev = split_dev(utt2spk, durations, dev_ratio=dev_ratio, min_duration=sentence_len, seed=seed)
+    kept = subsample_training(
+        {utt: spk for utt, spk in utt2spk.items() if utt not in dev},
+        float(train_fraction),
+        train_subsample,
+        seed=seed,
+        spk2gender=kaldi.spk2gender,
+        dev_speakers={utt2spk[utt] for utt in dev},
+    )
     silent = {}
     if min_chunk_amplitude > 0 and check_audio == "full":
         silent = {utt: chunk_means[utt] < min_chunk_amplitude for utt in kaldi.wav}
@@ -416,7 +505,7 @@ def prepare_vpac_training(
         silent = silent_chunk_flags(kaldi.wav, chunk, min_chunk_amplitude, workers=check_workers)
     train_rows, short, all_silent, silent_train_chunks = [], [], [], 0
     for utt in kaldi.wav:
-        if utt in dev:
+        if utt in dev or utt not in kept:
             continue
         quiet = int(silent[utt].sum()) if utt in silent else 0
         silent_train_chunks += quiet
@@ -475,7 +564,10 @@ def prepare_vpac_training(
         "speakers": len(set(utt2spk.values())),
         "train_speakers": len(train_speakers),
         "train_rows": len(train_rows),
-        "train_hours": round(sum(durations[u] for u in kaldi.wav if u not in dev) / 3600, 3),
+        "train_hours": round(sum(durations[u] for u in kept) / 3600, 3),
+        "train_utterances": len(kept),
+        "train_fraction": float(train_fraction),
+        "train_subsample": train_subsample,
         "short_utterances_dropped": len(short),
         "silent_train_chunks_dropped": silent_train_chunks,
         "silent_dev_chunks_dropped": silent_dev_chunks,
@@ -516,4 +608,6 @@ def prepare_from_hparams(hparams) -> dict:
         audio_check_cache=hparams.get("audio_check_cache"),
         protocol=hparams.get("protocol"),
         language=hparams.get("language"),
+        train_fraction=hparams.get("train_fraction", 1.0),
+        train_subsample=hparams.get("train_subsample", "utterances"),
     )

@@ -4,6 +4,9 @@
 counted per batch, the batch a resumed epoch started after, how long each epoch took);
 :func:`epoch_record` is an epoch's exact JSON line (:data:`EPOCHS_LOG`) and :func:`epoch_line` its
 console line, with the time left under early stopping (:func:`epochs_left`).
+:func:`record_convergence` ends a run: its convergence flags
+(:mod:`segreconcat_aug.data.convergence`) from ``epochs.jsonl``, written beside its checkpoints
+and its exported model, where the evaluation's report finds them.
 """
 
 from __future__ import annotations
@@ -16,11 +19,10 @@ from pathlib import Path
 import torch
 from speechbrain.utils.distributed import ddp_all_reduce
 
+from segreconcat_aug.data.convergence import EPOCHS_LOG, run_convergence, write_convergence
 from segreconcat_aug.method.augment import COUNT_KEYS
 
 logger = logging.getLogger(__name__)
-
-EPOCHS_LOG = "epochs.jsonl"  # one JSON line per finished epoch, exact values (train_log.txt rounds)
 
 
 def format_duration(seconds: float) -> str:
@@ -213,3 +215,34 @@ class EpochProgress:
     def line(self, record: dict, counter) -> str:
         """:func:`epoch_line` of ``record``, with this run's mean epoch time."""
         return epoch_line(record, counter, self.epoch_seconds)
+
+
+def record_convergence(hparams) -> dict | None:
+    """The finished run's convergence (:func:`segreconcat_aug.data.convergence.run_convergence` of its
+    ``epochs.jsonl``), written as ``convergence.json`` to its output and export folders and logged.
+
+    Main process only (the recipe calls it after the export). None when the run has no epochs.
+    """
+    found = run_convergence(hparams["output_folder"], limit=hparams.get("number_of_epochs"))
+    if found is None:
+        return None
+    write_convergence(found, hparams["output_folder"], hparams.get("export_folder"))
+    for flag in found["flags"]:
+        logger.warning("Convergence flag: %s", flag["text"])
+    return found
+
+
+def convergence_line(found: dict | None) -> str:
+    """The console's line for a finished run's convergence flags.
+
+    >>> convergence_line({"flags": [{"name": "x", "text": "best epoch is the last: ..."}]})
+    'convergence flags: best epoch is the last: ... (the EER may overstate privacy; docs/evaluation.md)'
+    >>> convergence_line({"flags": [], "best_epoch": 3, "last_epoch": 5})
+    'convergence: no flag (best dev loss at epoch 3 of 5)'
+    """
+    if not found or "best_epoch" not in found and not found.get("flags"):
+        return "convergence: no epoch with a dev loss"
+    if found["flags"]:
+        texts = "; ".join(flag["text"] for flag in found["flags"])
+        return f"convergence flags: {texts} (the EER may overstate privacy; docs/evaluation.md)"
+    return f"convergence: no flag (best dev loss at epoch {found['best_epoch']} of {found['last_epoch']})"

@@ -42,6 +42,8 @@ RUN_SETTING_KEYS = (
     "seed",
     "sentence_len",
     "dev_ratio",
+    "train_fraction",
+    "train_subsample",
     "min_chunk_amplitude",
     "sample_rate",
     "channels",
@@ -55,7 +57,12 @@ RUN_SETTING_KEYS = (
 )
 # Keys left out of run_settings.json at these values, so the folders of runs made before the keys
 # existed (VPAC 2024, no language) resume as before.
-RUN_SETTING_DEFAULTS = {"protocol": "vpac2024", "language": None}
+RUN_SETTING_DEFAULTS = {
+    "protocol": "vpac2024",
+    "language": None,
+    "train_fraction": 1.0,
+    "train_subsample": "utterances",
+}
 
 
 class RunSettingsError(UserError, ValueError):

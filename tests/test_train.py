@@ -20,6 +20,7 @@ from hyperpyyaml import load_hyperpyyaml
 from speechbrain.utils.checkpoints import Checkpointer
 
 from segreconcat_aug.align.cache import AlignmentWriter, iter_cache, load_alignments
+from segreconcat_aug.data.convergence import CONVERGENCE_FILE, flag_names
 from segreconcat_aug.data.vpac import VPACLayoutError
 from segreconcat_aug.method.augment import MissingAlignmentError, SegReConcat
 from segreconcat_aug.training.data_prep import AudioCheckError, DataPrepError, prepare_vpac_training
@@ -133,6 +134,12 @@ def test_two_epochs_keep_and_export_the_best_dev_loss_model(vpac_root, tmp_path)
     # Training ended by evaluating the export on every dev/test subset (recipes/evaluate.py's work).
     results = json.loads((out / "eval" / "results.json").read_text())
     assert set(results["subsets"]) == {"dev_f", "dev_m", "test_f", "test_m"}
+    # Its report carries the run's convergence (written at the end of training, beside the export).
+    found = json.loads((out / "export" / CONVERGENCE_FILE).read_text())
+    assert results["convergence"] == found == json.loads((out / CONVERGENCE_FILE).read_text())
+    assert found["best_epoch"] == info["epoch"] and found["last_epoch"] == 2 and found["limit"] == 2
+    assert ("best_epoch_last" in flag_names(found)) == (info["epoch"] == 2)
+    assert "## Convergence of the attacker's training" in (out / "eval" / "results.md").read_text()
 
 
 def _check_export_loads_in_speechbrain(export, tmp_path, vpac_root, speakers):
@@ -186,6 +193,14 @@ def test_early_stopping_after_patience_keeps_the_lowest_loss(vpac_root, tmp_path
     assert epochs[-1]["best_epoch"] == 3
     info = json.loads((out / "export" / "export_info.json").read_text())
     assert (info["epoch"], info["dev_loss"]) == (1, 1.0)
+    # Stopped early on a rising dev loss, every crop augmented: no convergence flag (issue 31).
+    found = json.loads((out / CONVERGENCE_FILE).read_text())
+    assert flag_names(found) == [] and found["stopped_early"] and found["best_epoch"] == 1
+    assert found["dev_loss_slope"] > 0 and found["relative_gap"] < 0
+    assert (
+        found["coverage"]["fell_back"] == 0
+        and found["coverage"]["augmented"] == epochs[-1]["train"]["samples"]
+    )
 
 
 def test_killed_run_resumes_with_its_epoch_and_patience(vpac_root, tmp_path, scripted_dev_loss):
@@ -339,6 +354,10 @@ def test_table1_rows_are_reachable_by_override(tmp_path, monkeypatch):
 def test_a_rerun_with_other_method_settings_does_not_resume_the_folder(vpac_root, tmp_path):
     out = tmp_path / "out"
     train_recipe.main(_args(vpac_root, out, "--number_of_epochs=1"))
+    # One epoch: the best epoch is the last (issue 31); one dev loss gives no slope.
+    found = json.loads((out / CONVERGENCE_FILE).read_text())
+    assert "best_epoch_last" in flag_names(found) and "dev_loss_falling" not in flag_names(found)
+    assert found["dev_loss_slope"] is None
     saved = json.loads((out / RUN_SETTINGS_FILE).read_text())
     assert saved["crossfade"] == 0.0 and saved["rr_redraw"] == "once" and saved["segment_policy"] == "authors"
     # (log.txt aside: in this one process the first run's log handler is still attached.)
@@ -397,3 +416,41 @@ def test_a_label_encoder_without_checkpoints_is_made_afresh(vpac_root, tmp_path)
     Checkpointer(out, {"model": torch.nn.Linear(1, 1)}).save_checkpoint(meta={"loss": 1.0})
     with pytest.raises(DataPrepError, match="lists other speakers"):
         train_recipe.dataio_prep(hparams, TrainAudioPipeline())
+
+
+def test_a_run_still_improving_carries_every_convergence_flag(vpac_root, tmp_path, scripted_dev_loss):
+    """Issue 31: a dev loss falling to the last epoch, far above the training loss, and a training
+    utterance SegReConcat passed through (no alignment): all four flags, beside the checkpoints and the export."""
+    scripted_dev_loss.update({1: 60.0, 2: 50.0, 3: 40.0})
+    partial = tmp_path / "partial.jsonl"
+    records = [alignment for _, alignment in iter_cache(vpac_root / "alignments" / "T8-5.jsonl")]
+    with AlignmentWriter(partial) as writer:
+        for alignment in records[1:]:
+            writer.write(alignment)
+    out = tmp_path / "out"
+    train_recipe.main(
+        _args(
+            vpac_root,
+            out,
+            f"--alignment_cache={partial}",
+            "--missing_alignment=passthrough",
+            "--number_of_epochs=3",
+            "--warmup=0",
+            "--patience=3",
+        )
+    )
+    found = json.loads((out / CONVERGENCE_FILE).read_text())
+    assert found == json.loads((out / "export" / CONVERGENCE_FILE).read_text())
+    assert flag_names(found) == [
+        "best_epoch_last",
+        "dev_loss_falling",
+        "train_dev_gap",
+        "augmentation_fallback",
+    ]
+    assert (found["best_epoch"], found["last_epoch"], found["stopped_early"]) == (3, 3, False)
+    assert found["dev_loss_slope"] == pytest.approx(-10.0 / 50.0)  # -10 per epoch around a mean of 50
+    last = _epochs(out)[-1]["train"]
+    assert found["relative_gap"] == pytest.approx((40.0 - last["loss"]) / last["loss"])
+    coverage = found["coverage"]
+    assert coverage["reasons"]["missing_alignment"] >= 1 and coverage["augmented"] >= 1
+    assert coverage["augmented"] + coverage["fell_back"] == last["samples"]

@@ -49,3 +49,8 @@ def test_quick_demo_prints_the_comparison_and_writes_the_det_figure(tmp_path):
     assert "minCllr (bits) avg [95 % CI]" in (out / "table2_comparison.md").read_text()
     assert (out / "privacy_MCADAMS.png").stat().st_size > 10_000
     assert "privacy beyond the EER: " in run.stdout
+    # The verdict names the convergence flags that apply: one epoch, so the best epoch is the last (issue 31).
+    for label in ("Baseline", "SegReConcat"):
+        (line,) = [line for line in run.stdout.splitlines() if line.startswith(f"{label}'s attacker: ")]
+        assert "best epoch is the last" in line and line.endswith("(docs/evaluation.md#convergence-flags)")
+    assert "| MCADAMS | Baseline † |" in (out / "table2_comparison.md").read_text()

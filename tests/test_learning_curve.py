@@ -2,13 +2,13 @@
 
 import contextlib
 import csv
-import importlib.util
 import io
 import json
-import sys
 from pathlib import Path
 
 import pytest
+from test_demo_verdict import _load
+from test_grid import TINY_TRAINING
 
 from segreconcat_aug.grid import grid_cells, load_grid
 from segreconcat_aug.grid.learning_curve import curve_configurations, curve_verdict, half_fraction
@@ -16,32 +16,11 @@ from segreconcat_aug.options import OptionError
 from segreconcat_aug.training.data_prep import prepare_vpac_training
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "recipes"))  # run_demo imports run_grid from there, as when run as a script
-
-
-def _load(name):
-    spec = importlib.util.spec_from_file_location(name, REPO / "recipes" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 run_grid = _load("run_grid")
 run_demo = _load("run_demo")
-# One epoch of a tiny ECAPA-TDNN (tests/test_grid.py's), as extra_overrides.
-TINY_TRAINING = {
-    "channels": [16, 16, 16, 16, 48],
-    "lin_neurons": 16,
-    "attention_channels": 8,
-    "batch_size": 8,
-    "num_workers": 0,
-    "sentence_len": 2.0,
-    "dev_ratio": 0.1,
-    "check_workers": 2,
-    "number_of_epochs": 1,
-    "device": "cpu",
-    "eval_privacy": False,
-}
+TINY = {**TINY_TRAINING, "eval_privacy": False}  # one epoch of a tiny ECAPA-TDNN; no privacy metrics
 
 
 def _column(path: Path, name: str) -> list[str]:
@@ -161,7 +140,7 @@ def curve_grid(vpac_root, tmp_path_factory):
         "systems": ["T8-5"],
         "comparison": {"baseline": "baseline", "compared": []},
         "ablation": None,
-        "extra_overrides": TINY_TRAINING,
+        "extra_overrides": TINY,
         "learning_curve_fractions": [0.5, 1.0],
         "parallel": 2,
         "bootstrap_resamples": 200,

@@ -9,6 +9,9 @@
 - :mod:`.results`: every run's evaluation read back and compared, the tables, figures and
   ``grid_results.csv/.json`` written (:func:`assemble`).
 
+With ``learning_curve: True`` (``--learning_curve``), :mod:`.learning_curve` adds each row's
+nested training fractions as configurations of their own and writes the curves.
+
 ``protocol`` (default ``vpac2024``) is passed to both commands and decides the tables' columns;
 under ``vpc2026-track2`` every system is run once per language of ``languages`` (default: the four
 the challenge scores), one attacker each, in ``<system>/<language>/<configuration>``.

@@ -149,7 +149,7 @@ def comparison_table(
         for config in [baseline, *compared]:
             raw = cells.get((system, config)) or {}
             cell = _summary(raw)
-            label = labels.get(config, config) + flag_mark(raw)
+            label = labels.get(config, config)
             published = []
             if references is not None:
                 if paper_table:
@@ -158,6 +158,7 @@ def comparison_table(
                 if challenge_row:
                     challenge = reference_value(references, *challenge_row[:1], system, challenge_row[1])
                     published.append(challenge if config == baseline else None)
+            label += flag_mark(raw)  # after the look-ups by attacker name
             if len(cell["seeds"]) > 1:
                 for index, run in enumerate(cell["seeds"]):
                     values = [_cell_text(run["table"].get(c), run["intervals"].get(c)) for c in columns]

@@ -11,9 +11,10 @@ says what was and was not found of theirs):
     never triggered: training ended at its epoch limit while the model was still improving. A
     one-epoch run always raises it; a run that early stopping ended never does.
 ``dev_loss_falling``
-    The dev loss was still falling at the end: the least-squares slope of the dev loss over the last
-    ``window`` epochs (default 3; all of them when fewer, undefined with one), divided by their mean
-    dev loss, is below ``-min_drop`` (default 0.01: falling by more than 1 % per epoch).
+    The dev loss was still falling at the end: its rate of change per epoch over the last ``window``
+    epochs (default 3; all of them when fewer, undefined with one), ``exp(b) - 1`` with ``b`` the
+    least-squares slope of the log dev loss against the epoch (:func:`loss_trend`), is below
+    ``-min_drop`` (default 0.01: falling by more than 1 % per epoch).
 ``train_dev_gap``
     At the best epoch the dev loss is more than ``max_gap`` (default 0.5: 50 %) above the training
     loss: the attacker fits its training crops much better than held-out utterances of the same
@@ -23,7 +24,7 @@ says what was and was not found of theirs):
     augmented as asked (SegReConcat's counts: no alignment, too few segments, no order) but passed
     through unchanged.
 
-The slope, the gap and the coverage are reported whether or not they raise a flag. Only the core
+The trend, the gap and the coverage are reported whether or not they raise a flag. Only the core
 is imported (the ``data`` wing): the training writes the result at its end (:data:`CONVERGENCE_FILE`,
 in the output folder and beside the exported model) and the evaluation reads it back for its report.
 
@@ -77,23 +78,32 @@ def read_epochs(folder) -> list[dict]:
     return [records[epoch] for epoch in sorted(records)]
 
 
-def relative_slope(values) -> float | None:
-    """Least-squares slope of ``values`` against their index, divided by their mean (None: fewer than 2).
+def _slope(values) -> float:
+    n = len(values)
+    mean_x, mean_y = (n - 1) / 2, sum(values) / n
+    return sum((x - mean_x) * (y - mean_y) for x, y in enumerate(values)) / sum(
+        (x - mean_x) ** 2 for x in range(n)
+    )
 
-    >>> relative_slope([3.0, 2.0, 1.0])
-    -0.5
-    >>> relative_slope([2.0]) is None
+
+def loss_trend(values) -> float | None:
+    """The relative change per epoch of a loss: ``exp(b) - 1``, ``b`` the least-squares slope of its log
+    against the epoch (None: fewer than 2 values). A geometric rate: -0.5 halves the loss each epoch,
+    and it never goes below -1 however fast the loss falls. Losses of 0 or less (never a cross-entropy)
+    fall back to the plain slope divided by the mean.
+
+    >>> loss_trend([4.0, 2.0, 1.0]), loss_trend([2.0, 2.0])
+    (-0.5, 0.0)
+    >>> loss_trend([2.0]) is None
     True
     """
     values = [float(v) for v in values]
     if len(values) < 2:
         return None
-    n = len(values)
-    mean_x, mean_y = (n - 1) / 2, sum(values) / n
-    slope = sum((x - mean_x) * (y - mean_y) for x, y in enumerate(values)) / sum(
-        (x - mean_x) ** 2 for x in range(n)
-    )
-    return slope / abs(mean_y) if mean_y else slope
+    if min(values) > 0:
+        return math.expm1(_slope([math.log(v) for v in values]))
+    mean = sum(values) / len(values)
+    return _slope(values) / abs(mean) if mean else _slope(values)
 
 
 def coverage(epochs: list[dict]) -> dict | None:
@@ -141,7 +151,7 @@ def convergence(epochs: list[dict], *, limit: int | None = None, **settings) -> 
     -------
     dict
         ``epochs``, ``limit``, ``best_epoch`` (lowest dev loss, the exported model's), ``best_dev_loss``,
-        ``stopped_early``, ``dev_loss_slope`` (relative, per epoch) and ``slope_window``,
+        ``stopped_early``, ``dev_loss_slope`` (:func:`loss_trend`: relative change per epoch) and ``slope_window``,
         ``train_loss_at_best``, ``dev_loss_at_best``, ``train_dev_gap`` and ``relative_gap``,
         ``coverage`` (:func:`coverage`), ``settings`` and ``flags`` (a list of ``{"name", "text"}``).
 
@@ -156,7 +166,7 @@ def convergence(epochs: list[dict], *, limit: int | None = None, **settings) -> 
     >>> [f["name"] for f in falling["flags"]]
     ['best_epoch_last', 'dev_loss_falling']
     >>> falling["flags"][1]["text"]
-    'dev loss still falling: -20.0 % per epoch over the last 3 epochs (a flag below -1 %)'
+    'dev loss still falling: -18.4 % per epoch over the last 3 epochs (a flag below -1 %)'
     """
     unknown = sorted(set(settings) - set(CONVERGENCE_DEFAULTS))
     if unknown:
@@ -172,7 +182,7 @@ def convergence(epochs: list[dict], *, limit: int | None = None, **settings) -> 
     )  # the first of equal losses, as the checkpointer keeps
     last = epochs[-1]
     window = scored[-int(settings["window"]) :]
-    slope = relative_slope([e["valid"]["loss"] for e in window])
+    slope = loss_trend([e["valid"]["loss"] for e in window])
     train_loss = (best.get("train") or {}).get("loss")
     dev_loss = best["valid"]["loss"]
     gap = dev_loss - train_loss if _finite(train_loss) else None

@@ -302,9 +302,9 @@ def convergence_markdown(found: dict | None) -> list[str]:
         f"epochs run: {found['last_epoch']}{limit}, {'stopped early' if found['stopped_early'] else 'not stopped early'}",
         f"best dev loss {found['best_dev_loss']:.4f} at epoch {found['best_epoch']} (the exported model)",
         (
-            f"dev-loss slope over the last {found['slope_window']} epochs: {100 * slope:+.1f} % per epoch"
+            f"dev-loss trend over the last {found['slope_window']} epochs: {100 * slope:+.1f} % per epoch"
             if slope is not None
-            else "dev-loss slope: undefined (one epoch)"
+            else "dev-loss trend: undefined (one epoch)"
         ),
     ]
     if found.get("relative_gap") is not None:

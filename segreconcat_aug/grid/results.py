@@ -290,7 +290,7 @@ def assemble(grid) -> dict[str, Path]:
         for subset in protocol.subsets:
             curves = {}
             for (cell_system, config), runs in results.items():
-                if cell_system != system:
+                if cell_system != system or config in curve_points:  # the curves have their own figure
                     continue
                 for run in runs:
                     scores = run["scores"].get(subset)
@@ -301,7 +301,7 @@ def assemble(grid) -> dict[str, Path]:
                         )
             if curves:
                 panels[subset.replace("_", " ")] = curves
-        for (cell_system, config), cell in cells.items():
+        for (cell_system, config), cell in table_cells.items():
             if cell_system == system and cell["intervals"]:
                 for column in [c for c in columns if c in cell["table"]]:
                     interval = cell["intervals"][column]

@@ -39,9 +39,9 @@ from segreconcat_aug.cli import (
     report_progress,
     run_main,
 )
+from segreconcat_aug.models.export import export_best_model
 from segreconcat_aug.training.augmenter import build_train_audio, warm_up_before_workers
 from segreconcat_aug.training.data_prep import DataPrepError, prepare_from_hparams
-from segreconcat_aug.training.export import export_best_model
 from segreconcat_aug.training.manifest import ManifestDataset, read_manifest
 from segreconcat_aug.training.pipeline import SkipFailedReads, TrainAudioPipeline, chunk_audio_pipeline
 from segreconcat_aug.training.progress import EpochProgress, append_epoch_record, epoch_record

@@ -34,6 +34,10 @@ def test_old_submodule_paths_and_the_old_evaluation_module_import_in_a_fresh_int
         "import segreconcat_aug\n"
         "assert SegReConcat is segreconcat_aug.SegReConcat\n"
         "import sys; assert sys.modules['segreconcat_aug.augment'] is sys.modules['segreconcat_aug.method.augment']\n"
+        "from segreconcat_aug.evaluation.model_folder import load_speaker_model\n"
+        "from segreconcat_aug.training.export import export_best_model\n"
+        "from segreconcat_aug.models import export, folder\n"
+        "assert (load_speaker_model, export_best_model) == (folder.load_speaker_model, export.export_best_model)\n"
     )
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert run.returncode == 0, run.stderr

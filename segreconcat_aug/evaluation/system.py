@@ -52,10 +52,7 @@ from ..data.kaldi import KaldiFolder, group_by_speaker, load_kaldi_folder, read_
 from ..data.protocols import GENDER_ROWS, get_protocol
 from ..data.vpac import detect_layout, original_folder, system_folders, training_folder
 from ..errors import UserError, cite
-from .embeddings import WAVE_CACHE_NAMES, EmbeddingExtractor, model_fingerprint, wave_normalization
-from .intervals import BOOTSTRAP_DEFAULTS, SUBSET_COLUMNS, subset_design, table_averages
-from .metrics import verification_metrics
-from .model_folder import (  # noqa: F401 (ecapa_sizes, load_exported_model and the errors: their 0.1.0 home)
+from ..models.folder import (  # noqa: F401 (ecapa_sizes, load_exported_model and the errors: their 0.1.0 home)
     MODEL_SAVEDIR,
     ExportError,
     MissingExportError,
@@ -67,6 +64,9 @@ from .model_folder import (  # noqa: F401 (ecapa_sizes, load_exported_model and 
     load_speaker_model,
     model_folder,
 )
+from .embeddings import WAVE_CACHE_NAMES, EmbeddingExtractor, model_fingerprint, wave_normalization
+from .intervals import BOOTSTRAP_DEFAULTS, SUBSET_COLUMNS, subset_design, table_averages
+from .metrics import verification_metrics
 from .privacy import ListPrivacy, PrivacyOptions
 from .scoring import (
     ENROLL_MEANS,
@@ -521,8 +521,8 @@ def _option(hparams: dict, key: str):
 
 
 def load_evaluation_model(hparams: dict, run_opts: dict | None = None, stated=()) -> SpeakerModel:
-    """The model evaluation embeds with: the model folder (:func:`.model_folder.model_folder`) loaded by
-    :func:`.model_folder.load_speaker_model`, SpeechBrain's files linked in ``<eval_folder>/model``.
+    """The model evaluation embeds with: the model folder (:func:`~..models.folder.model_folder`) loaded by
+    :func:`~..models.folder.load_speaker_model`, SpeechBrain's files linked in ``<eval_folder>/model``.
 
     ``stated``: the YAML keys the user gave (overrides); a model key among them must be the folder's.
     """

@@ -35,19 +35,19 @@ EXPORT_MODULES = {
 }
 
 
-def _detached(node):
+def detached(node):
     """A copy of a round-trip YAML node without its comments and anchors (its tags kept).
 
     >>> yaml = ruamel.yaml.YAML()
     >>> node = yaml.load("model: &m !new:Model  # a comment\\n    sizes: [1, 2]\\n")["model"]
-    >>> copy = _detached(node)
+    >>> copy = detached(node)
     >>> copy.tag.value, dict(copy), copy.anchor.value
     ('!new:Model', {'sizes': [1, 2]}, None)
     """
     if isinstance(node, CommentedMap):
-        copy = CommentedMap((key, _detached(value)) for key, value in node.items())
+        copy = CommentedMap((key, detached(value)) for key, value in node.items())
     elif isinstance(node, CommentedSeq):
-        copy = CommentedSeq(_detached(value) for value in node)
+        copy = CommentedSeq(detached(value) for value in node)
         copy.fa.set_flow_style()
     else:
         return node
@@ -86,7 +86,7 @@ def inference_hparams(resolved_training_yaml: str) -> str:
     yaml = ruamel.yaml.YAML()
     yaml.indent(mapping=4, sequence=4, offset=2)
     training = yaml.load(resolved_training_yaml)
-    definitions = CommentedMap((key, _detached(training[key])) for key in EXPORT_MODULES)
+    definitions = CommentedMap((key, detached(training[key])) for key in EXPORT_MODULES)
     text = io.StringIO()
     yaml.dump(definitions, text)
     modules = "\n".join(f"    {key}: !ref <{key}>" for key in EXPORT_MODULES)

@@ -102,6 +102,7 @@ WING_RULES = {
     "anonymizers": {"core", "data"},
     "training": {"core", "data", "align", "method"},
     "evaluation": {"core", "data"},
+    "models": {"core"},
 }
 CORE = {"errors", "seeding"}
 TOP = {"options", "cli", "testing", "grid", "_moved", ""}  # "": segreconcat_aug/__init__.py

@@ -314,10 +314,9 @@ def _attention(attention, x: torch.Tensor, position_bias: torch.Tensor) -> torch
     def split(projection):
         return projection(x).view(batch, frames, heads, -1).transpose(1, 2)
 
-    mask = _gated_bias(attention, x, position_bias).to(x.dtype)
-    out = F.scaled_dot_product_attention(
-        split(attention.q_proj), split(attention.k_proj), split(attention.v_proj), attn_mask=mask
-    )
+    query, key, value = split(attention.q_proj), split(attention.k_proj), split(attention.v_proj)
+    mask = _gated_bias(attention, x, position_bias).to(query.dtype)  # under autocast: the projections' dtype
+    out = F.scaled_dot_product_attention(query, key, value, attn_mask=mask)
     return attention.out_proj(out.transpose(1, 2).reshape(batch, frames, width))
 
 

@@ -51,6 +51,23 @@ def _sync(device: str) -> None:
         torch.cuda.synchronize()
 
 
+def _timed_steps(device: str, dtype, loss, optimizer, batch: int, steps: int, warmup: int) -> dict:
+    """Samples/s of ``warmup`` + ``steps`` optimizer steps on ``loss()`` (autocast to ``dtype`` unless None)."""
+    for step in range(steps + warmup):
+        if step == warmup:
+            _sync(device)
+            start = time.perf_counter()
+        with torch.autocast(device_type=device.split(":")[0], dtype=dtype, enabled=dtype is not None):
+            value = loss()
+        optimizer.zero_grad(set_to_none=True)
+        value.backward()
+        optimizer.step()
+    _sync(device)
+    rate = batch * steps / (time.perf_counter() - start)
+    crops = UTTERANCES * int(MEAN_SECONDS / 3.0) * 2  # concat doubles the rows
+    return {"samples_per_s": rate, "gpu_hours_per_concat_epoch": crops / rate / 3600}
+
+
 def ecapa_step(device: str, batch: int, steps: int, tiny: bool) -> dict:
     """Samples/s of full training steps (features -> ECAPA -> AAM loss -> Adam), fp32 and bf16."""
     overrides = {"data_folder": "unused", "n_speakers": 921}
@@ -67,23 +84,14 @@ def ecapa_step(device: str, batch: int, steps: int, tiny: bool) -> dict:
     wavs = torch.randn(batch, 48000, device=device) * 0.1
     lens = torch.ones(batch, device=device)
     labels = torch.randint(0, 921, (batch, 1), device=device)
+
+    def loss():
+        feats = modules[1](modules[0](wavs), lens)
+        return hp["compute_cost"](modules[3](modules[2](feats, lens)), labels, lens)
+
     result = {}
     for precision, dtype in (("fp32", None), ("bf16", torch.bfloat16)):
-        for step in range(steps + 2):  # two warm-up steps
-            if step == 2:
-                _sync(device)
-                start = time.perf_counter()
-            with torch.autocast(device_type=device.split(":")[0], dtype=dtype, enabled=dtype is not None):
-                feats = modules[1](modules[0](wavs), lens)
-                logits = modules[3](modules[2](feats, lens))
-                loss = hp["compute_cost"](logits, labels, lens)
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            optimizer.step()
-        _sync(device)
-        rate = batch * steps / (time.perf_counter() - start)
-        crops = UTTERANCES * int(MEAN_SECONDS / 3.0) * 2  # concat doubles the rows
-        result[precision] = {"samples_per_s": rate, "gpu_hours_per_concat_epoch": crops / rate / 3600}
+        result[precision] = _timed_steps(device, dtype, loss, optimizer, batch, steps, warmup=2)
     if device.startswith("cuda"):
         result["peak_memory_gib"] = torch.cuda.max_memory_allocated() / 2**30
     return result
@@ -124,20 +132,11 @@ def ecapa_ssl_step(device: str, batch: int, steps: int, tiny: bool) -> dict:
     for name, dtype, ssl_wavs in variants:
         if device.startswith("cuda"):
             torch.cuda.reset_peak_memory_stats()
-        warmup = 1 if tiny else 2
-        for step in range(steps + warmup):
-            if step == warmup:
-                _sync(device)
-                start = time.perf_counter()
-            with torch.autocast(device_type=device.split(":")[0], dtype=dtype, enabled=dtype is not None):
-                loss = cost(classifier(encoder(wavs, lens, ssl_wavs)), labels, lens)
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            optimizer.step()
-        _sync(device)
-        rate = batch * steps / (time.perf_counter() - start)
-        crops = UTTERANCES * int(MEAN_SECONDS / 3.0) * 2  # concat doubles the rows
-        result[name] = {"samples_per_s": rate, "gpu_hours_per_concat_epoch": crops / rate / 3600}
+
+        def loss(ssl_wavs=ssl_wavs):
+            return cost(classifier(encoder(wavs, lens, ssl_wavs)), labels, lens)
+
+        result[name] = _timed_steps(device, dtype, loss, optimizer, batch, steps, warmup=1 if tiny else 2)
         if device.startswith("cuda"):
             result[name]["peak_memory_gib"] = torch.cuda.max_memory_allocated() / 2**30
     measured = device.startswith("cuda") and not tiny

@@ -277,6 +277,17 @@ def load_challenge_checkpoint(model: EcapaSSL, path, *, trusted: bool = False) -
     return model
 
 
+def wavlm_mismatch(wavlm: WavLMLayers, model: EcapaSSL) -> str | None:
+    """Why ``wavlm`` cannot feed ``model`` (its width must be ``channels[0]``, its layers as many), or None."""
+    weighted = model.ssl_layer_sum.weights.numel()
+    if wavlm.dim == model.channels[0] and wavlm.num_layers == weighted:
+        return None
+    return (
+        f"a WavLM of {wavlm.num_layers} layers of width {wavlm.dim} does not feed an ecapa_ssl model "
+        f"weighting {weighted} layers of width channels[0] = {model.channels[0]}"
+    )
+
+
 class EcapaSSLEncoder(torch.nn.Module):
     """The ``ecapa_ssl`` attacker on waveforms: fbank features and WavLM layers of the same samples.
 
@@ -298,15 +309,9 @@ class EcapaSSLEncoder(torch.nn.Module):
         mean_var_norm: torch.nn.Module | None = None,
     ):
         super().__init__()
-        if (
-            wavlm.dim != embedding_model.channels[0]
-            or wavlm.num_layers != embedding_model.ssl_layer_sum.weights.numel()
-        ):
-            raise ValueError(
-                f"a WavLM of {wavlm.num_layers} layers of width {wavlm.dim} does not feed an ecapa_ssl model "
-                f"weighting {embedding_model.ssl_layer_sum.weights.numel()} layers of width channels[0] = "
-                f"{embedding_model.channels[0]}"
-            )
+        mismatch = wavlm_mismatch(wavlm, embedding_model)
+        if mismatch:
+            raise ValueError(mismatch)
         self.embedding_model = embedding_model
         self.wavlm = wavlm
         self.compute_features = compute_features if compute_features is not None else Fbank(n_mels=80)
@@ -421,10 +426,7 @@ def load_challenge_folder(folder, *, wavlm=None, trusted: bool = False, **sizes)
         wavlm = load_unilm_wavlm(
             Path(wavlm) if wavlm is not None else folder / CHALLENGE_WAVLM, trusted=trusted
         )
-    if wavlm.dim != model.channels[0] or wavlm.num_layers != model.ssl_layer_sum.weights.numel():
-        raise CheckpointError(
-            f"{folder}: its WavLM has {wavlm.num_layers} layers of width {wavlm.dim}, its embedding model "
-            f"weights {model.ssl_layer_sum.weights.numel()} layers of width channels[0] = {model.channels[0]}; "
-            "the two files do not belong together"
-        )
+    mismatch = wavlm_mismatch(wavlm, model)
+    if mismatch:
+        raise CheckpointError(f"{folder}: {mismatch}; its two files do not belong together")
     return EcapaSSLEncoder(model, wavlm).eval()

@@ -207,7 +207,8 @@ class Protocol:
 
 
 _VPC2026_CONVENTIONS = {
-    # evaluation/privacy/asv/utils.py: normalize_wave after 2026-09-01 (block size, NaN and silence fallbacks)
+    # evaluation/privacy/asv/utils.py: normalize_wave as of commit 5f4ae1d (2026-02-20; unchanged to e6810a4):
+    # its block size and its NaN and silence fallbacks
     "eval_normalize_wave": "vpc2026",
     # asv.py: eer_compute skips (and counts) a trial whose enrollment or test embedding is missing
     "eval_skip_missing_trials": True,

@@ -282,3 +282,19 @@ def test_make_mixed_trials_then_vpc2026_track1_on_a_copy_of_the_demo(tmp_path):
     for part in ("dev", "test"):
         pooled = results.metrics[f"{part}_mixed"]
         assert pooled["skipped_trials"] == 0 and pooled["target_trials"] > 0
+
+
+def test_align_and_orders_read_a_wav_only_training_folder_from_its_original(layouts):
+    """recipes/align.py and compute_orders.py read their folder through read_inputs."""
+    from segreconcat_aug.data.jobs import read_inputs
+
+    _, wav_only, _ = layouts
+    before = _snapshot(wav_only)
+    folder = wav_only / "data" / "train-clean-360_B4"
+    items = read_inputs(folder, root=wav_only)
+    original = wav_only / "data" / "train-clean-360"
+    assert [item.id for item in items] == list(read_kaldi_map(original / "wav.scp"))
+    assert all(Path(item.source) == folder / "wav" / f"{item.id}.wav" for item in items)
+    texts = read_kaldi_map(original / "text")
+    assert [item.text for item in items] == [texts.get(item.id) for item in items] and texts
+    assert _snapshot(wav_only) == before

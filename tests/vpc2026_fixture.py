@@ -3,7 +3,7 @@
 ``build_track1_layout(root)``: LibriSpeech fixture audio in the Track 1 layout (two enrollment
 utterances per evaluation speaker, the third one tested), every set under
 ``<root>/data/``: the originals (``libri_<part>_enrolls``, ``libri_<part>_trials_{f,m}`` and
-``libri_<part>_trials_mixed`` built from them by the 2026 rule, audio under ``corpora/``, paths
+``libri_<part>_trials_mixed`` built from them by the 2026 rule, ``train-clean-360``, audio under ``corpora/``, paths
 relative to ``root``) and, per system, the anonymized copies ``<set>_<SYS>`` (a gain as the
 "anonymization"; ``wav/*.wav`` in the folder, ``wav.scp`` relative to ``root``): ``train-clean-360``,
 ``libri_<part>_enrolls``, ``libri_<part>_trials_mixed`` WITHOUT ``trials`` (the toolkit reads the
@@ -146,6 +146,7 @@ def build_track1_layout(root, systems=("B3",), rate: int | None = None) -> Path:
             mixed.trials.append(f"{EVAL_SPEAKERS['f'][0]} {UNKNOWN_UTTERANCE} nontarget")
         write_mixed_trials(mixed, data / f"libri_{part}_trials_mixed")
     train = [utt for spk in TRAIN_SPEAKERS for utt in by_speaker[spk]]
+    write_folder(data / "train-clean-360", root, {u: originals[u] for u in train}, speaker_of, genders, texts)
     for k, system in enumerate(systems):
         gain = 0.9 - 0.1 * k
         sets = {

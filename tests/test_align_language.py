@@ -6,7 +6,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from vpac_fixture import FIXTURES
+from vpac_fixture import FIXTURES, fixture_audio
 
 from segreconcat_aug.align.aligners import AlignmentFailed
 from segreconcat_aug.align.aligners.common import BatchedAligner
@@ -174,7 +174,10 @@ def test_the_transformers_backend_detects_each_utterance_language_without_langua
     expected = {utt: "de" if seconds > 3.5 else "en" for utt, seconds in durations.items()}
     assert set(expected.values()) == {"de", "en"}  # the fixture has one of each
     assert {record.id: record.language for _, record in iter_cache(out)} == expected
-    # --language forces it: no detection.
-    forced = tmp_path / "forced.jsonl"
-    assert _recipe().main([*argv[:2], f"--output={forced}", *argv[3:], "--language=en"]) == 0
-    assert {record.language for _, record in iter_cache(forced)} == {"en"}
+    # A language given (--language=de) is used as it is: nothing detected.
+    from segreconcat_aug.align.aligners.whisper import WhisperAligner
+
+    forced = WhisperAligner(bundle=built[0], language="de", max_new_tokens=4)
+    forced.detect_languages = None  # would fail if called
+    forced.align_batch([fixture_audio("26-495-0007")[:8000]])
+    assert forced.languages == ["de"]

@@ -349,8 +349,7 @@ class EmbeddingExtractor:
     sample_rate : int
     resample : bool
         Resample audio at another rate to ``sample_rate`` after the normalization (:func:`resample_wave`;
-        the VPC 2026 toolkit); False: such audio is an error naming the file. ``resampled`` counts the
-        files by their rate.
+        the VPC 2026 toolkit); False: such audio is an error naming the file.
     padded : bool
         Zero-padded batches of similar duration (``eval_batching: padded``, a speed option); False (the
         default): one utterance at a time, as both challenges' code embeds (``eval_batching: exact``).
@@ -384,7 +383,6 @@ class EmbeddingExtractor:
         self.save_every = int(save_every)
         self.resample = bool(resample)
         self.padded = bool(padded)
-        self.resampled: dict[int, int] = {}  # rate -> files resampled from it
 
     def load_wave(self, source) -> np.ndarray:
         """The wave the model embeds: read, normalized (at its own rate), resampled and trimmed as the options say."""
@@ -404,7 +402,6 @@ class EmbeddingExtractor:
                 self.not_normalized.append(f"{source} ({how})")
         if rate != self.sample_rate:
             signal = resample_wave(signal, rate, self.sample_rate)
-            self.resampled[rate] = self.resampled.get(rate, 0) + 1
         if self.trim_zeros:
             signal = trim_zeros(signal)
         return signal

@@ -58,7 +58,9 @@ def evaluated(vpac_root, tmp_path_factory):
     torch.set_num_threads(1)
     output = tmp_path_factory.mktemp("run")
     hparams = load_tiny_hparams(tiny_overrides(vpac_root, output))
-    hparams["eval_batch_size"] = 1  # no padding: scores comparable with single-utterance embeddings
+    hparams["eval_batching"] = (
+        "exact"  # one at a time (the default): scores comparable with single embeddings
+    )
     export_random_model(hparams)
     return hparams, evaluate_system(hparams, {"device": "cpu"})
 

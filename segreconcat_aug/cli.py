@@ -31,6 +31,7 @@ import shutil
 import sys
 from pathlib import Path
 
+from segreconcat_aug.data.folder_lock import release_held
 from segreconcat_aug.errors import USAGE_EXIT_STATUS, UserError, user_message
 
 REPO = Path(__file__).resolve().parents[1]
@@ -323,6 +324,18 @@ def remember_new_folders(resolved, *keys: str) -> None:
             remove_if_user_error(resolved[key])
 
 
+def hold_output_folder(folder, what: str, name: str | None = None) -> None:
+    """This run is the one writer of ``folder`` until it exits (:mod:`segreconcat_aug.data.folder_lock`):
+    a second run into it stops with one line (exit 2). Under torchrun only rank 0 takes it (the ranks of
+    one run share the folder)."""
+    from speechbrain.utils.distributed import get_rank
+
+    from .data.folder_lock import LOCK_FILE, hold_folder
+
+    if (get_rank() or 0) == 0:
+        hold_folder(folder, what, name or LOCK_FILE)
+
+
 def keep_new_folders() -> None:
     """From here on the run's folders hold work worth keeping: a later user error leaves them."""
     _NEW_FOLDERS.clear()
@@ -512,6 +525,7 @@ def run_main(main, argv: list[str] | None = None, *, extra_help: str = "") -> No
     try:
         outcome = main(argv)
     except UserError as error:
+        release_held()
         if not show_traceback:
             logger.debug(
                 "user error", exc_info=True
@@ -524,6 +538,8 @@ def run_main(main, argv: list[str] | None = None, *, extra_help: str = "") -> No
             message = message.replace(str(cited), str(now))
         print(f"{script}: error: {message}", file=sys.stderr)
         sys.exit(USAGE_EXIT_STATUS)
+    finally:
+        release_held()
     sys.exit(outcome if isinstance(outcome, int) else 0)
 
 

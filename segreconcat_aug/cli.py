@@ -32,6 +32,7 @@ import sys
 from pathlib import Path
 
 from segreconcat_aug.data.folder_lock import release_held
+from segreconcat_aug.data.result_files import DISK_FULL, disk_full
 from segreconcat_aug.errors import USAGE_EXIT_STATUS, UserError, user_message
 
 REPO = Path(__file__).resolve().parents[1]
@@ -523,14 +524,22 @@ def run_main(main, argv: list[str] | None = None, *, extra_help: str = "") -> No
     show_traceback = TRACEBACK_FLAG in argv
     argv = [argument for argument in argv if argument != TRACEBACK_FLAG]
     try:
-        outcome = main(argv)
+        try:
+            outcome = main(argv)
+        except OSError as error:
+            if error.errno not in DISK_FULL or isinstance(error, UserError):
+                raise
+            raise disk_full(error.filename, error) from error  # a full disk anywhere: one line too
     except UserError as error:
         release_held()
         if not show_traceback:
             logger.debug(
                 "user error", exc_info=True
             )  # before the removal: the log file may be in a new folder
-        moved = _remove_new_folders(keep=error.cited_files)
+        # A full disk keeps the run's folders: what was written completely is the rerun's head start.
+        moved = (
+            {} if getattr(error, "keep_new_folders", False) else _remove_new_folders(keep=error.cited_files)
+        )
         if show_traceback:
             raise
         message = user_message(error)

@@ -114,6 +114,7 @@ CASE_IDS = [
     "train: other settings into a started run",
     "train: audio problems in a new output folder",
     "train: a second trainer into a folder in use",
+    "train: an empty training manifest",
     "evaluate: truncated embedding_model.ckpt",
     "evaluate: model of another size",
     "evaluate: NaN embedding under check_audio header",
@@ -121,10 +122,12 @@ CASE_IDS = [
     "evaluate: a model folder of other n_mels than --n_mels",
     "evaluate: a model folder's hyperparams.yaml without embedding_model",
     "evaluate: a second evaluation into an eval folder in use",
+    "evaluate: an empty enrolls list",
     "align: output under a file",
     "align: shard 3/2",
     "align: no data_folder",
     "align: a second aligner on the same shard",
+    "align: an empty CSV manifest",
     "compute_orders: semantic with a Whisper model it cannot load",
     "compute_orders: stale orders on a rerun",
     "anonymize: output is the input",
@@ -196,6 +199,14 @@ def table(vpac_root, tmp_path_factory):
         exported_model(world / "busy-eval"),
         new("busy-grid"),
     )
+    # Empty lists (probe 7): each named, with the fix.
+    empty = new("empty")
+    (empty / "train.csv").write_text("ID,utt_id,wav,duration,spk_id\n")
+    (empty / "align.csv").write_text("ID,duration,wav,text\n")
+    no_enrolls = world / "no-enrolls"
+    shutil.copytree(vpac_root / "T8-5", no_enrolls / "T8-5")
+    (no_enrolls / "T8-5/data/libri_dev_enrolls_T8-5/enrolls").write_text("")
+    empty_enrolls_run = exported_model(world / "empty-enrolls-run")
     holders = [
         FolderLock(busy_train, "a training run").acquire(),
         FolderLock(busy_eval / "eval", "an evaluation").acquire(),
@@ -250,6 +261,10 @@ def table(vpac_root, tmp_path_factory):
             "train", [*train, f"--output_folder={busy_train}"],
             [f"{busy_train} is in use by a training run (pid {os.getpid()}, since ", "wait for it to finish"],
             [busy_train]),
+        "train: an empty training manifest": (
+            "train", [*train, f"--output_folder={new('empty-manifest')}/out", "--skip_prep=True",
+                      f"--train_annotation={empty / 'train.csv'}", f"--valid_annotation={empty / 'train.csv'}"],
+            [f"{empty / 'train.csv'}: no rows after the header"], [empty, world / "empty-manifest"]),
         "evaluate: truncated embedding_model.ckpt": (
             "evaluate", [*evaluate, f"--output_folder={cut}"],
             [f"{model}: cannot be read, the file is damaged or cut", "recipes/train.py"], [cut]),
@@ -275,6 +290,10 @@ def table(vpac_root, tmp_path_factory):
         "evaluate: a second evaluation into an eval folder in use": (
             "evaluate", [*evaluate, f"--output_folder={busy_eval}"],
             [f"{busy_eval / 'eval'} is in use by an evaluation (pid {os.getpid()}, since "], [busy_eval]),
+        "evaluate: an empty enrolls list": (
+            "evaluate", [f"--data_folder={no_enrolls}", "--system=T8-5", *TINY, f"--output_folder={empty_enrolls_run}"],
+            [f"{no_enrolls}/T8-5/data/libri_dev_enrolls_T8-5/enrolls: empty", "remove the file"],
+            [no_enrolls, empty_enrolls_run]),
         "align: output under a file": (
             "align", [f"--data_folder={enroll}", f"--output={a_file}/cache.jsonl"],
             [f"output: '{a_file}/cache.jsonl' lies under '{a_file}'"], [a_file]),
@@ -287,6 +306,9 @@ def table(vpac_root, tmp_path_factory):
         "align: a second aligner on the same shard": (
             "align", [f"--data_folder={enroll}", f"--output={locked}/cache.jsonl"],
             [f"{locked}/cache.jsonl: another process is writing this shard"], [locked]),
+        "align: an empty CSV manifest": (
+            "align", [f"--data_folder={empty / 'align.csv'}", f"--output={new('empty-align')}/cache.jsonl"],
+            [f"{empty / 'align.csv'}: no rows after the header"], [empty, world / "empty-align"]),
         "compute_orders: semantic with a Whisper model it cannot load": (
             "orders", [f"--data_folder={vpac_root}", "--strategy=semantic", f"--orders_cache={new('sr')}/sr.jsonl",
                        "--whisper_model=segreconcat-tests/no-such-whisper"],
@@ -307,7 +329,7 @@ def table(vpac_root, tmp_path_factory):
             "grid", [*grid, f"--output_folder={new('grid')}/out", "--seeds=[-1]"],
             ["seeds must be null or a list of distinct integers"], [world / "grid"]),
         "run_grid: a second grid runner on its output folder": (
-            "grid", [*grid, f"--output_folder={busy_grid}"],
+            "grid", [*grid, f"--output_folder={busy_grid}", "--systems=[B3]"],
             [f"{busy_grid} is in use by a grid run (pid {os.getpid()}, since "], [busy_grid]),
     }  # fmt: skip
     assert list(specs) == CASE_IDS

@@ -215,6 +215,11 @@ def load_kaldi_folder(
         folder.spk2gender = read_kaldi_map(path / "spk2gender")
     if (path / "enrolls").is_file():
         folder.enrolls = read_id_list(path / "enrolls")
+        if not folder.enrolls:  # a list that enrolls nobody, not a folder without one
+            raise KaldiFormatError(
+                f"{path / 'enrolls'}: empty: list the enrollment utterances (ids of wav.scp), one per line, "
+                "or remove the file to enroll every utterance of wav.scp"
+            )
     if (path / "trials").is_file():
         folder.trials = read_trials(path / "trials")
     return folder

@@ -33,6 +33,7 @@ from speechbrain.utils.distributed import ddp_broadcast, if_main_process, run_on
 
 from segreconcat_aug.cli import (
     create_experiment_directory,
+    hold_output_folder,
     keep_new_folders,
     load_recipe_hparams,
     overrides_mapping,
@@ -212,6 +213,7 @@ def main(argv=None) -> SpeakerBrain:
         new_folders=("output_folder", "save_folder"),
         check=check_before_training,
     )
+    hold_output_folder(hparams["output_folder"], "a training run")  # one trainer per folder
     sb.utils.distributed.ddp_init_group(run_opts)
     create_experiment_directory(hparams["output_folder"], hparams_file, overrides)
     if not hparams["skip_prep"]:
@@ -272,8 +274,9 @@ def main(argv=None) -> SpeakerBrain:
     run_on_main(export_best_model, args=[hparams, hparams_file, overrides])
     if hparams.get("evaluate_after_training", False):
         # The last stage: score the exported model as the challenge does (recipes/evaluate.py).
-        from segreconcat_aug.evaluation.system import evaluate_system
+        from segreconcat_aug.evaluation.system import evaluate_system, evaluation_folder
 
+        hold_output_folder(evaluation_folder(hparams), "an evaluation")
         run_on_main(evaluate_system, args=[hparams, run_opts])
     return brain
 

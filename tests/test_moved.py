@@ -62,7 +62,7 @@ PRIVACY_NAMES = (
 def test_every_name_of_the_single_privacy_module_imports_from_the_package_and_the_old_path():
     package = importlib.import_module("segreconcat_aug.evaluation.privacy")
     old = importlib.import_module("segreconcat_aug.privacy")
-    assert old is package and sorted(package.__all__) == sorted(PRIVACY_NAMES)
+    assert old is package and set(PRIVACY_NAMES) <= set(package.__all__)
     assert all(hasattr(package, name) for name in PRIVACY_NAMES)
     assert all(callable(getattr(package, name)) for name in ("linkability", "zebra", "cllr"))
     from segreconcat_aug.privacy import ListPrivacy as old_list

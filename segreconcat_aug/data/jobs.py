@@ -610,4 +610,6 @@ def read_inputs(
         if text is None and text_column == "text":
             text = row.get("wrd")
         items.append(JobItem(utt, str(path), text))
+    if not items:
+        raise KaldiFormatError(f"{source}: no rows after the header: an empty manifest lists nothing to do")
     return items

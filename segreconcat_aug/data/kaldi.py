@@ -301,6 +301,11 @@ def load_kaldi_folder(
         folder.spk2gender = read_kaldi_map(source("spk2gender"))
     if source("enrolls").is_file():
         folder.enrolls = read_id_list(source("enrolls"))
+        if not folder.enrolls:  # a list that enrolls nobody, not a folder without one
+            raise KaldiFormatError(
+                f"{source('enrolls')}: empty: list the enrollment utterances (ids of wav.scp), one per line, "
+                "or remove the file to enroll every utterance of wav.scp"
+            )
     if (path / "trials").is_file():
         folder.trials = read_trials(path / "trials")
     folder.completed = completed

@@ -58,7 +58,9 @@ def wave_normalization(value) -> str | None:
     if value is False or value is None:
         return None
     if value not in WAVE_NORMALIZATIONS:
-        raise ValueError(f"normalize_wave: unknown {value!r}; choose from {WAVE_NORMALIZATIONS}, True, False")
+        raise ValueError(
+            f"eval_normalize_wave: unknown {value!r}; choose from {WAVE_NORMALIZATIONS}, True, False"
+        )
     return value
 
 

@@ -244,7 +244,9 @@ def load_trial_list(
         elif skip_missing:
             skipped += 1
         else:
-            raise TrialListError(f"{path}:{trial.line}: {problem} (skip_missing_trials skips such trials)")
+            raise TrialListError(
+                f"{path}:{trial.line}: {problem} (--eval_skip_missing_trials=True skips such trials, counted)"
+            )
     notes = []
     if skipped:
         logger.warning(

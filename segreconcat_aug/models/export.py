@@ -9,13 +9,14 @@ toolkit load any speaker model; :func:`inference_hparams` writes its ``hyperpara
 from __future__ import annotations
 
 import io
-import json
 import logging
 import shutil
 from pathlib import Path
 
 import ruamel.yaml
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
+
+from ..data.result_files import json_text
 
 logger = logging.getLogger(__name__)
 
@@ -157,7 +158,7 @@ def export_best_model(hparams, hparams_file, overrides) -> Path:
     with open(checkpoint.paramfiles["counter"], encoding="utf-8") as handle:
         epoch = ruamel.yaml.YAML(typ="safe").load(handle)["current_epoch"]
     info = {"checkpoint": str(checkpoint.path), "epoch": epoch, "dev_loss": checkpoint.meta["loss"]}
-    (export / EXPORT_INFO).write_text(json.dumps(info, indent=2) + "\n", encoding="utf-8")
+    (export / EXPORT_INFO).write_text(json_text(info, indent=2) + "\n", encoding="utf-8")
     logger.info(
         "Exported the best-dev-loss model (epoch %s, dev loss %.4f) to %s", epoch, info["dev_loss"], export
     )

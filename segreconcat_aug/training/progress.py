@@ -8,7 +8,6 @@ console line, with the time left under early stopping (:func:`epochs_left`).
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from pathlib import Path
@@ -16,6 +15,7 @@ from pathlib import Path
 import torch
 from speechbrain.utils.distributed import ddp_all_reduce
 
+from segreconcat_aug.data.result_files import json_text
 from segreconcat_aug.method.augment import COUNT_KEYS
 
 logger = logging.getLogger(__name__)
@@ -120,7 +120,7 @@ def log_train_epoch(epoch: int, stats: dict, counts: dict | None = None, local_r
 def append_epoch_record(output_folder, record: dict) -> None:
     """Append ``record`` (:func:`epoch_record`) to ``<output_folder>/epochs.jsonl``."""
     with open(Path(output_folder) / EPOCHS_LOG, "a", encoding="utf-8") as handle:
-        handle.write(json.dumps(record) + "\n")
+        handle.write(json_text(record) + "\n")  # a NaN loss is null: each line stays JSON
 
 
 class EpochProgress:

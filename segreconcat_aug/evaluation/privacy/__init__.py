@@ -69,7 +69,7 @@ from .linkability import LINKABILITY_MIN_TARGETS, Linkability, linkability, link
 from .list_privacy import INTERVAL_METRICS, ListPrivacy, interval_names, topk_key
 from .pav import MONOTONICITY_EPSILON
 from .pi_link import pi_link_sweep
-from .settings import PrivacyOptions, population_sizes
+from .settings import PrivacyOptions, population_sizes, saved_options
 from .singling_out import SinglingOut
 from .speaker_risk import SpeakerRisk
 from .structure import ListStructure, list_structure
@@ -99,6 +99,7 @@ __all__ = [
     "pi_link_sweep",
     "population_sizes",
     "rocch_eer",
+    "saved_options",
     "topk_key",
     "zebra",
     "zebra_tag",

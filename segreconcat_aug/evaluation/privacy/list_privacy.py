@@ -33,6 +33,13 @@ INTERVAL_METRICS = (
 )
 
 
+#: The metrics of PAV-calibrated scores (minCllr, ROCCH-EER, ZEBRA), and ZEBRA's tag of its worst case.
+PAV_METRICS = ("zebra_dece_bits", "zebra_max_abs_log10_lr", "zebra_tag", "min_cllr", "rocch_eer")
+#: Metrics whose value on equal scores comes from how ties are broken, not from the scores: on a list whose
+#: scores are all the same they are undefined (ZEBRA's D_ECE, 0 bits there, is not: it pools ties).
+TIE_ORDER_METRICS = ("linkability", "zebra_max_abs_log10_lr", "zebra_tag", "min_cllr", "rocch_eer", "pi_link")
+
+
 def topk_key(top_k: int) -> str:
     """The results key of the top-k rate: ``top5`` by default."""
     return f"top{int(top_k)}"
@@ -59,11 +66,47 @@ class ListPrivacy:
         self.singling = SinglingOut(self.structure, self.options)
         self.speaker_risk = SpeakerRisk(self.scores, self.targets, design)
 
+    @property
+    def _calibrated_point(self) -> dict[str, float]:
+        """minCllr, ROCCH-EER (%) and ZEBRA of the list itself (every trial once)."""
+        if not hasattr(self, "_calibrated"):
+            found = self.calibration(np.ones((1, len(self.scores)), dtype=np.int64))
+            self._calibrated = {name: float(values[0]) for name, values in found.items()}
+        return self._calibrated
+
     def problems(self) -> dict[str, str]:
         """Metric -> why it is undefined on this list (for points and intervals alike)."""
+        n_target, n_nontarget = int(self.targets.sum()), int((~self.targets).sum())
+        if not n_target or not n_nontarget:
+            reason = (
+                f"{n_target} target and {n_nontarget} non-target trial(s): every metric needs both "
+                "(the reference code stops with an error on such a list)"
+            )
+            return {name: reason for name in (*interval_names(self.options), "zebra_tag")}
         problems = {}
-        n_target = int(self.targets.sum())
-        if linkability_bins(n_target) < 2:
+        if n_target == 1 and n_nontarget == 1:
+            reason = (
+                "1 target and 1 non-target trial: too few for PAV calibration (the reference code's PAV "
+                "raises on a list of two trials)"
+            )
+            problems.update(dict.fromkeys(PAV_METRICS, reason))
+        elif np.all(self.scores == self.scores[0]):
+            found = self._calibrated_point
+            reason = (
+                f"every score is the same ({float(self.scores[0]):g}): the scores carry no information (a model "
+                "that learned nothing). The reference code breaks the ties (non-targets before targets) and "
+                f"would report minCllr {found['min_cllr']:.3f}, ROCCH-EER {found['rocch_eer']:.2f} % and ZEBRA "
+                f"tag {zebra_tag(found['zebra_max_abs_log10_lr'])}, as if the list were perfectly separable; "
+                "legal_eval's pi_link counts the ties for the attacker"
+            )
+            problems.update(dict.fromkeys(TIE_ORDER_METRICS, reason))
+        if not np.isfinite(self.cllr_terms).all():
+            worst = self.scores[~np.isfinite(self.cllr_terms)][0]
+            problems["cllr"] = (
+                f"a score of {float(worst):g} taken as a log-likelihood ratio gives its trial a posterior of 0: "
+                "Cllr is infinite (VPC's cllr returns inf); the raw scores are not calibrated LLRs, see min_cllr"
+            )
+        if linkability_bins(n_target) < 2 and "linkability" not in problems:
             problems["linkability"] = _linkability_undefined(n_target, linkability_bins(n_target))
         if not len(self.identification.columns):
             for name in ("rank1", topk_key(self.options.top_k), "pi_link"):
@@ -73,7 +116,7 @@ class ListPrivacy:
                 f"every utterance has at most {int(self.identification.candidates.max())} candidate speakers: "
                 f"top-{self.options.top_k} identification is 100 % by construction"
             )
-        if not self.structure.complete:
+        if not self.structure.complete and "pi_link" not in problems:
             problems["pi_link"] = "the list is not a full cross of enrolled speakers and test utterances"
         if self.singling.problem:
             problems["singling_out"] = self.singling.problem
@@ -89,7 +132,7 @@ class ListPrivacy:
         tar, non = self.scores[self.targets], self.scores[~self.targets]
         link = linkability(tar, non)
         ones = np.ones((1, len(self.design.speakers)), dtype=np.int64)
-        calibrated = self.calibration(np.ones((1, len(self.scores)), dtype=np.int64))
+        calibrated = self._calibrated_point
         per_speaker = self.speaker_risk.per_speaker()
         worst = sorted(per_speaker.items(), key=lambda item: (item[1], item[0]))[: o.worst_speakers]
         values = {
@@ -99,12 +142,12 @@ class ListPrivacy:
                 "D": link.local.tolist(),
                 "bin_edges": link.bin_edges.tolist(),
             },
-            "zebra_dece_bits": float(calibrated["zebra_dece_bits"][0]),
-            "zebra_max_abs_log10_lr": float(calibrated["zebra_max_abs_log10_lr"][0]),
-            "zebra_tag": zebra_tag(float(calibrated["zebra_max_abs_log10_lr"][0])),
+            "zebra_dece_bits": calibrated["zebra_dece_bits"],
+            "zebra_max_abs_log10_lr": calibrated["zebra_max_abs_log10_lr"],
+            "zebra_tag": zebra_tag(calibrated["zebra_max_abs_log10_lr"]),
             "cllr": cllr(tar, non),
-            "min_cllr": float(calibrated["min_cllr"][0]),
-            "rocch_eer": float(calibrated["rocch_eer"][0]),
+            "min_cllr": calibrated["min_cllr"],
+            "rocch_eer": calibrated["rocch_eer"],
             "rank1": None,
             topk_key(o.top_k): None,
             "pi_link": None,
@@ -135,6 +178,10 @@ class ListPrivacy:
         for name in problems:
             if name in values:
                 values[name] = None
+        for name, value in values.items():  # JSON has no NaN or infinity: null, with the reason
+            if isinstance(value, float) and not np.isfinite(value):
+                values[name] = None
+                problems.setdefault(name, f"not a finite number ({value})")
         values["undefined_because"] = {**problems, **self.structure.notes}
         return values
 
@@ -182,4 +229,7 @@ class ListPrivacy:
             out["per_speaker_eer_share_below"] = self.speaker_risk.share_below(
                 eers, speaker_weights, o.speaker_eer_threshold
             )
+        if len(self.scores) and np.all(self.scores == self.scores[0]):  # so is every resample's list
+            for name in set(TIE_ORDER_METRICS) & wanted:
+                out[name][:] = np.nan
         return out

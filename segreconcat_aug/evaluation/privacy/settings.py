@@ -31,3 +31,17 @@ def population_sizes(maximum: int, start: int = 2) -> list[int]:
         sizes += [s * decade for s in (1, 2, 5) if start <= s * decade < maximum]
         decade *= 10
     return sorted(set(sizes)) + ([maximum] if maximum >= start else [])
+
+
+def saved_options(saved: dict | None) -> PrivacyOptions:
+    """The :class:`PrivacyOptions` an evaluation recorded (``privacy_options`` in ``results.json``);
+    keys this version does not know are left out.
+
+    >>> saved_options({"top_k": 3, "population_sizes": [2, 5], "future_key": 1}).population_sizes
+    (2, 5)
+    """
+    known = set(PrivacyOptions.__dataclass_fields__)
+    values = {key: value for key, value in (saved or {}).items() if key in known}
+    if values.get("population_sizes") is not None:
+        values["population_sizes"] = tuple(values["population_sizes"])
+    return PrivacyOptions(**values)

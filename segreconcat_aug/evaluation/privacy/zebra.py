@@ -80,16 +80,16 @@ def _max_abs_log10(fits: _Fits) -> np.ndarray:
     return np.maximum.reduceat(np.maximum(np.abs(first), np.abs(last)), fits.offsets[:-1]) / _LN10
 
 
-def zebra_tag(max_abs_log10_lr: float) -> str:
-    """ZEBRA's categorical tag: the interval (lower, upper] holding the value (0 itself: ``0``).
+def zebra_tag(max_abs_log10_lr: float) -> str | None:
+    """ZEBRA's categorical tag: the interval (lower, upper] holding the value (0 itself: ``0``); None for NaN.
 
-    >>> zebra_tag(0.5), zebra_tag(1.0), zebra_tag(3.2), zebra_tag(float("inf"))
-    ('A', 'A', 'C', 'F')
+    >>> zebra_tag(0.5), zebra_tag(1.0), zebra_tag(3.2), zebra_tag(float("inf")), zebra_tag(float("nan"))
+    ('A', 'A', 'C', 'F', None)
     """
     for tag, upper in ZEBRA_TAGS:
         if max_abs_log10_lr <= upper:
             return tag
-    return ZEBRA_TAGS[-1][0]
+    return None  # NaN (no targets or no non-targets): no value, so no tag
 
 
 class Zebra(NamedTuple):
@@ -97,7 +97,7 @@ class Zebra(NamedTuple):
 
     dece_bits: float
     max_abs_log10_lr: float
-    tag: str
+    tag: str | None
 
 
 def zebra(tar, non) -> Zebra:

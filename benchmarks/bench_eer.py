@@ -18,9 +18,10 @@ sweeps, and all of them on 1000 speaker resamples) plus the resampled EER/minDCF
 lists of the challenge's sizes (dev/test x f/m: 15/14/16/13 enrolled speakers, 50,360 trials), one
 core, CPU seconds (``time.process_time``: the machine may be shared). Target: at most 10 s. Beside it,
 the reference implementations on the same scores: VPC 2024's linkability and cllr, ZEBRA, legal_eval
-(pi_link and Singling Out sweeps) and lir's cllr_min, one evaluation each, and what 1000 resamples
-would take with them (x 1001, extrapolated). VPC and ZEBRA are not on PyPI: give their checkouts and
-an interpreter that runs them (``benchmarks/privacy_reference.py`` says which)::
+(pi_link and Singling Out sweeps; installed with the package) and lir's cllr_min (where lir is installed:
+it is no dependency), one evaluation each, and what 1000 resamples would take with them (x 1001,
+extrapolated). VPC and ZEBRA are not on PyPI: give their checkouts and an interpreter that runs them
+(``benchmarks/privacy_reference.py`` says which)::
 
     python benchmarks/bench_eer.py --part privacy --reference-python /path/to/venv/bin/python \
         --vpc /path/to/Voice-Privacy-Challenge-2024 --zebra /path/to/zebra
@@ -201,13 +202,19 @@ def bench_privacy(args) -> bool:
 def reference_times(args, subsets) -> dict:
     """CPU seconds of the reference implementations on the same scores (one evaluation of every list)."""
     from legal_eval.metrics.singling_out import singling_out
-    from lir.data.models import LLRData
-    from lir.metrics import cllr_min
 
     from segreconcat_aug.evaluation.intervals import subset_design
     from segreconcat_aug.evaluation.privacy import ListPrivacy, pi_link_sweep
 
-    times = {"legal_eval pi_link + Singling Out sweeps": 0.0, "lir cllr_min (not used: differs on ties)": 0.0}
+    try:  # lir is no dependency (docs/evaluation.md: measured, not used): timed where it is installed
+        from lir.data.models import LLRData
+        from lir.metrics import cllr_min
+    except ImportError:
+        cllr_min = None
+        print("(lir not installed, so its cllr_min is not timed: pip install lir to add it)")
+    times = {"legal_eval pi_link + Singling Out sweeps": 0.0}
+    if cllr_min is not None:
+        times["lir cllr_min (not used: differs on ties)"] = 0.0
     for subset in subsets.values():
         metrics = ListPrivacy(subset, subset_design(subset)[0])
         _, seconds = _cpu(pi_link_sweep, metrics.structure)
@@ -217,11 +224,12 @@ def reference_times(args, subsets) -> dict:
             for size in (2, 5, 10, metrics.singling.n_dataset):
                 singling_out(scores, size, n_runs=5, seed=0, fold=fold)
         times["legal_eval pi_link + Singling Out sweeps"] += time.process_time() - start
-        data = LLRData(
-            features=subset.scores.astype(np.float64) / np.log(10), labels=subset.targets.astype(int)
-        )
-        _, seconds = _cpu(cllr_min, data)
-        times["lir cllr_min (not used: differs on ties)"] += seconds
+        if cllr_min is not None:
+            data = LLRData(
+                features=subset.scores.astype(np.float64) / np.log(10), labels=subset.targets.astype(int)
+            )
+            _, seconds = _cpu(cllr_min, data)
+            times["lir cllr_min (not used: differs on ties)"] += seconds
     if not (args.reference_python and args.vpc and args.zebra):
         print("(VPC 2024 and ZEBRA not timed: give --reference-python, --vpc and --zebra)")
         return times

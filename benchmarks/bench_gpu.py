@@ -10,6 +10,11 @@
    authors' tool, batch 1): real-time factor and the GPU-hours for the challenge's training
    data (7 systems x ~363 h). Target: faster-whisper >= 100x real time on one H200.
 3. Whisper-medium encoder features (the SR strategy), utterances/s.
+4. Fine-tuning steps of ``ecapa_ssl``, the VPC 2026 attacker (segreconcat_aug/models/ecapa_ssl.py):
+   WavLM-Large frozen (random weights of its config) under ``torch.no_grad``, the embedding model
+   of the challenge's sizes, AAM softmax over 921 speakers and AdamW; batch 32 of 3 s crops; fp32
+   beside bf16 autocast; WavLM on the training rows (ours) and on the toolkit's 10 s windows (its
+   file reads not included). Target: >= 1,000 training samples/s in bf16 on one H200.
 
 Usage::
 
@@ -38,11 +43,29 @@ MEAN_SECONDS = 12.3
 SYSTEMS = 7
 HOURS_PER_SYSTEM = 363.0  # anonymized train-clean-360 audio per system
 TARGET_REAL_TIME = 100.0  # faster-whisper, Whisper-medium, one H200
+TARGET_SSL_SAMPLES = 1000.0  # ecapa_ssl fine-tuning, bf16, one H200
 
 
 def _sync(device: str) -> None:
     if device.startswith("cuda"):
         torch.cuda.synchronize()
+
+
+def _timed_steps(device: str, dtype, loss, optimizer, batch: int, steps: int, warmup: int) -> dict:
+    """Samples/s of ``warmup`` + ``steps`` optimizer steps on ``loss()`` (autocast to ``dtype`` unless None)."""
+    for step in range(steps + warmup):
+        if step == warmup:
+            _sync(device)
+            start = time.perf_counter()
+        with torch.autocast(device_type=device.split(":")[0], dtype=dtype, enabled=dtype is not None):
+            value = loss()
+        optimizer.zero_grad(set_to_none=True)
+        value.backward()
+        optimizer.step()
+    _sync(device)
+    rate = batch * steps / (time.perf_counter() - start)
+    crops = UTTERANCES * int(MEAN_SECONDS / 3.0) * 2  # concat doubles the rows
+    return {"samples_per_s": rate, "gpu_hours_per_concat_epoch": crops / rate / 3600}
 
 
 def ecapa_step(device: str, batch: int, steps: int, tiny: bool) -> dict:
@@ -61,25 +84,71 @@ def ecapa_step(device: str, batch: int, steps: int, tiny: bool) -> dict:
     wavs = torch.randn(batch, 48000, device=device) * 0.1
     lens = torch.ones(batch, device=device)
     labels = torch.randint(0, 921, (batch, 1), device=device)
+
+    def loss():
+        feats = modules[1](modules[0](wavs), lens)
+        return hp["compute_cost"](modules[3](modules[2](feats, lens)), labels, lens)
+
     result = {}
     for precision, dtype in (("fp32", None), ("bf16", torch.bfloat16)):
-        for step in range(steps + 2):  # two warm-up steps
-            if step == 2:
-                _sync(device)
-                start = time.perf_counter()
-            with torch.autocast(device_type=device.split(":")[0], dtype=dtype, enabled=dtype is not None):
-                feats = modules[1](modules[0](wavs), lens)
-                logits = modules[3](modules[2](feats, lens))
-                loss = hp["compute_cost"](logits, labels, lens)
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            optimizer.step()
-        _sync(device)
-        rate = batch * steps / (time.perf_counter() - start)
-        crops = UTTERANCES * int(MEAN_SECONDS / 3.0) * 2  # concat doubles the rows
-        result[precision] = {"samples_per_s": rate, "gpu_hours_per_concat_epoch": crops / rate / 3600}
+        result[precision] = _timed_steps(device, dtype, loss, optimizer, batch, steps, warmup=2)
     if device.startswith("cuda"):
         result["peak_memory_gib"] = torch.cuda.max_memory_allocated() / 2**30
+    return result
+
+
+def ecapa_ssl_step(device: str, batch: int, steps: int, tiny: bool) -> dict:
+    """Samples/s and peak memory of ``ecapa_ssl`` fine-tuning steps, fp32 and bf16, both WavLM inputs."""
+    from speechbrain.lobes.models.ECAPA_TDNN import Classifier
+    from speechbrain.nnet.losses import AdditiveAngularMargin, LogSoftmaxWrapper
+
+    from segreconcat_aug.models.ecapa_ssl import (
+        CHALLENGE_SIZES,
+        TOOLKIT_WAVLM_SECONDS,
+        EcapaSSL,
+        EcapaSSLEncoder,
+    )
+    from segreconcat_aug.models.wavlm import WAVLM_LARGE, layer_norm_waveforms
+    from segreconcat_aug.testing import TINY_ECAPA_SSL, tiny_wavlm
+
+    sizes = {**CHALLENGE_SIZES, **(TINY_ECAPA_SSL if tiny else {})}
+    wavlm = tiny_wavlm(0) if tiny else tiny_wavlm(0, **WAVLM_LARGE)
+    encoder = EcapaSSLEncoder(EcapaSSL(**sizes), wavlm).to(device).train()
+    classifier = Classifier(input_size=sizes["lin_neurons"], out_neurons=921).to(device)
+    cost = LogSoftmaxWrapper(AdditiveAngularMargin(margin=0.2, scale=30))
+    optimizer = torch.optim.AdamW(
+        [*encoder.embedding_model.parameters(), *classifier.parameters()], lr=0.01, weight_decay=0.01
+    )
+    wavs = torch.randn(batch, 48000, device=device) * 0.1
+    lens = torch.ones(batch, device=device)
+    labels = torch.randint(0, 921, (batch, 1), device=device)
+    windows = layer_norm_waveforms(torch.randn(batch, int(TOOLKIT_WAVLM_SECONDS * 16000), device=device))
+    result = {"parameters_trained": sum(p.numel() for p in encoder.embedding_model.parameters())}
+    variants = (
+        ("fp32", None, None),
+        ("bf16", torch.bfloat16, None),
+        ("bf16_toolkit_window", torch.bfloat16, windows),
+    )
+    for name, dtype, ssl_wavs in variants:
+        if device.startswith("cuda"):
+            torch.cuda.reset_peak_memory_stats()
+
+        def loss(ssl_wavs=ssl_wavs):
+            return cost(classifier(encoder(wavs, lens, ssl_wavs)), labels, lens)
+
+        result[name] = _timed_steps(device, dtype, loss, optimizer, batch, steps, warmup=1 if tiny else 2)
+        if device.startswith("cuda"):
+            result[name]["peak_memory_gib"] = torch.cuda.max_memory_allocated() / 2**30
+    measured = device.startswith("cuda") and not tiny
+    rate = result["bf16"]["samples_per_s"]
+    result["target"] = {
+        "model": "tiny (smoke test)" if tiny else "WavLM-Large + ecapa_ssl, the challenge's sizes",
+        "bf16_samples_per_s": rate,
+        "target_samples_per_s": TARGET_SSL_SAMPLES,
+        "verdict": ("MET" if rate >= TARGET_SSL_SAMPLES else "NOT MET")
+        if measured
+        else "unmeasured (no GPU)",
+    }
     return result
 
 
@@ -165,6 +234,8 @@ def main(argv=None) -> dict:
     parser.add_argument("--batch", type=int, default=256, help="training batch (VPC baseline: 256)")
     parser.add_argument("--steps", type=int, default=10)
     parser.add_argument("--whisper_batches", default="8,32")
+    parser.add_argument("--ssl_batch", type=int, default=32, help="ecapa_ssl batch (VPC 2026 Track 1: 32)")
+    parser.add_argument("--ssl_steps", type=int, default=10)
     parser.add_argument("--tiny", action="store_true", help="small models: a CPU smoke test")
     parser.add_argument("--out", help="write the figures as JSON here")
     args = parser.parse_args(argv)
@@ -193,6 +264,23 @@ def main(argv=None) -> dict:
         f"(target >= {TARGET_REAL_TIME:g}x on one H200): {target['verdict']}"
     )
     print(f"Whisper encoder (SR features): {figures['whisper']['encoder_utterances_per_s']:.1f} utterances/s")
+    figures["ecapa_ssl"] = ecapa_ssl_step(args.device, args.ssl_batch, args.ssl_steps, args.tiny)
+    for name in ("fp32", "bf16", "bf16_toolkit_window"):
+        row = figures["ecapa_ssl"][name]
+        memory = f"  peak {row['peak_memory_gib']:.1f} GiB" if "peak_memory_gib" in row else ""
+        print(
+            f"ecapa_ssl fine-tuning {name:<19}: {row['samples_per_s']:9.1f} samples/s  "
+            f"{row['gpu_hours_per_concat_epoch']:7.2f} GPU-h per concat epoch{memory}"
+        )
+    ours, toolkit = figures["ecapa_ssl"]["bf16"], figures["ecapa_ssl"]["bf16_toolkit_window"]
+    print(
+        f"ecapa_ssl, WavLM on the rows vs the toolkit's 10 s windows (bf16): {ours['samples_per_s'] / toolkit['samples_per_s']:.2f}x"
+    )
+    target = figures["ecapa_ssl"]["target"]
+    print(
+        f"ecapa_ssl, {target['model']}: {target['bf16_samples_per_s']:.1f} training samples/s "
+        f"(target >= {TARGET_SSL_SAMPLES:g} on one H200): {target['verdict']}"
+    )
     if args.out:
         Path(args.out).write_text(json.dumps(figures, indent=2) + "\n")
     return figures

@@ -117,7 +117,7 @@ def build_aligner(hparams: dict, device: str | None):
         )
     transformers_options = dict(
         batch_size=hparams["batch_size"],
-        language=whisper_language(hparams["language"]) or "en",
+        language=whisper_language(hparams["language"]),  # None: detected per utterance
         max_new_tokens=hparams["max_new_tokens"],
         num_beams=hparams["num_beams"],
     )

@@ -18,10 +18,14 @@ From ``<source>`` (the LibriSpeech samples, CC BY 4.0):
   one of their transcribed utterances (taken once). The folder is still named
   ``train-clean-360_<SYS>`` because that is the name the challenge layout (and the recipes) expect.
 - **evaluation**: the 10 ``librispeech_test-other/`` speakers (5 F, 5 M, 10 utterances each), used in
-  BOTH dev and test with disjoint utterances: of each speaker's utterances in id order, 0-4 go to
-  dev and 5-9 to test; in each part the first ``--enroll`` (2) are enrollment and the rest (3)
-  trials. Trials are the full same-gender cross product (every enrolled speaker of that gender
-  against every trial utterance), as in the challenge: 5 x 15 = 75 trials (15 target) per list.
+  BOTH dev and test: of each speaker's utterances in id order, 0-4 go to dev and 5-9 to test; in each
+  part the first ``--enroll`` (2) are enrollment and the rest (3) trials, and the trials also take the
+  first ``--borrowed-trials`` (1) enrollment utterance of the other part (dev utterance 5, test
+  utterance 0), so each list has 4 trial utterances per speaker: 20 target trials, the least VPC's
+  linkability needs (its histogram has ``int(targets / 10)`` bins). An utterance never enrolls and is
+  tested in the same part, and dev and test share no trial utterance. Trials are the full same-gender
+  cross product (every enrolled speaker of that gender against every trial utterance), as in the
+  challenge: 5 x 20 = 100 trials (20 target) per list.
 - **anonymization**: every utterance goes through the project's McAdams anonymizer
   (:mod:`segreconcat_aug.anonymizers.mcadams`, VPC B2: alpha ~ U[0.5, 0.9] per utterance from ``--seed``),
   peak 0.9, stored as Ogg/Vorbis (``--compression-level``) to keep the repository small.
@@ -84,18 +88,23 @@ def training_source(source: Path) -> SourceFolder:
     return merged
 
 
-def evaluation_split(folder: SourceFolder, enroll: int, per_part: int = 5) -> dict:
-    """Per part (dev, test): enrollment ids and trial ids by gender (see the module doc)."""
+def evaluation_split(folder: SourceFolder, enroll: int, per_part: int = 5, borrowed: int = 1) -> dict:
+    """Per part (dev, test): enrollment ids and trial ids by gender (see the module doc).
+
+    ``borrowed``: each part's trials also take the first ``borrowed`` enrollment utterances of the
+    other part (never its own), so a list has ``per_part - enroll + borrowed`` trial utterances per
+    speaker: 4, so 20 target trials per list of 5 speakers, what VPC's linkability needs.
+    """
     by_speaker = group_by_speaker(sorted(folder.wav), folder.utt2spk)
     split = {part: {"enrolls": [], "f": [], "m": []} for part in ("dev", "test")}
     for speaker, utts in sorted(by_speaker.items()):
         if len(utts) < 2 * per_part:
             raise ValueError(f"speaker {speaker}: {len(utts)} utterances, need {2 * per_part}")
         gender = folder.spk2gender[speaker]
+        chunks = [utts[k * per_part : (k + 1) * per_part] for k in range(2)]
         for k, part in enumerate(("dev", "test")):
-            chunk = utts[k * per_part : (k + 1) * per_part]
-            split[part]["enrolls"] += chunk[:enroll]
-            split[part][gender] += chunk[enroll:]
+            split[part]["enrolls"] += chunks[k][:enroll]
+            split[part][gender] += chunks[k][enroll:] + chunks[1 - k][:borrowed]
     return split
 
 
@@ -213,6 +222,9 @@ def main(argv=None):
     parser.add_argument("--system", default="MCADAMS")
     parser.add_argument("--seed", type=int, default=1986)
     parser.add_argument("--enroll", type=int, default=2, help="enrollment utterances per speaker and part")
+    parser.add_argument(
+        "--borrowed-trials", type=int, default=1, help="the other part's enrollment utterances also tested"
+    )
     parser.add_argument("--peak", type=float, default=0.9)
     parser.add_argument("--compression-level", type=float, default=0.7, help="Vorbis: 0 best .. 1 smallest")
     parser.add_argument("--skip-alignment", action="store_true", help="no alignments and no orders")
@@ -230,7 +242,7 @@ def main(argv=None):
     anonymize_folder(train, data / f"train-clean-360_{system}", anonymizer, **options)
 
     evaluation = read_source(args.source / EVAL_PART)
-    for part, lists in evaluation_split(evaluation, args.enroll).items():
+    for part, lists in evaluation_split(evaluation, args.enroll, borrowed=args.borrowed_trials).items():
         enrolls = lists["enrolls"]
         anonymize_folder(
             subset(evaluation, enrolls),

@@ -25,7 +25,13 @@ and ``privacy.png``. Options: the ``eval_*`` keys (docs/evaluation.md).
 
 from __future__ import annotations
 
-from segreconcat_aug.cli import create_experiment_directory, load_recipe_hparams, overrides_mapping, run_main
+from segreconcat_aug.cli import (
+    create_experiment_directory,
+    hold_output_folder,
+    load_recipe_hparams,
+    overrides_mapping,
+    run_main,
+)
 from segreconcat_aug.evaluation.system import (
     check_evaluation_folder,
     evaluate_system,
@@ -40,6 +46,7 @@ def main(argv=None):
     )
     eval_folder = evaluation_folder(hparams)
     check_evaluation_folder(hparams)  # before anything is written there
+    hold_output_folder(eval_folder, "an evaluation")  # one evaluation per folder
     # A missing, damaged or mismatched model stops before eval/ is made (SpeechBrain's links go in eval/model).
     model = load_evaluation_model(hparams, run_opts, stated=overrides_mapping(overrides))
     create_experiment_directory(eval_folder, hparams_file, overrides)

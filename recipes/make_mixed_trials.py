@@ -9,8 +9,11 @@ Usage::
 For each part, the enrollment folder ``libri_<part>_enrolls`` and the trial folders
 ``libri_<part>_trials_{f,m}`` (with the system's suffix, in the layout the data folder holds)
 give ``libri_<part>_trials_mixed`` beside them (or under ``output_folder``), by the 2026 rule
-(:mod:`segreconcat_aug.data.mixed_trials`). Every input is checked before anything is written, and an
-existing output folder is refused unless ``overwrite: True``.
+(:mod:`segreconcat_aug.data.mixed_trials`). Every input is checked before anything is written; each part's
+folder is written whole, all parts swapped in together. A folder that already holds the same list is left
+as it is (a rerun after an interruption goes on); one holding another list is refused unless
+``overwrite: True``, and one holding anything else (audio) is never replaced. ``wav.scp`` paths relative to
+their own folder are rewritten to resolve from the new one.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ import logging
 from pathlib import Path
 
 from segreconcat_aug.cli import load_recipe_hparams, run_main
-from segreconcat_aug.data.mixed_trials import MixedTrialsError, mixed_trials, write_mixed_trials
+from segreconcat_aug.data.mixed_trials import MixedTrialsError, mixed_trials, write_all_mixed_trials
 from segreconcat_aug.data.protocols import PARTS
 from segreconcat_aug.data.vpac import detect_layout, system_folders
 
@@ -60,13 +63,20 @@ def main(argv=None):
     jobs = []
     for part in parts:  # every input read and checked before anything is written
         inputs, target = part_folders(hparams, part)
-        if target.exists() and not hparams["overwrite"]:
-            raise MixedTrialsError(f"{target} exists: not replaced (--overwrite=True replaces it)")
-        jobs.append(
-            (part, target, mixed_trials(inputs["enroll"], inputs["f"], inputs["m"], seed=hparams["seed"]))
+        result = mixed_trials(
+            inputs["enroll"],
+            inputs["f"],
+            inputs["m"],
+            seed=hparams["seed"],
+            target=target,
+            root=hparams["data_folder"],
         )
+        jobs.append((part, target, result))
+    outcomes = write_all_mixed_trials([(result, target) for _, target, result in jobs], hparams["overwrite"])
     for part, target, result in jobs:
-        write_mixed_trials(result, target, overwrite=hparams["overwrite"])
+        if outcomes[target] == "unchanged":
+            logger.info("%s: %s already holds this list (left as it is)", part, target)
+            continue
         logger.info(
             "%s: %d f + %d m trials, %d cross-gender non-targets added (k: %d per female, %d per male utterance) -> %s",
             part,

@@ -25,8 +25,8 @@ from __future__ import annotations
 import logging
 import sys
 
-from segreconcat_aug.cli import parse_recipe_arguments, run_main
-from segreconcat_aug.grid import assemble, load_grid, run_all
+from segreconcat_aug.cli import hold_output_folder, parse_recipe_arguments, run_main
+from segreconcat_aug.grid import GRID_LOCK, assemble, check_grid_data, load_grid, run_all
 from segreconcat_aug.options import validate_hparams_file
 
 logger = logging.getLogger("run_grid")
@@ -42,6 +42,9 @@ def main(argv=None) -> int:
     validate_hparams_file(grid_file, overrides)  # every option value, before anything is written
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     grid = load_grid(grid_file, overrides)
+    if not grid.get("tables_only"):
+        check_grid_data(grid)  # every cell's data folders, before any cell runs
+    hold_output_folder(grid["output_folder"], "a grid run", GRID_LOCK)  # one grid runner per output folder
     failed = [] if grid.get("tables_only") else run_all(grid)
     written = assemble(grid)
     for kind, path in written.items():

@@ -34,15 +34,16 @@ from speechbrain.utils.distributed import ddp_broadcast, if_main_process, run_on
 
 from segreconcat_aug.cli import (
     create_experiment_directory,
+    hold_output_folder,
     keep_new_folders,
     load_recipe_hparams,
     overrides_mapping,
     report_progress,
     run_main,
 )
+from segreconcat_aug.models.export import export_best_model
 from segreconcat_aug.training.augmenter import build_train_audio, warm_up_before_workers
 from segreconcat_aug.training.data_prep import DataPrepError, prepare_from_hparams
-from segreconcat_aug.training.export import export_best_model
 from segreconcat_aug.training.manifest import ManifestDataset, read_manifest
 from segreconcat_aug.training.pipeline import SkipFailedReads, TrainAudioPipeline, chunk_audio_pipeline
 from segreconcat_aug.training.progress import (
@@ -219,6 +220,7 @@ def main(argv=None) -> SpeakerBrain:
         new_folders=("output_folder", "save_folder"),
         check=check_before_training,
     )
+    hold_output_folder(hparams["output_folder"], "a training run")  # one trainer per folder
     sb.utils.distributed.ddp_init_group(run_opts)
     create_experiment_directory(hparams["output_folder"], hparams_file, overrides)
     if not hparams["skip_prep"]:
@@ -281,8 +283,9 @@ def main(argv=None) -> SpeakerBrain:
         report_progress(convergence_line(record_convergence(hparams)))
     if hparams.get("evaluate_after_training", False):
         # The last stage: score the exported model as the challenge does (recipes/evaluate.py).
-        from segreconcat_aug.evaluation.system import evaluate_system
+        from segreconcat_aug.evaluation.system import evaluate_system, evaluation_folder
 
+        hold_output_folder(evaluation_folder(hparams), "an evaluation")
         run_on_main(evaluate_system, args=[hparams, run_opts])
     return brain
 

@@ -1,4 +1,4 @@
-"""The module paths of 0.1.0, before the package was split into wings, still import.
+"""The module paths of 0.1.0, before the package was split into wings, and of modules moved since, still import.
 
 ``import segreconcat_aug.augment`` gives the module now at ``segreconcat_aug.method.augment``
 (the same object, so ``monkeypatch`` on either name patches both). A path whose module was
@@ -21,7 +21,8 @@ import importlib.machinery
 import sys
 import types
 
-#: 0.1.0 module -> the module(s) that hold its names now (several: the first that has a name wins).
+#: Old module (relative to the package) -> the module(s) that hold its names now (several: the first
+#: that has a name wins). A dotted old name is a module of a wing that moved to another wing.
 MOVED: dict[str, tuple[str, ...]] = {
     "kaldi": ("data.kaldi",),
     "audio": ("data.audio",),
@@ -58,6 +59,9 @@ MOVED: dict[str, tuple[str, ...]] = {
         "evaluation.tables",
     ),
     "mcadams": ("anonymizers.mcadams", "anonymizers.folder"),
+    # moved into the models wing, which training and evaluation share (#29)
+    "evaluation.model_folder": ("models.folder",),
+    "training.export": ("models.export",),
 }
 # ``segreconcat_aug.evaluation`` (the system runner of 0.1.0) is now the evaluation wing, whose
 # package re-exports the runner's names (segreconcat_aug/evaluation/__init__.py).
@@ -70,14 +74,18 @@ def new_location(fullname: str) -> tuple[str, ...] | None:
 
     >>> new_location("segreconcat_aug.aligners.pocketsphinx"), new_location("segreconcat_aug.cli")
     (('segreconcat_aug.align.aligners.pocketsphinx',), None)
+    >>> new_location("segreconcat_aug.evaluation.model_folder"), new_location("segreconcat_aug.evaluation.metrics")
+    (('segreconcat_aug.models.folder',), None)
     """
     prefix = _PACKAGE + "."
     if not fullname.startswith(prefix):
         return None
-    head, _, tail = fullname[len(prefix) :].partition(".")
-    if head not in MOVED:
-        return None
-    return tuple(f"{prefix}{target}" + (f".{tail}" if tail else "") for target in MOVED[head])
+    parts = fullname[len(prefix) :].split(".")
+    for cut in range(len(parts), 0, -1):  # the longest old name that is a prefix of this one
+        head, tail = ".".join(parts[:cut]), ".".join(parts[cut:])
+        if head in MOVED:
+            return tuple(f"{prefix}{target}" + (f".{tail}" if tail else "") for target in MOVED[head])
+    return None
 
 
 class _Forwarding(types.ModuleType):

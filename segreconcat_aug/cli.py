@@ -31,6 +31,8 @@ import shutil
 import sys
 from pathlib import Path
 
+from segreconcat_aug.data.folder_lock import release_held
+from segreconcat_aug.data.result_files import DISK_FULL, disk_full
 from segreconcat_aug.errors import USAGE_EXIT_STATUS, UserError, user_message
 
 REPO = Path(__file__).resolve().parents[1]
@@ -323,6 +325,18 @@ def remember_new_folders(resolved, *keys: str) -> None:
             remove_if_user_error(resolved[key])
 
 
+def hold_output_folder(folder, what: str, name: str | None = None) -> None:
+    """This run is the one writer of ``folder`` until it exits (:mod:`segreconcat_aug.data.folder_lock`):
+    a second run into it stops with one line (exit 2). Under torchrun only rank 0 takes it (the ranks of
+    one run share the folder)."""
+    from speechbrain.utils.distributed import get_rank
+
+    from .data.folder_lock import LOCK_FILE, hold_folder
+
+    if (get_rank() or 0) == 0:
+        hold_folder(folder, what, name or LOCK_FILE)
+
+
 def keep_new_folders() -> None:
     """From here on the run's folders hold work worth keeping: a later user error leaves them."""
     _NEW_FOLDERS.clear()
@@ -510,13 +524,22 @@ def run_main(main, argv: list[str] | None = None, *, extra_help: str = "") -> No
     show_traceback = TRACEBACK_FLAG in argv
     argv = [argument for argument in argv if argument != TRACEBACK_FLAG]
     try:
-        outcome = main(argv)
+        try:
+            outcome = main(argv)
+        except OSError as error:
+            if error.errno not in DISK_FULL or isinstance(error, UserError):
+                raise
+            raise disk_full(error.filename, error) from error  # a full disk anywhere: one line too
     except UserError as error:
+        release_held()
         if not show_traceback:
             logger.debug(
                 "user error", exc_info=True
             )  # before the removal: the log file may be in a new folder
-        moved = _remove_new_folders(keep=error.cited_files)
+        # A full disk keeps the run's folders: what was written completely is the rerun's head start.
+        moved = (
+            {} if getattr(error, "keep_new_folders", False) else _remove_new_folders(keep=error.cited_files)
+        )
         if show_traceback:
             raise
         message = user_message(error)
@@ -524,6 +547,8 @@ def run_main(main, argv: list[str] | None = None, *, extra_help: str = "") -> No
             message = message.replace(str(cited), str(now))
         print(f"{script}: error: {message}", file=sys.stderr)
         sys.exit(USAGE_EXIT_STATUS)
+    finally:
+        release_held()
     sys.exit(outcome if isinstance(outcome, int) else 0)
 
 

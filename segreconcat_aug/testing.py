@@ -242,3 +242,61 @@ def openai_sizes(name: str) -> dict:
         "n_text_layer": d["decoder_layers"],
         "n_text_head": d["heads"],
     }
+
+
+#: A tiny ``ecapa_ssl`` (the VPC 2026 attacker): WavLM-Large's structure, 24 layers of width 16, and an
+#: embedding model of that width (``channels[0]`` must be WavLM's width).
+TINY_WAVLM = {
+    "encoder_layers": 24,
+    "encoder_embed_dim": 16,
+    "encoder_ffn_embed_dim": 32,
+    "encoder_attention_heads": 2,
+    "conv_feature_layers": "[(32,10,5)] + [(32,3,2)] * 4 + [(32,2,2)] * 2",
+    "conv_pos": 16,
+    "conv_pos_groups": 4,
+}
+TINY_ECAPA_SSL = {
+    "channels": [16, 16, 16, 16, 48],
+    "attention_channels": 8,
+    "se_channels": 8,
+    "lin_neurons": 12,
+}
+
+
+def tiny_wavlm(seed: int = 0, **cfg):
+    """A random WavLM (transformers) shaped like WavLM-Large, as :class:`~.models.wavlm.WavLMLayers`.
+
+    ``cfg``: unilm config keys over WavLM-Large's (``models.wavlm.WAVLM_LARGE``) and :data:`TINY_WAVLM`;
+    ``tiny_wavlm(**WAVLM_LARGE)`` is the real size (random weights, for benchmarks).
+    """
+    from transformers import WavLMModel
+
+    from .models.wavlm import WAVLM_LARGE, WavLMLayers, transformers_config
+
+    unilm_cfg = {**WAVLM_LARGE, **TINY_WAVLM, **cfg}
+    with torch.random.fork_rng():
+        torch.manual_seed(seed)
+        model = WavLMModel(transformers_config(unilm_cfg))
+    return WavLMLayers(model.eval(), normalize=unilm_cfg["normalize"], unilm_cfg=unilm_cfg)
+
+
+def tiny_challenge_folder(folder, seed: int = 0, *, wavlm=None, **sizes):
+    """A folder laid out as the challenge's ``exp/asv_ssl/``: ``embedding_model.ckpt`` + ``WavLM-Large.pt``.
+
+    The embedding model (:data:`TINY_ECAPA_SSL` and ``sizes``) is saved under the toolkit's parameter
+    names, as its ``ECAPA_TDNN_test`` state dict; the WavLM (``wavlm``, default :func:`tiny_wavlm`) in
+    unilm's ``{"cfg", "model"}`` format. Returns the folder's path.
+    """
+    from pathlib import Path
+
+    from .models.ecapa_ssl import CHALLENGE_CHECKPOINT, CHALLENGE_WAVLM, EcapaSSL, to_challenge_state_dict
+    from .models.wavlm import unilm_checkpoint
+
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    with torch.random.fork_rng():
+        torch.manual_seed(seed)
+        model = EcapaSSL(**{**TINY_ECAPA_SSL, **sizes})
+    torch.save(to_challenge_state_dict(model.state_dict()), folder / CHALLENGE_CHECKPOINT)
+    torch.save(unilm_checkpoint(wavlm if wavlm is not None else tiny_wavlm(seed)), folder / CHALLENGE_WAVLM)
+    return folder

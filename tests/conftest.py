@@ -59,6 +59,16 @@ def vpac_root(tmp_path_factory):
     return build_vpac_layout(tmp_path_factory.mktemp("vpac"))
 
 
+@pytest.fixture(autouse=True)
+def _release_folder_locks():
+    """A recipe's main() run in this process holds its output folder until the process ends (as a run
+    does); a test's end is where such a run ends, so a later test's subprocess can write the folder."""
+    yield
+    from segreconcat_aug.data.folder_lock import release_held
+
+    release_held()
+
+
 def pytest_sessionfinish(session, exitstatus):
     """Fail the session if it left a new file or folder in the checkout (ignored ones included)."""
     new = sorted(checkout_paths(CHECKOUT, default_skip(CHECKOUT)) - CHECKOUT_BEFORE)

@@ -18,7 +18,7 @@ import torch
 from hyperpyyaml import load_hyperpyyaml
 from test_train import HPARAMS
 
-from segreconcat_aug.training.export import export_best_model
+from segreconcat_aug.models.export import export_best_model
 
 SPEAKERS = ["s1", "s2", "s3"]
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from vpac_fixture import FIXTURES
+from vpac_fixture import FIXTURES, fixture_audio
 
 from segreconcat_aug.align.aligners import AlignmentFailed
 from segreconcat_aug.align.aligners.common import BatchedAligner
@@ -125,3 +125,59 @@ def test_a_backend_that_cannot_align_the_set_language_is_refused_before_anything
     with pytest.raises(UserError, match=match):
         _recipe().main([HPARAMS, f"--data_folder={folder}", f"--output={out}", *extra, "--noprogressbar"])
     assert not out.exists() and not list(tmp_path.glob("cache*"))
+
+
+def test_the_transformers_backend_detects_each_utterance_language_without_language(tmp_path, monkeypatch):
+    """Issue 28: without --language the transformers aligner forced English (German aligned as English)."""
+    import torch
+
+    from segreconcat_aug import testing
+
+    tiny_whisper, built = testing.tiny_whisper, []
+
+    def bilingual_tiny_whisper(**kwargs):
+        if built:  # one build for both runs
+            return built[0]
+        # The random tiny Whisper knows <|en|> only; a spare special token plays <|de|>, and its detection
+        # (random weights detect nothing) says German for utterances over 3.5 s, English for the others.
+        bundle = tiny_whisper(**kwargs)
+        config = bundle.model.generation_config
+        ids = {
+            "en": config.lang_to_id["<|en|>"],
+            "de": bundle.tokenizer.convert_tokens_to_ids("<|startoflm|>"),
+        }
+        config.lang_to_id = {"<|en|>": ids["en"], "<|de|>": ids["de"]}
+        real = bundle.model.detect_language
+
+        def detect_language(input_features, generation_config=None):
+            real(input_features=input_features, generation_config=generation_config)  # runs on this model
+            # frames with sound: the log-mel padding of Whisper's feature extractor is its minimum
+            voiced = (input_features > input_features.amin(dim=(1, 2), keepdim=True)).any(dim=1).sum(dim=1)
+            return torch.tensor([ids["de"] if frames > 350 else ids["en"] for frames in voiced.tolist()])
+
+        bundle.model.detect_language = detect_language
+        built.append(bundle)
+        return bundle
+
+    monkeypatch.setattr(testing, "tiny_whisper", bilingual_tiny_whisper)
+    folder = _folder(tmp_path / "data")
+    out = tmp_path / "cache.jsonl"
+    argv = [HPARAMS, f"--data_folder={folder}", f"--output={out}", "--backend=transformers"]
+    argv += [
+        "--whisper_model=tiny-random-whisper",
+        "--max_new_tokens=8",
+        "--allow_failures=True",
+        "--noprogressbar",
+    ]
+    assert _recipe().main(argv) == 0
+    durations = {utt: __import__("soundfile").info(str(FIXTURES / f"{utt}.flac")).duration for utt in UTTS}
+    expected = {utt: "de" if seconds > 3.5 else "en" for utt, seconds in durations.items()}
+    assert set(expected.values()) == {"de", "en"}  # the fixture has one of each
+    assert {record.id: record.language for _, record in iter_cache(out)} == expected
+    # A language given (--language=de) is used as it is: nothing detected.
+    from segreconcat_aug.align.aligners.whisper import WhisperAligner
+
+    forced = WhisperAligner(bundle=built[0], language="de", max_new_tokens=4)
+    forced.detect_languages = None  # would fail if called
+    forced.align_batch([fixture_audio("26-495-0007")[:8000]])
+    assert forced.languages == ["de"]

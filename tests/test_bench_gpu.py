@@ -12,7 +12,16 @@ def test_gpu_benchmark_smoke_on_cpu(tmp_path):
     spec.loader.exec_module(bench)
     out = tmp_path / "gpu.json"
     figures = bench.main(
-        ["--device=cpu", "--tiny", "--batch=4", "--steps=1", "--whisper_batches=1,2", f"--out={out}"]
+        [
+            "--device=cpu",
+            "--tiny",
+            "--batch=4",
+            "--steps=1",
+            "--whisper_batches=1,2",
+            "--ssl_batch=2",
+            "--ssl_steps=1",
+            f"--out={out}",
+        ]
     )
     assert out.is_file()
     for precision in ("fp32", "bf16"):
@@ -26,3 +35,7 @@ def test_gpu_benchmark_smoke_on_cpu(tmp_path):
     assert whisper["openai-whisper"]["batch1"]["rtf"] > 0
     assert whisper["target"]["verdict"] == "unmeasured (no GPU)"  # a CPU run never claims the GPU target
     assert whisper["encoder_utterances_per_s"] > 0
+    ssl = figures["ecapa_ssl"]
+    for name in ("fp32", "bf16", "bf16_toolkit_window"):
+        assert ssl[name]["samples_per_s"] > 0
+    assert ssl["target"]["verdict"] == "unmeasured (no GPU)"

@@ -63,9 +63,9 @@ def _demo_grid(out: Path):
 
 
 def test_small_corpus_difference_is_reported_with_interval_and_not_significant(tmp_path):
-    # The demo's size: 5 speakers per list, 3 test utterances each (15 target, 60 non-target trials);
+    # The demo's size: 5 speakers per list, 4 test utterances each (20 target, 80 non-target trials);
     # two runs of the same attacker (same separation, each with its own noise).
-    _write_runs(tmp_path, 5, 3, separations={"baseline": 1.0, "rr_concat": 1.0}, own_noise=0.7)
+    _write_runs(tmp_path, 5, 4, separations={"baseline": 1.0, "rr_concat": 1.0}, own_noise=0.7)
     grid = _demo_grid(tmp_path)
     assemble(grid)
     (line,) = run_demo.verdicts(grid)

@@ -58,7 +58,9 @@ def evaluated(vpac_root, tmp_path_factory):
     torch.set_num_threads(1)
     output = tmp_path_factory.mktemp("run")
     hparams = load_tiny_hparams(tiny_overrides(vpac_root, output))
-    hparams["eval_batch_size"] = 1  # no padding: scores comparable with single-utterance embeddings
+    hparams["eval_batching"] = (
+        "exact"  # one at a time (the default): scores comparable with single embeddings
+    )
     export_random_model(hparams)
     return hparams, evaluate_system(hparams, {"device": "cpu"})
 
@@ -127,6 +129,22 @@ def test_reports_are_written_and_consistent(evaluated):
     assert "| T8-5 |" in (folder / "results.md").read_text()
 
 
+def test_rescoring_from_the_score_files_gives_the_report_they_came_from(evaluated, tmp_path):
+    """docs/evaluation.md: rescore_folder recomputes every number from the score files, with the settings
+    results.json recorded; unchanged score files give the same results.json, csv and md, byte for byte."""
+    from segreconcat_aug.evaluation.rescore import rescore_folder
+
+    hparams, _ = evaluated
+    copy = tmp_path / "eval"
+    shutil.copytree(
+        Path(hparams["output_folder"]) / "eval", copy, ignore=shutil.ignore_patterns("embeddings")
+    )
+    before = {name: (copy / name).read_bytes() for name in ("results.json", "results.csv", "results.md")}
+    written = rescore_folder(copy)
+    assert {name: (copy / name).read_bytes() for name in before} == before
+    assert written["privacy"].is_file() and "min_cllr" in read_results(copy)["subsets"]["dev_f"]
+
+
 def test_rescoring_reads_the_embedding_cache(evaluated, monkeypatch):
     hparams, results = evaluated
 
@@ -156,6 +174,70 @@ def test_evaluate_recipe_command_line(evaluated, vpac_root):
     assert read_results(Path(hparams["output_folder"]) / "eval")["table"] == pytest.approx(
         results.table_row()
     )
+
+
+def test_a_full_disk_is_one_line_leaves_no_result_file_and_the_rerun_gives_the_same_report(
+    evaluated, vpac_root, tmp_path, monkeypatch, capsys
+):
+    """Issue 32, probe 6: OSError 28 while evaluate.py writes results.csv (simulated: the CSV writer fails
+    after the header, as a full disk does) is one line, exit 2; no empty or cut results file is left, the
+    eval folder and its embeddings are kept, and the rerun after space is freed gives the clean run's report."""
+    import csv
+    import errno
+    import importlib.util
+
+    from segreconcat_aug import cli
+
+    spec = importlib.util.spec_from_file_location("evaluate_recipe", REPO / "recipes" / "evaluate.py")
+    recipe = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(recipe)
+    monkeypatch.setitem(sys.modules, "evaluate_recipe", recipe)  # run_main names the recipe from its file
+    hparams, _ = evaluated
+    base = [
+        str(HPARAMS),
+        *(
+            f"--{k}={v}".replace(" ", "")
+            for k, v in tiny_overrides(vpac_root, hparams["output_folder"]).items()
+        ),
+    ]
+    base += ["--device=cpu", "--eval_bootstrap_resamples=50", "--eval_det_plot=False"]
+
+    def evaluate(folder):
+        with pytest.raises(SystemExit) as stopped:
+            cli.run_main(recipe.main, [*base, f"--eval_folder={folder}"])
+        return stopped.value.code
+
+    assert evaluate(tmp_path / "clean") == 0
+    real_writer = csv.writer
+
+    def full_disk_writer(handle, *args, **kwargs):
+        writer = real_writer(handle, *args, **kwargs)
+
+        class Full:
+            rows = 0
+
+            def writerow(self, row):
+                Full.rows += 1
+                if Full.rows > 1:
+                    raise OSError(errno.ENOSPC, "No space left on device")
+                return writer.writerow(row)
+
+        return Full()
+
+    folder = tmp_path / "eval"
+    capsys.readouterr()
+    with monkeypatch.context() as patch:
+        patch.setattr(csv, "writer", full_disk_writer)
+        assert evaluate(folder) == 2
+    error = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+    assert error[-1].startswith(f"evaluate.py: error: {folder / 'results.csv'}: no space left on the device")
+    assert "free some space and run the same command again" in error[-1] and "Traceback" not in "".join(error)
+    assert not (folder / "results.csv").exists() and not (folder / "results.json").exists()
+    assert not list(folder.rglob("*.tmp")) and (folder / "embeddings").is_dir()  # the work done is kept
+    assert evaluate(folder) == 0
+    assert (folder / "results.csv").read_bytes() == (tmp_path / "clean" / "results.csv").read_bytes()
+    again, clean = read_results(folder), read_results(tmp_path / "clean")
+    assert all(again[key] == clean[key] for key in ("table", "subsets", "intervals", "score_digests"))
 
 
 def test_score_normalization_runs_end_to_end(evaluated, vpac_root, tmp_path):

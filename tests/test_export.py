@@ -1,4 +1,4 @@
-"""segreconcat_aug.training.export: the best-dev-loss checkpoint as a folder SpeechBrain's EncoderClassifier loads."""
+"""segreconcat_aug.models.export: the best-dev-loss checkpoint as a folder SpeechBrain's EncoderClassifier loads."""
 
 import json
 import shutil
@@ -10,7 +10,7 @@ import torch
 from hyperpyyaml import load_hyperpyyaml
 
 from segreconcat_aug.data.audio import read_audio
-from segreconcat_aug.training.export import EXPORT_MODULES, export_best_model
+from segreconcat_aug.models.export import EXPORT_MODULES, export_best_model
 
 REPO = Path(__file__).resolve().parents[1]
 HPARAMS = REPO / "hparams" / "ecapa_segreconcat.yaml"

@@ -11,9 +11,11 @@ import pytest
 
 from segreconcat_aug.evaluation.metrics import verification_metrics
 from segreconcat_aug.evaluation.references import load_reference_results
+from segreconcat_aug.evaluation.score_files import read_score_file
 from segreconcat_aug.evaluation.system import SUBSETS, SubsetScores, SystemResults
 from segreconcat_aug.evaluation.system_report import read_results, write_system_report
 from segreconcat_aug.grid import STATUS_FILE, format_command, grid_cells, load_grid
+from segreconcat_aug.grid.results import cell_scores
 
 REPO = Path(__file__).resolve().parents[1]
 spec = importlib.util.spec_from_file_location("run_grid", REPO / "recipes" / "run_grid.py")
@@ -410,3 +412,51 @@ def test_the_demo_environment_is_one_thread_and_glibc_keeping_freed_memory():
     grid = load_grid(REPO / "hparams" / "demo.yaml")
     assert grid["environment"]["OMP_NUM_THREADS"] == 1
     assert {"MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_"} <= set(grid["environment"])
+
+
+def test_tables_only_refuses_a_finished_cells_score_file_changed_damaged_or_lost(
+    grid_overrides, tmp_path, capsys
+):
+    """Issue 32, probes 4 and 6: the tables never mix results.json's points with another file's intervals,
+    and a damaged score file is one line naming it, with the fix."""
+    grid_overrides.update(ablation=None, bootstrap_resamples=50)
+    grid_overrides["comparison"] = {"baseline": "baseline", "compared": ["rr_concat"]}
+    assert run_grid.main(_argv(grid_overrides)) == 0
+    eval_folder = tmp_path / "grid" / "B3" / "rr_concat" / "eval"
+    scores = eval_folder / "scores" / "dev_f.txt"
+    original = scores.read_text()
+    tables_only = _argv({**grid_overrides, "tables_only": True})
+
+    def refused(fragments):
+        capsys.readouterr()  # what the runs before printed
+        with pytest.raises(SystemExit) as stopped:
+            run_grid.run_main(run_grid.main, tables_only)
+        error = capsys.readouterr().err.strip().splitlines()
+        assert stopped.value.code == 2 and len(error) == 1, error
+        assert all(fragment in error[0] for fragment in fragments), error[0]
+
+    edited = [  # every target trial's score lowered by 1: the EER must rise
+        " ".join([*f[:3], f"{float(f[3]) - (f[2] == 'target'):.9g}", *f[4:]])
+        for f in (line.split() for line in original.splitlines())
+    ]
+    scores.write_text("\n".join(edited) + "\n")
+    refused([f"{scores}: changed since {eval_folder / 'results.json'}", "--rescore_changed_scores=True"])
+    before = read_results(eval_folder)
+    assert run_grid.main(_argv({**grid_overrides, "tables_only": True, "rescore_changed_scores": True})) == 0
+    after = read_results(eval_folder)
+    rescored = read_score_file(scores)
+    expected = verification_metrics(rescored.scores[rescored.targets], rescored.scores[~rescored.targets])
+    assert (
+        after["score_digests"] != before["score_digests"]
+        and after["table"]["dev_f"] > before["table"]["dev_f"]
+    )
+    assert after["table"]["dev_f"] == pytest.approx(expected["eer"])
+    assert cell_scores(eval_folder, after)[1] is False  # rescored: its numbers are its score files' again
+
+    fix = f"delete {eval_folder} and rerun the grid"
+    scores.write_text(original.replace(original.split()[3], "nan", 1))
+    refused([f"{scores}:1: score 'nan' is not a finite number", fix])
+    scores.write_text("a b target\n")
+    refused([f"{scores}:1: expected '<enroll> <test> target|nontarget <score>", fix])
+    scores.unlink()
+    refused([f"{scores}: missing, but {eval_folder / 'results.json'} lists it", fix])

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from segreconcat_aug.evaluation.metrics import verification_metrics
 from segreconcat_aug.evaluation.system import SubsetScores, SystemResults
@@ -115,3 +116,23 @@ def test_2026_grids_skip_the_vpac_ablation_system_they_do_not_have():
     assert {system for system, _ in grid_cells(grid)} == {"B3"}  # no T8-5 Table 1 cells
     vpac = load_grid(GRID, {"data_folder": "/nowhere", "systems": ["B3"]})
     assert "T8-5" in {system for system, _ in grid_cells(vpac)}
+
+
+def test_a_track2_grid_missing_languages_is_refused_before_any_cell_trains(tmp_path, capsys):
+    """Issue 32, probe 5: only the de lists exist; the grid names en, fr and es in one line (exit 2) before
+    de trains, instead of failing each of them after de's training."""
+    from vpc2026_fixture import build_track2_layout
+
+    root = build_track2_layout(tmp_path / "vpc2026", "BM1", "de")
+    argv = [str(GRID), f"--data_folder={root}", f"--output_folder={tmp_path / 'grid'}", "--protocol=vpc2026-track2",
+            "--systems=[BM1]", '--comparison={"baseline": "baseline", "compared": []}']  # fmt: skip
+    with pytest.raises(SystemExit) as stopped:
+        run_grid.run_main(run_grid.main, argv)
+    # (in the whole suite, a log handler an earlier test left may add its own complaints to stderr)
+    error = [line for line in capsys.readouterr().err.splitlines() if ": error: " in line]
+    assert stopped.value.code == 2 and len(error) == 1, error
+    assert f": error: {root}: 3 of 4 unit(s) of this grid have no data, so no cell was run" in error[0]
+    assert (
+        all(f"BM1/{language}: " in error[0] for language in ("en", "fr", "es")) and "BM1/de:" not in error[0]
+    )
+    assert not (tmp_path / "grid").exists()  # nothing ran, nothing was written

@@ -21,7 +21,9 @@ from speechbrain.processing.features import InputNormalization
 
 from segreconcat_aug.data.audio import read_audio
 from segreconcat_aug.evaluation.embeddings import EmbeddingExtractor
-from segreconcat_aug.evaluation.model_folder import (
+from segreconcat_aug.evaluation.system import evaluate_system
+from segreconcat_aug.evaluation.system_report import read_results
+from segreconcat_aug.models.folder import (
     MODEL_SAVEDIR,
     ExportError,
     MissingExportError,
@@ -29,8 +31,6 @@ from segreconcat_aug.evaluation.model_folder import (
     ModelMismatchError,
     load_speaker_model,
 )
-from segreconcat_aug.evaluation.system import evaluate_system
-from segreconcat_aug.evaluation.system_report import read_results
 
 REPO = Path(__file__).resolve().parents[1]
 HPARAMS = REPO / "hparams" / "ecapa_segreconcat.yaml"
@@ -215,7 +215,7 @@ def test_an_old_export_falls_back_to_the_yaml_modules_with_one_warning(export, t
     shutil.copyfile(export / "embedding_model.ckpt", old / "embedding_model.ckpt")
     shutil.copyfile(export / "train_hyperparams.yaml", old / "hyperparams.yaml")
     hparams = _hparams(**SIZES)
-    with caplog.at_level(logging.WARNING, logger="segreconcat_aug.evaluation.model_folder"):
+    with caplog.at_level(logging.WARNING, logger="segreconcat_aug.models.folder"):
         for _ in range(2):
             loaded = load_speaker_model(old, hparams, savedir=tmp_path / "eval" / MODEL_SAVEDIR)
     warnings = [record.getMessage() for record in caplog.records if record.levelno == logging.WARNING]

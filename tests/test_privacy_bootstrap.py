@@ -140,3 +140,29 @@ def test_a_speaker_drawn_twice_is_two_people():
         expected_hits += copies * (counts[0, other] * beaten == 0)
         expected_total += copies
     assert ident.rates(counts, 1)[0] == pytest.approx(100 * expected_hits / expected_total)
+
+
+def test_a_resample_with_one_histogram_bin_has_no_linkability():
+    """Resample weights with 10-19 weighted target trials give VPC's histogram one bin, whose integral is
+    0 whatever the scores: NaN, as linkability() of the repeated list says (undefined), not 0.0."""
+    found = read_score_file(FIXTURES / "random.txt")  # 48 targets, 636 non-targets
+    sorted_trials = privacy.ListPrivacy(found, subset_design(found)[0]).sorted
+    targets = np.flatnonzero(found.targets)
+    rows = []
+    for kept, copies in ((10, 1), (19, 1), (6, 3), (20, 1), (30, 2)):  # weighted targets 10, 19, 18, 20, 60
+        w = np.ones(len(found.targets), dtype=np.int64)
+        w[targets] = 0
+        w[targets[:kept]] = copies
+        rows.append(w)
+    values = sorted_trials.linkability(np.stack(rows))
+    scores = found.scores.astype(np.float64)
+    for w, value in zip(rows, values):
+        repeated = np.repeat(scores, w)
+        expected = privacy.linkability(
+            repeated[np.repeat(found.targets, w)], repeated[~np.repeat(found.targets, w)]
+        )
+        if expected.value is None:
+            assert np.isnan(value) and "bin(s)" in expected.reason
+        else:
+            assert value == pytest.approx(expected.value, abs=1e-12)
+    assert np.isnan(values[:3]).all() and np.isfinite(values[3:]).all()

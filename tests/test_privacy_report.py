@@ -10,6 +10,7 @@ import pytest
 
 from segreconcat_aug import privacy
 from segreconcat_aug.evaluation.comparison import compare_runs
+from segreconcat_aug.evaluation.intervals import subset_design
 from segreconcat_aug.evaluation.metrics import verification_metrics
 from segreconcat_aug.evaluation.score_files import read_score_file
 from segreconcat_aug.evaluation.system import (
@@ -191,3 +192,131 @@ def test_privacy_options_from_the_yaml_keys():
         validate_options({"eval_privacy_speaker_eer_threshold": 150})
     shipped = (REPO / "hparams" / "ecapa_segreconcat.yaml").read_text()
     assert "eval_privacy: True" in shipped
+
+
+def _strict_json(path):
+    """The file parsed as JSON proper: NaN and Infinity, which Python would accept, fail."""
+
+    def refuse(token):
+        raise ValueError(f"{path}: {token} is not JSON")
+
+    return json.loads(Path(path).read_text(), parse_constant=refuse)
+
+
+def _crossed(name: str, speakers: int, utterances: int, score) -> SubsetScores:
+    """Every enrolled speaker against every test utterance; ``score(target) -> scores``."""
+    enroll, test, spk = [], [], []
+    for e in range(speakers):
+        for s in range(speakers):
+            for u in range(utterances):
+                enroll.append(f"{name}{e}"), test.append(f"{name}{s}-{u}"), spk.append(f"{name}{s}")
+    targets = np.array([e == s for e, s in zip(enroll, spk)])
+    return SubsetScores(name, Path(name), enroll, test, targets, score(targets).astype(np.float32), 0, spk)
+
+
+def test_lists_the_metrics_cannot_read_are_undefined_with_their_reason_in_valid_json(tmp_path):
+    """Issue 32, privacy 2-4: a model that learned nothing (every score equal), 1 target and 1 non-target,
+    an infinite Cllr: null with the reason in results.json (valid JSON), results.md and the grid's tables."""
+    rng = np.random.default_rng(3)
+    subsets = {
+        "dev_f": _crossed("dev_f", 5, 4, lambda t: np.full(len(t), 0.25)),  # 20 targets, all scores equal
+        "dev_m": SubsetScores(
+            "dev_m",
+            Path("m"),
+            ["a", "a"],
+            ["a-1", "b-1"],
+            np.array([True, False]),
+            np.array([0.7, 0.2], dtype=np.float32),
+            0,
+            ["a", "b"],
+        ),  # fmt: skip
+        "test_f": _crossed(
+            "test_f", 5, 4, lambda t: rng.normal(size=len(t)) + t - 800.0 * (np.arange(len(t)) == 0)
+        ),
+        "test_m": _crossed("test_m", 5, 4, lambda t: rng.normal(size=len(t)) + 2 * t),
+    }
+    metrics = {n: verification_metrics(s.scores[s.targets], s.scores[~s.targets]) for n, s in subsets.items()}
+    results = add_privacy_metrics(SystemResults("S", subsets, metrics), OPTIONS)
+    out = tmp_path / "grid"
+    files = write_system_report(
+        results, out / "S" / "baseline" / "eval", det_plot=False, bootstrap={"resamples": 50, "seed": 1}
+    )
+    saved = _strict_json(files["json"])["subsets"]
+    flat = saved["dev_f"]
+    for key in ("min_cllr", "rocch_eer", "zebra_max_abs_log10_lr", "zebra_tag", "linkability", "pi_link"):
+        assert flat[key] is None and "the scores carry no information" in flat["undefined_because"][key], key
+    assert "minCllr 0.000, ROCCH-EER 0.00 % and ZEBRA tag" in flat["undefined_because"]["min_cllr"]
+    assert (
+        flat["zebra_dece_bits"] == 0.0 and flat["min_cllr_ci"] is None
+    )  # D_ECE pools the ties: no disclosure
+    two = saved["dev_m"]
+    for key in ("min_cllr", "rocch_eer", "zebra_dece_bits", "zebra_max_abs_log10_lr", "zebra_tag"):
+        assert two[key] is None and "1 target and 1 non-target trial" in two["undefined_because"][key], key
+    infinite = saved["test_f"]
+    assert infinite["cllr"] is None and "Cllr is infinite" in infinite["undefined_because"]["cllr"]
+    assert infinite["min_cllr"] is not None and saved["test_m"]["cllr"] is not None
+    text = files["markdown"].read_text()
+    assert (
+        "no value for dev_f linkability, zebra_max_abs_log10_lr, zebra_tag, min_cllr, rocch_eer, pi_link: every score"
+        in text
+    )
+    # The grid reads it back: Table 2's privacy columns say why, grid_results.json is valid JSON too.
+    grid = load_grid(REPO / "hparams" / "grid.yaml", {
+        "data_folder": str(tmp_path), "output_folder": str(out), "systems": ["S"], "tables_only": True,
+        "comparison": {"baseline": "baseline", "compared": []}, "ablation": None, "show_published": False,
+        "bootstrap_resamples": 50, "privacy_columns": ["min_cllr", "cllr"],
+    })  # fmt: skip
+    written = assemble(grid)
+    _strict_json(written["json"])
+    assert (
+        "no value for S baseline min_cllr (dev_f, dev_m, dev_avg, avg): every score is the same"
+        in written["table2"].read_text()
+    )
+
+
+def test_no_targets_or_no_non_targets_is_undefined_and_an_undefined_worst_case_has_no_tag():
+    none = _crossed("x", 3, 2, lambda t: np.linspace(0, 1, len(t)))
+    none = SubsetScores(
+        "x",
+        Path("x"),
+        none.enroll,
+        none.test,
+        np.zeros_like(none.targets),
+        none.scores,
+        0,
+        none.test_speakers,
+    )
+    metrics = privacy.ListPrivacy(none, subset_design(none)[0], OPTIONS).point()
+    scalar = [*privacy.interval_names(OPTIONS), "zebra_tag"]
+    assert all(
+        metrics[k] is None and "0 target and 18 non-target trial(s)" in metrics["undefined_because"][k]
+        for k in scalar
+    )
+    assert privacy.zebra_tag(float("nan")) is None and privacy.zebra([], [0.1, 0.2]).tag is None
+    assert privacy.zebra_tag(float("inf")) == "F"
+
+
+def test_a_point_outside_its_own_interval_is_said_so(tmp_path):
+    """Issue 32, privacy 5: a percentile interval need not hold its point (a maximum-type statistic such as
+    ZEBRA's worst case, an identification rate); the report says so wherever it happens, and only there."""
+    files = write_system_report(system(), tmp_path, det_plot=False, bootstrap={"resamples": 200, "seed": 1})
+    saved = _strict_json(files["json"])
+    notes = 0
+    for column, metrics in saved["intervals"].items():
+        for metric, interval in metrics.items():
+            if column in saved["subsets"]:
+                point = saved["subsets"][column].get(metric)
+            else:
+                point = (saved["table"] if metric == "eer" else saved["privacy_table"].get(metric, {})).get(
+                    column
+                )
+            outside = (
+                interval["low"] is not None
+                and point is not None
+                and not interval["low"] <= point <= interval["high"]
+            )
+            assert bool(interval.get("note")) == outside, (column, metric, point, interval)
+            if outside:
+                notes += 1
+                assert f"- {column} {metric}: the point " in files["markdown"].read_text()
+    assert notes  # these resamples hold such a case (the average rank-1 rate)

@@ -110,3 +110,13 @@ def test_the_epoch_record_is_one_json_line_per_epoch(tmp_path):
     assert [json.loads(line) for line in lines][1] == {
         "epoch": 2, "lr": 0.01, "train": {"loss": 1.0}, "valid": {"loss": 2.0}, "best_epoch": 2, "should_stop": False,
     }  # fmt: skip
+
+
+def test_a_nan_loss_is_null_in_the_epoch_record(tmp_path):
+    """Issue 32: every JSON the project writes is JSON (Python would write NaN, which JSON lacks)."""
+    counter = _counter_after([3.0])
+    append_epoch_record(tmp_path, epoch_record(1, 0.01, {"loss": float("nan")}, {"loss": 2.0}, counter))
+    line = (tmp_path / EPOCHS_LOG).read_text()
+    assert json.loads(line, parse_constant=lambda token: pytest.fail(f"{token} in {line}"))["train"] == {
+        "loss": None
+    }

@@ -75,6 +75,9 @@ def test_each_protocol_names_its_sets_subsets_and_conventions_in_one_table():
         "eval_normalize_wave": "vpc2024",
         "eval_skip_missing_trials": False,
         "eval_enroll_mean": "raw",
+        "eval_trials_from": "anonymized",
+        "eval_duplicate_trials": "collapse",
+        "eval_resample": False,
     }
     assert (
         track1.conventions
@@ -83,6 +86,9 @@ def test_each_protocol_names_its_sets_subsets_and_conventions_in_one_table():
             "eval_normalize_wave": "vpc2026",
             "eval_skip_missing_trials": True,
             "eval_enroll_mean": "raw",
+            "eval_trials_from": "original",
+            "eval_duplicate_trials": "collapse",
+            "eval_resample": True,
         }
     )
 

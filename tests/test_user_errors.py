@@ -23,8 +23,10 @@ from test_train import TINY as TRAIN_TINY
 
 from segreconcat_aug import cli
 from segreconcat_aug.align.cache import load_alignments
+from segreconcat_aug.data.folder_lock import FolderLock
 from segreconcat_aug.data.kaldi import read_kaldi_map
 from segreconcat_aug.errors import UserError
+from segreconcat_aug.grid import GRID_LOCK
 from segreconcat_aug.method.orders import order_record
 from segreconcat_aug.options import validate_hparams_file
 from segreconcat_aug.training.run_settings import run_settings
@@ -111,22 +113,28 @@ CASE_IDS = [
     "train: run_settings.json deleted, mode none into a concat run",
     "train: other settings into a started run",
     "train: audio problems in a new output folder",
+    "train: a second trainer into a folder in use",
+    "train: an empty training manifest",
     "evaluate: truncated embedding_model.ckpt",
     "evaluate: model of another size",
     "evaluate: NaN embedding under check_audio header",
     "evaluate: audio problems in a new eval folder",
     "evaluate: a model folder of other n_mels than --n_mels",
     "evaluate: a model folder's hyperparams.yaml without embedding_model",
+    "evaluate: a second evaluation into an eval folder in use",
+    "evaluate: an empty enrolls list",
     "align: output under a file",
     "align: shard 3/2",
     "align: no data_folder",
     "align: a second aligner on the same shard",
+    "align: an empty CSV manifest",
     "compute_orders: semantic with a Whisper model it cannot load",
     "compute_orders: stale orders on a rerun",
     "anonymize: output is the input",
     "anonymize: output_folder under a file",
     "run_grid: output_folder is a file",
     "run_grid: a seed out of range",
+    "run_grid: a second grid runner on its output folder",
 ]
 
 
@@ -185,6 +193,25 @@ def table(vpac_root, tmp_path_factory):
     enroll = vpac_root / "T8-5/data/libri_dev_enrolls_T8-5"
     grid = [f"--data_folder={vpac_root}"]
     problems_parent = new("problems")
+    # Folders another run is writing (probe 2 of issue 32): the lock a first trainer, evaluation or grid holds.
+    busy_train, busy_eval, busy_grid = (
+        new("busy-train"),
+        exported_model(world / "busy-eval"),
+        new("busy-grid"),
+    )
+    # Empty lists (probe 7): each named, with the fix.
+    empty = new("empty")
+    (empty / "train.csv").write_text("ID,utt_id,wav,duration,spk_id\n")
+    (empty / "align.csv").write_text("ID,duration,wav,text\n")
+    no_enrolls = world / "no-enrolls"
+    shutil.copytree(vpac_root / "T8-5", no_enrolls / "T8-5")
+    (no_enrolls / "T8-5/data/libri_dev_enrolls_T8-5/enrolls").write_text("")
+    empty_enrolls_run = exported_model(world / "empty-enrolls-run")
+    holders = [
+        FolderLock(busy_train, "a training run").acquire(),
+        FolderLock(busy_eval / "eval", "an evaluation").acquire(),
+        FolderLock(busy_grid, "a grid run", GRID_LOCK).acquire(),
+    ]
 
     specs = {
         "train: system with no folder, into an existing folder": (
@@ -230,6 +257,14 @@ def table(vpac_root, tmp_path_factory):
             "train", [f"--data_folder={broken}", "--system=T8-5", *TINY, f"--output_folder={problems_parent}/out/run"],
             ["2 of 24 audio files failed the audio check", f"{problems_parent}/out.audio_problems.txt",
              f"{missing[0]} "], [broken]),
+        "train: a second trainer into a folder in use": (
+            "train", [*train, f"--output_folder={busy_train}"],
+            [f"{busy_train} is in use by a training run (pid {os.getpid()}, since ", "wait for it to finish"],
+            [busy_train]),
+        "train: an empty training manifest": (
+            "train", [*train, f"--output_folder={new('empty-manifest')}/out", "--skip_prep=True",
+                      f"--train_annotation={empty / 'train.csv'}", f"--valid_annotation={empty / 'train.csv'}"],
+            [f"{empty / 'train.csv'}: no rows after the header"], [empty, world / "empty-manifest"]),
         "evaluate: truncated embedding_model.ckpt": (
             "evaluate", [*evaluate, f"--output_folder={cut}"],
             [f"{model}: cannot be read, the file is damaged or cut", "recipes/train.py"], [cut]),
@@ -252,6 +287,13 @@ def table(vpac_root, tmp_path_factory):
         "evaluate: a model folder's hyperparams.yaml without embedding_model": (
             "evaluate", [*evaluate, f"--output_folder={new('encoder-only-run')}/out", f"--eval_model_folder={encoder_only}"],
             [f"{encoder_only}/hyperparams.yaml: no embedding_model key"], [encoder_only, world / "encoder-only-run"]),
+        "evaluate: a second evaluation into an eval folder in use": (
+            "evaluate", [*evaluate, f"--output_folder={busy_eval}"],
+            [f"{busy_eval / 'eval'} is in use by an evaluation (pid {os.getpid()}, since "], [busy_eval]),
+        "evaluate: an empty enrolls list": (
+            "evaluate", [f"--data_folder={no_enrolls}", "--system=T8-5", *TINY, f"--output_folder={empty_enrolls_run}"],
+            [f"{no_enrolls}/T8-5/data/libri_dev_enrolls_T8-5/enrolls: empty", "remove the file"],
+            [no_enrolls, empty_enrolls_run]),
         "align: output under a file": (
             "align", [f"--data_folder={enroll}", f"--output={a_file}/cache.jsonl"],
             [f"output: '{a_file}/cache.jsonl' lies under '{a_file}'"], [a_file]),
@@ -264,6 +306,9 @@ def table(vpac_root, tmp_path_factory):
         "align: a second aligner on the same shard": (
             "align", [f"--data_folder={enroll}", f"--output={locked}/cache.jsonl"],
             [f"{locked}/cache.jsonl: another process is writing this shard"], [locked]),
+        "align: an empty CSV manifest": (
+            "align", [f"--data_folder={empty / 'align.csv'}", f"--output={new('empty-align')}/cache.jsonl"],
+            [f"{empty / 'align.csv'}: no rows after the header"], [empty, world / "empty-align"]),
         "compute_orders: semantic with a Whisper model it cannot load": (
             "orders", [f"--data_folder={vpac_root}", "--strategy=semantic", f"--orders_cache={new('sr')}/sr.jsonl",
                        "--whisper_model=segreconcat-tests/no-such-whisper"],
@@ -283,6 +328,9 @@ def table(vpac_root, tmp_path_factory):
         "run_grid: a seed out of range": (
             "grid", [*grid, f"--output_folder={new('grid')}/out", "--seeds=[-1]"],
             ["seeds must be null or a list of distinct integers"], [world / "grid"]),
+        "run_grid: a second grid runner on its output folder": (
+            "grid", [*grid, f"--output_folder={busy_grid}", "--systems=[B3]"],
+            [f"{busy_grid} is in use by a grid run (pid {os.getpid()}, since "], [busy_grid]),
     }  # fmt: skip
     assert list(specs) == CASE_IDS
     hparams = {
@@ -308,6 +356,8 @@ def table(vpac_root, tmp_path_factory):
         )  # fmt: skip
     finally:
         lock.close()
+        for holder in holders:
+            holder.release()
     assert done.returncode == 0, done.stderr[-3000:]
     results = json.loads((world / "results.json").read_text())
     return {

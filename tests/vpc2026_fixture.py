@@ -3,12 +3,14 @@
 ``build_track1_layout(root)``: LibriSpeech fixture audio in the Track 1 layout (two enrollment
 utterances per evaluation speaker, the third one tested), every set under
 ``<root>/data/``: the originals (``libri_<part>_enrolls``, ``libri_<part>_trials_{f,m}`` and
-``libri_<part>_trials_mixed`` built from them by the 2026 rule, audio under ``corpora/``, paths
+``libri_<part>_trials_mixed`` built from them by the 2026 rule, ``train-clean-360``, audio under ``corpora/``, paths
 relative to ``root``) and, per system, the anonymized copies ``<set>_<SYS>`` (a gain as the
 "anonymization"; ``wav/*.wav`` in the folder, ``wav.scp`` relative to ``root``): ``train-clean-360``,
 ``libri_<part>_enrolls``, ``libri_<part>_trials_mixed`` WITHOUT ``trials`` (the toolkit reads the
 original folder's). The original dev list also names one utterance that has no audio, which the
-2026 protocol skips and counts.
+2026 protocol skips and counts. ``rate=22050`` writes the anonymized audio at that rate;
+``strip_to_audio(root, SYS)`` then leaves only ``wav/*.wav`` in them, as the toolkit's nac and ssl
+pipelines (B4, BM1) write them.
 
 ``build_track2_layout(root)``: the synthesized German fixture (``tests/fixtures/espeak_de``) as
 Track 2's ``train_german_<SYS>`` and ``de_<part>_{enrolls,trials_mixed}[_<SYS>]``: MLS-style ids
@@ -60,15 +62,35 @@ def write_folder(
         (folder / name).write_text(content)
 
 
-def _copy(sources: dict, target_dir: Path, gain: float, suffix: str = ".wav") -> dict:
-    """Each source scaled by ``gain`` into ``target_dir/<utt><suffix>`` (16-bit PCM)."""
+def _copy(
+    sources: dict, target_dir: Path, gain: float, suffix: str = ".wav", rate: int | None = None
+) -> dict:
+    """Each source scaled by ``gain`` into ``target_dir/<utt><suffix>`` (16-bit PCM; at ``rate`` if given)."""
+    from math import gcd
+
+    from scipy.signal import resample_poly
+
     target_dir.mkdir(parents=True, exist_ok=True)
     written = {}
     for utt, source in sources.items():
-        audio, rate = soundfile.read(source, dtype="float32")
+        audio, source_rate = soundfile.read(source, dtype="float32")
+        if rate is not None and rate != source_rate:
+            divisor = gcd(rate, source_rate)
+            audio = resample_poly(audio, rate // divisor, source_rate // divisor).astype(np.float32)
         written[utt] = target_dir / f"{utt}{suffix}"
-        soundfile.write(written[utt], np.clip(audio * gain, -1, 1), rate, subtype="PCM_16")
+        soundfile.write(written[utt], np.clip(audio * gain, -1, 1), rate or source_rate, subtype="PCM_16")
     return written
+
+
+def strip_to_audio(root, system: str) -> list[Path]:
+    """Every anonymized folder of ``system`` as the toolkit's nac and ssl pipelines leave it: ``wav/*.wav``
+    only (its lists removed); returns the folders."""
+    folders = sorted((Path(root) / "data").glob(f"*_{system}"))
+    for folder in folders:
+        for path in folder.iterdir():
+            if path.is_file():
+                path.unlink()
+    return folders
 
 
 def _cross_product(speakers, utterances, speaker_of) -> str:
@@ -80,8 +102,9 @@ def _cross_product(speakers, utterances, speaker_of) -> str:
     return "\n".join(lines) + "\n"
 
 
-def build_track1_layout(root, systems=("B3",)) -> Path:
-    """The Track 1 layout under ``root`` (module docstring); returns ``root``."""
+def build_track1_layout(root, systems=("B3",), rate: int | None = None) -> Path:
+    """The Track 1 layout under ``root`` (module docstring); returns ``root``. ``rate``: the anonymized
+    audio's sample rate (default: the fixtures', 16 kHz)."""
     root = Path(root)
     sources = fixture_utterances()
     speaker_of = {utt: utt.split("-")[0] for utt in sources}
@@ -123,6 +146,7 @@ def build_track1_layout(root, systems=("B3",)) -> Path:
             mixed.trials.append(f"{EVAL_SPEAKERS['f'][0]} {UNKNOWN_UTTERANCE} nontarget")
         write_mixed_trials(mixed, data / f"libri_{part}_trials_mixed")
     train = [utt for spk in TRAIN_SPEAKERS for utt in by_speaker[spk]]
+    write_folder(data / "train-clean-360", root, {u: originals[u] for u in train}, speaker_of, genders, texts)
     for k, system in enumerate(systems):
         gain = 0.9 - 0.1 * k
         sets = {
@@ -135,7 +159,7 @@ def build_track1_layout(root, systems=("B3",)) -> Path:
         }
         for name, (utts, extra) in sets.items():
             folder = data / f"{name}_{system}"
-            audio = _copy({u: sources[u] for u in utts}, folder / "wav", gain)
+            audio = _copy({u: sources[u] for u in utts}, folder / "wav", gain, rate=rate)
             write_folder(folder, root, audio, speaker_of, genders, texts, extra)
         write_uniform_alignments(data / f"train-clean-360_{system}", root / "alignments" / f"{system}.jsonl")
     return root

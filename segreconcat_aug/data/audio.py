@@ -51,15 +51,7 @@ def read_audio(source, *, sample_rate: int | None = SAMPLE_RATE, resample: bool 
     >>> read_audio(path).shape
     (1600,)
     """
-    try:
-        if isinstance(source, PipeCommand):
-            data = subprocess.run(str(source), shell=True, check=True, capture_output=True).stdout
-            audio, rate = soundfile.read(io.BytesIO(data), dtype="float32", always_2d=True)
-        else:
-            audio, rate = soundfile.read(str(source), dtype="float32", always_2d=True)
-    except (RuntimeError, OSError, subprocess.CalledProcessError, soundfile.LibsndfileError) as err:
-        raise AudioReadError(f"{source}: cannot read audio ({err})") from err
-    audio = _mono(audio)
+    audio, rate = read_audio_and_rate(source)
     if sample_rate is not None and rate != sample_rate:
         if not resample:
             raise AudioReadError(
@@ -68,6 +60,22 @@ def read_audio(source, *, sample_rate: int | None = SAMPLE_RATE, resample: bool 
             )
         audio = resample_audio(audio, rate, sample_rate)
     return np.ascontiguousarray(audio, dtype=np.float32)
+
+
+def read_audio_and_rate(source) -> tuple[np.ndarray, int]:
+    """A mono float32 waveform (channels averaged) at its own sample rate, and that rate.
+
+    ``source`` as :func:`read_audio` (a path or a ``wav.scp`` pipe).
+    """
+    try:
+        if isinstance(source, PipeCommand):
+            data = subprocess.run(str(source), shell=True, check=True, capture_output=True).stdout
+            audio, rate = soundfile.read(io.BytesIO(data), dtype="float32", always_2d=True)
+        else:
+            audio, rate = soundfile.read(str(source), dtype="float32", always_2d=True)
+    except (RuntimeError, OSError, subprocess.CalledProcessError, soundfile.LibsndfileError) as err:
+        raise AudioReadError(f"{source}: cannot read audio ({err})") from err
+    return np.ascontiguousarray(_mono(audio), dtype=np.float32), int(rate)
 
 
 # Subtypes whose samples libsndfile addresses exactly: integer PCM of any width (WAV,

@@ -109,6 +109,7 @@ class AudioCheckReport:
     from_cache: int = 0
     unchecked: list[str] = field(default_factory=list)
     chunk_means: dict[str, np.ndarray] = field(default_factory=dict)  # with ``chunk``: per usable file
+    rates: dict[str, int] = field(default_factory=dict)  # utterance -> sample rate, as ``frames``
 
     @property
     def fatal(self) -> list[AudioProblem]:
@@ -385,6 +386,7 @@ def check_audio_files(
         report.problems.extend(AudioProblem(utt, path, kind, detail) for kind, detail in found)
         if not any(kind in FATAL_KINDS for kind, _ in found):
             report.frames[utt] = int(record["frames"])
+            report.rates[utt] = int(record["rate"])
             if full and chunk:
                 report.chunk_means[utt] = np.asarray(record["chunk_means"][str(chunk)], dtype=np.float64)
     if report.unchecked:

@@ -25,7 +25,7 @@ says what was and was not found of theirs):
     through unchanged.
 
 The trend, the gap and the coverage are reported whether or not they raise a flag. Only the core
-is imported (the ``data`` wing): the training writes the result at its end (:data:`CONVERGENCE_FILE`,
+of the package is imported beyond ``data`` (this wing): the training writes the result at its end (:data:`CONVERGENCE_FILE`,
 in the output folder and beside the exported model) and the evaluation reads it back for its report.
 
 >>> epochs = [{"epoch": 1, "train": {"loss": 9.0}, "valid": {"loss": 8.0}, "should_stop": False}]
@@ -38,6 +38,8 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
+
+from .result_files import json_text, write_text
 
 EPOCHS_LOG = "epochs.jsonl"  # one JSON line per finished epoch, exact values (train_log.txt rounds)
 CONVERGENCE_FILE = "convergence.json"
@@ -264,14 +266,14 @@ def run_convergence(folder, limit: int | None = None, **settings) -> dict | None
 
 
 def write_convergence(found: dict, *folders) -> list[Path]:
-    """Write ``found`` as :data:`CONVERGENCE_FILE` into each of ``folders`` (those that exist)."""
-    written = []
-    for folder in folders:
-        if folder is not None and Path(folder).is_dir():
-            path = Path(folder) / CONVERGENCE_FILE
-            path.write_text(json.dumps(found, indent=2) + "\n", encoding="utf-8")
-            written.append(path)
-    return written
+    """Write ``found`` as :data:`CONVERGENCE_FILE` into each of ``folders`` (those that exist), whole or
+    not at all, as strict JSON (a NaN loss is ``null``: :mod:`segreconcat_aug.data.result_files`)."""
+    text = json_text(found, indent=2) + "\n"
+    return [
+        write_text(Path(folder) / CONVERGENCE_FILE, text)
+        for folder in folders
+        if folder is not None and Path(folder).is_dir()
+    ]
 
 
 def model_convergence(model_folder, run_folder=None, export_folder=None) -> dict | None:

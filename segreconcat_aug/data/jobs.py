@@ -65,6 +65,7 @@ from typing import NamedTuple
 from ..errors import MissingInputError, UserError
 from .jsonl_files import _is_folder_target, cache_files, shard_files, truncate_partial_tail
 from .kaldi import KaldiFormatError, PipeCommand, load_kaldi_folder
+from .vpac import log_completion, sibling_original
 
 logger = logging.getLogger(__name__)
 
@@ -550,7 +551,8 @@ def read_inputs(
     """Utterances of a Kaldi folder or a SpeechBrain CSV manifest, as :class:`JobItem`.
 
     Kaldi folder: ``wav.scp`` (paths relative to ``root``, the folder, or the working
-    directory) and optional ``text``. A ``wav.scp`` shell pipe is kept as a
+    directory) and optional ``text``; a VPC 2026 anonymized folder without them (``wav/*.wav`` only) is
+    completed from its original beside it, as the 2026 toolkit does (:func:`.vpac.sibling_original`). A ``wav.scp`` shell pipe is kept as a
     :class:`~segreconcat_aug.data.kaldi.PipeCommand` when ``allow_pipes``; otherwise the item
     carries a ``problem`` (the job records it as a failure and goes on).
 
@@ -571,7 +573,12 @@ def read_inputs(
     """
     source = Path(source)
     if source.is_dir():
-        folder = load_kaldi_folder(source, root=root, allow_pipes=True, require_utt2spk=False)
+        # A VPC 2026 anonymized folder holding only its audio: the lists from its original beside it.
+        original = None if (source / "wav.scp").is_file() else sibling_original(source)
+        folder = load_kaldi_folder(
+            source, root=root, allow_pipes=True, require_utt2spk=False, original=original
+        )
+        log_completion(folder)
         texts = folder.text or {}
         items = []
         for utt, wav in folder.wav.items():
@@ -603,4 +610,6 @@ def read_inputs(
         if text is None and text_column == "text":
             text = row.get("wrd")
         items.append(JobItem(utt, str(path), text))
+    if not items:
+        raise KaldiFormatError(f"{source}: no rows after the header: an empty manifest lists nothing to do")
     return items

@@ -161,6 +161,13 @@ class KaldiFolder:
     enrolls: list[str] | None = None
     trials: list[Trial] | None = None
     extra: dict = field(default_factory=dict)
+    # What the folder lacked and was read from its original, as the VPC 2026 toolkit completes it
+    # (file name -> where from; ``wav.scp``: the audio files found), empty when complete.
+    completed: dict[str, str] = field(default_factory=dict)
+    # With ``unmatched="skip"``: ids of wav.scp without a speaker (dropped from ``wav``) and ids of
+    # utt2spk without a wav.scp entry.
+    no_speaker: list[str] = field(default_factory=list)
+    no_audio: list[str] = field(default_factory=list)
 
     @property
     def utterances(self) -> list[str]:
@@ -168,10 +175,61 @@ class KaldiFolder:
         return list(self.wav)
 
 
+#: The lists the VPC 2026 toolkit copies into an anonymized folder that lacks them (``run_evaluation.py``:
+#: ``utils/prepare_results_in_kaldi_format.py: check_files``); ``wav.scp`` is built from its audio instead.
+#: ``trials`` is the evaluation's choice (``eval_trials_from``) and ``utt2dur`` is left out: the
+#: original's durations are not the anonymized audio's (its header gives those).
+COMPLETED_FILES = ("utt2spk", "spk2gender", "text", "enrolls")
+
+
+def wav_scp_from_audio(folder, original_wav: Path) -> dict[str, str]:
+    """``wav.scp`` of an anonymized folder that holds only audio, as the VPC 2026 toolkit builds it: every
+    utterance of ``original_wav`` (in its order) -> ``<folder>/**/<utt>.wav``.
+
+    Raises
+    ------
+    MissingInputError
+        When the folder holds no ``.wav`` file, or none for some utterance (the toolkit stops there too).
+    """
+    folder = Path(folder)
+    found = {}
+    for path in sorted(folder.rglob("*.wav")):
+        found.setdefault(path.stem, str(path))
+    utterances = list(read_kaldi_map(original_wav))
+    missing = [utt for utt in utterances if utt not in found]
+    if not found or missing:
+        what = "no .wav file" if not found else f"no <utt>.wav for {len(missing)} of {len(utterances)}"
+        raise MissingInputError(
+            f"{folder}: no wav.scp and {what} utterance(s) of {original_wav}"
+            + (f" (first: {missing[:5]})" if found else "")
+            + f"; the VPC 2026 toolkit expects the anonymized audio as {folder}/wav/<utt>.wav"
+        )
+    return {utt: found[utt] for utt in utterances}
+
+
 def load_kaldi_folder(
-    path, *, root=None, allow_pipes: bool = False, require_utt2spk: bool = True
+    path,
+    *,
+    root=None,
+    allow_pipes: bool = False,
+    require_utt2spk: bool = True,
+    original=None,
+    unmatched: str = "error",
 ) -> KaldiFolder:
     """Load a Kaldi-style folder, checking that ``utt2spk`` covers ``wav.scp``.
+
+    Parameters
+    ----------
+    original : path or None
+        The set's original folder (VPC 2026 layout: ``data/<set>`` beside ``data/<set>_<SYS>``). What
+        this folder lacks is read from there, in memory, as the 2026 toolkit completes the folders its
+        nac and ssl pipelines leave with audio only: :data:`COMPLETED_FILES`, and a missing ``wav.scp``
+        built from the folder's ``**/<utt>.wav`` (:func:`wav_scp_from_audio`). ``folder.completed``
+        says what came from where; nothing is written.
+    unmatched : {"error", "skip"}
+        ``skip`` (the VPC 2026 toolkit, which embeds the utterances of ``utt2spk`` that have audio):
+        utterances of ``wav.scp`` without a speaker are dropped and those of ``utt2spk`` without audio
+        listed, in ``folder.no_speaker`` and ``folder.no_audio``.
 
     Example
     -------
@@ -182,26 +240,54 @@ def load_kaldi_folder(
     >>> load_kaldi_folder(d).utt2spk
     {'u1': 's1'}
     """
+    if unmatched not in ("error", "skip"):
+        raise ValueError(f"unmatched: expected 'error' or 'skip', got {unmatched!r}")
     path = Path(path)
     if not path.is_dir():
         raise MissingInputError(f"{path}: data folder not found")
-    wav = read_wav_scp(path / "wav.scp", root=root, allow_pipes=allow_pipes)
+    original = Path(original) if original is not None and Path(original).is_dir() else None
+    completed: dict[str, str] = {}
+
+    def source(name: str) -> Path:
+        if (path / name).is_file() or original is None or not (original / name).is_file():
+            return path / name
+        completed[name] = str(original / name)
+        return original / name
+
+    if not (path / "wav.scp").is_file() and original is not None and (original / "wav.scp").is_file():
+        wav = wav_scp_from_audio(path, original / "wav.scp")
+        completed["wav.scp"] = f"{len(wav)} .wav files of {path}, in the order of {original / 'wav.scp'}"
+    else:
+        wav = read_wav_scp(path / "wav.scp", root=root, allow_pipes=allow_pipes)
     if not wav:
         raise KaldiFormatError(f"{path / 'wav.scp'}: empty")
     utt2spk: dict[str, str] = {}
-    if (path / "utt2spk").is_file() or require_utt2spk:
-        utt2spk = read_kaldi_map(path / "utt2spk")
+    no_speaker: list[str] = []
+    no_audio: list[str] = []
+    utt2spk_path = source("utt2spk")
+    if utt2spk_path.is_file() or require_utt2spk:
+        utt2spk = read_kaldi_map(utt2spk_path)
         if require_utt2spk and not utt2spk:
-            raise KaldiFormatError(f"{path / 'utt2spk'}: empty")
+            raise KaldiFormatError(f"{utt2spk_path}: empty")
         missing = [utt for utt in wav if utt not in utt2spk]
-        if require_utt2spk and missing:
+        if require_utt2spk and missing and unmatched == "skip":
+            no_speaker = missing
+            wav = {utt: value for utt, value in wav.items() if utt in utt2spk}
+            if not wav:
+                raise KaldiFormatError(
+                    f"{utt2spk_path}: none of the {len(missing)} utterances of {path / 'wav.scp'} has a "
+                    f"speaker (first: {missing[:5]}): do the two files use the same ids?"
+                )
+        elif require_utt2spk and missing:
             raise KaldiFormatError(
-                f"{path / 'utt2spk'}: {len(missing)} utterance(s) of wav.scp have no speaker, "
+                f"{utt2spk_path}: {len(missing)} utterance(s) of wav.scp have no speaker, "
                 f"first: {missing[:5]}"
             )
-    folder = KaldiFolder(path=path, wav=wav, utt2spk=utt2spk)
-    if (path / "text").is_file():
-        folder.text = read_kaldi_map(path / "text", value_required=False)
+        if unmatched == "skip":
+            no_audio = [utt for utt in utt2spk if utt not in wav and utt not in no_speaker]
+    folder = KaldiFolder(path=path, wav=wav, utt2spk=utt2spk, no_speaker=no_speaker, no_audio=no_audio)
+    if source("text").is_file():
+        folder.text = read_kaldi_map(source("text"), value_required=False)
     if (path / "utt2dur").is_file():
         folder.utt2dur = {}
         for utt, value in read_kaldi_map(path / "utt2dur").items():
@@ -211,12 +297,18 @@ def load_kaldi_folder(
                 raise KaldiFormatError(
                     f"{path / 'utt2dur'}: duration of {utt!r} is not a number: {value!r}"
                 ) from None
-    if (path / "spk2gender").is_file():
-        folder.spk2gender = read_kaldi_map(path / "spk2gender")
-    if (path / "enrolls").is_file():
-        folder.enrolls = read_id_list(path / "enrolls")
+    if source("spk2gender").is_file():
+        folder.spk2gender = read_kaldi_map(source("spk2gender"))
+    if source("enrolls").is_file():
+        folder.enrolls = read_id_list(source("enrolls"))
+        if not folder.enrolls:  # a list that enrolls nobody, not a folder without one
+            raise KaldiFormatError(
+                f"{source('enrolls')}: empty: list the enrollment utterances (ids of wav.scp), one per line, "
+                "or remove the file to enroll every utterance of wav.scp"
+            )
     if (path / "trials").is_file():
         folder.trials = read_trials(path / "trials")
+    folder.completed = completed
     return folder
 
 

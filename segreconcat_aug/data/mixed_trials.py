@@ -17,8 +17,18 @@ The rule is that of the VPC 2026 toolkit's ``scripts/mixed_trials_librispeech.py
 
 The enrolled speakers are the ``enrolls`` list's utterances' speakers (from the enrollment folder's
 ``utt2spk``; the toolkit's script cuts LibriSpeech ids at the first ``-``, the same speakers for
-LibriSpeech), their genders from its ``spk2gender`` (either case). Blank lines are skipped (the
-script fails on them) and a last line without its newline gets one.
+LibriSpeech), their genders from its ``spk2gender`` (either case); a speaker the female list enrolls must be
+``f`` there and one the male list enrolls ``m`` (the script would silently draw from the wrong pool). Blank
+lines are skipped (the script fails on them) and a last line without its newline gets one. A ``wav.scp``
+path that resolves only from its own folder (``wav/<utt>.wav``, which a Kaldi folder may hold) is rewritten
+to resolve from the pooled folder; root-relative (the challenges' ``corpora/...``) and absolute paths are
+copied unchanged, as the script copies every line.
+
+Writing (:func:`write_mixed_trials`): each folder is written complete or not at all (staged beside it, then
+renamed into place; all of a run's folders are staged before any is swapped in). A folder that already holds
+exactly these files is left as it is (a rerun after an interruption goes on); one that differs is replaced
+only with ``overwrite`` and only while it holds nothing but the files written here. A staging folder left by
+a killed run is removed.
 
 Example
 -------
@@ -28,6 +38,7 @@ Example
 
 from __future__ import annotations
 
+import logging
 import os
 import random
 import shutil
@@ -38,8 +49,13 @@ from pathlib import Path
 from ..errors import UserError
 from .kaldi import read_id_list, read_kaldi_map, read_trials
 
+logger = logging.getLogger(__name__)
+
 MIXED_SEED = 67  # the toolkit script's default --seed
 MEMBER_FILES = ("spk2gender", "spk2utt", "wav.scp", "text", "utt2dur", "utt2spk")
+#: Every file a pooled folder gets here (nothing else is ever in a folder this module wrote).
+WRITTEN_FILES = ("trials", *MEMBER_FILES)
+_STAGING = ".partial-"  # staging folders: .<folder name>.partial-<random>
 
 
 class MixedTrialsError(UserError, ValueError):
@@ -82,22 +98,66 @@ def _enrolled_by_gender(enroll_folder: Path) -> dict[str, list[str]]:
     return {gender: sorted(found) for gender, found in speakers.items()}
 
 
-def _member_lines(name: str, folders) -> list[str]:
+def _relocated(line: str, source: Path, target: Path | None, root: Path | None) -> str:
+    """A ``wav.scp`` line whose relative path resolves only from ``source``, rewritten to resolve from ``target``."""
+    utt, _, value = line.rstrip("\n").partition(" ")
+    value = value.strip()
+    path = Path(value)
+    if target is None or not value or value.endswith("|") or path.is_absolute():
+        return line
+    if root is not None and (root / path).exists():
+        return line
+    if not (source / path).exists():
+        return line  # resolves nowhere: kept, so the reader names the path the list gives
+    return f"{utt} {Path(os.path.relpath(source / path, target)).as_posix()}\n"
+
+
+def _member_lines(name: str, folders, target: Path | None = None, root: Path | None = None) -> list[str]:
     lines = []
     for folder in folders:
         path = Path(folder) / name
         if path.is_file():
             with open(path, encoding="utf-8") as handle:
-                lines += [line if line.endswith("\n") else line + "\n" for line in handle if line.strip()]
+                found = [line if line.endswith("\n") else line + "\n" for line in handle if line.strip()]
+            if name == "wav.scp":
+                found = [_relocated(line, Path(folder), target, root) for line in found]
+            lines += found
     lines.sort(key=lambda line: line.split()[0])
     return lines
 
 
-def mixed_trials(enroll_folder, female_folder, male_folder, seed: int = MIXED_SEED) -> MixedTrials:
-    """Build the pooled list of one part (dev or test) by the 2026 rule (module docstring)."""
+def _check_list_genders(
+    lists: dict, enrolled: dict[str, list[str]], enroll_folder: Path, paths: dict
+) -> None:
+    """Every speaker the female list enrolls is ``f`` in the enrollment's ``spk2gender``, the male list's ``m``."""
+    gender_of = {speaker: gender for gender, speakers in enrolled.items() for speaker in speakers}
+    for gender, trials in lists.items():
+        for trial in trials:
+            found = gender_of.get(trial.enroll_speaker)
+            if found is not None and found != gender:
+                raise MixedTrialsError(
+                    f"{enroll_folder / 'spk2gender'}: speaker {trial.enroll_speaker!r} is {found!r} there, but "
+                    f"the {'female' if gender == 'f' else 'male'} list enrolls it ({paths[gender]}:{trial.line}); "
+                    "correct spk2gender or the list (the cross-gender draw needs each speaker's gender)"
+                )
+
+
+def mixed_trials(
+    enroll_folder, female_folder, male_folder, seed: int = MIXED_SEED, *, target=None, root=None
+) -> MixedTrials:
+    """Build the pooled list of one part (dev or test) by the 2026 rule (module docstring).
+
+    ``target``: the folder the list will be written to, so that ``wav.scp`` paths relative to their own
+    folder can be rewritten to resolve from there (``root``, the data root, is where relative paths are
+    tried first: those stay as they are). None: every line copied unchanged.
+    """
     enroll_folder, female_folder, male_folder = Path(enroll_folder), Path(female_folder), Path(male_folder)
+    target = None if target is None else Path(target)
+    root = None if root is None else Path(root)
     enrolled = _enrolled_by_gender(enroll_folder)
-    lists = {"f": read_trials(female_folder / "trials"), "m": read_trials(male_folder / "trials")}
+    paths = {"f": female_folder / "trials", "m": male_folder / "trials"}
+    lists = {gender: read_trials(path) for gender, path in paths.items()}
+    _check_list_genders(lists, enrolled, enroll_folder, paths)
     rng = random.Random(seed)
     cross_lines, k = [], {}
     for gender, other in (("f", "m"), ("m", "f")):
@@ -119,37 +179,131 @@ def mixed_trials(enroll_folder, female_folder, male_folder, seed: int = MIXED_SE
 
     return MixedTrials(
         trials=cross_lines + lines(lists["m"]) + lines(lists["f"]),
-        members={name: _member_lines(name, (female_folder, male_folder)) for name in MEMBER_FILES},
+        members={
+            name: _member_lines(name, (female_folder, male_folder), target, root) for name in MEMBER_FILES
+        },
         k=k,
         cross=len(cross_lines),
         counts={gender: len(found) for gender, found in lists.items()},
     )
 
 
-def write_mixed_trials(result: MixedTrials, folder, overwrite: bool = False) -> Path:
-    """Write ``trials`` and the member files into ``folder`` (complete or not at all).
+def _contents(result: MixedTrials) -> dict[str, str]:
+    contents = {name: "".join(lines) for name, lines in result.members.items()}
+    contents["trials"] = "".join(f"{line}\n" for line in result.trials)
+    return contents
+
+
+def _holds(folder: Path, contents: dict[str, str]) -> bool:
+    """Whether ``folder`` holds exactly these files' bytes (other entries aside)."""
+    for name, text in contents.items():
+        path = folder / name
+        if not path.is_file() or path.read_bytes() != text.encode("utf-8"):
+            return False
+    return True
+
+
+def _remove_stale_staging(folder: Path) -> None:
+    """Staging folders of ``folder`` left by a killed run (they hold only files written here)."""
+    if not folder.parent.is_dir():
+        return
+    prefix = f".{folder.name}."  # this version's .<name>.partial-*, and earlier versions' .<name>.<random>
+    for stale in folder.parent.iterdir():
+        if not stale.name.startswith(prefix) or not stale.is_dir():
+            continue
+        if all(p.name in WRITTEN_FILES for p in stale.iterdir()):
+            shutil.rmtree(stale, ignore_errors=True)
+            logger.info("removed %s, left by an interrupted run", stale)
+
+
+def _unwritable(folder: Path, err: OSError) -> MixedTrialsError:
+    return MixedTrialsError(
+        f"{folder}: cannot write there ({err.strerror or err}); give --output_folder=<a folder you can write> "
+        "(the lists are read from where they are)"
+    )
+
+
+def write_all_mixed_trials(jobs, overwrite: bool = False) -> dict[Path, str]:
+    """Write every ``(result, folder)`` of ``jobs``; returns each folder's outcome: ``written``, ``replaced``
+    or ``unchanged`` (it held exactly these files already).
+
+    Every folder is checked, then staged beside its place, before any is swapped in; a failure leaves every
+    folder as it was and no staging folder behind.
 
     Raises
     ------
     MixedTrialsError
-        When ``folder`` exists and ``overwrite`` is not set (nothing is replaced).
+        When a folder holds other lists and ``overwrite`` is not set, when it holds anything besides the
+        files written here (nothing of the user's is removed), or when its parent cannot be written.
     """
-    folder = Path(folder)
-    if folder.exists() and not overwrite:
-        raise MixedTrialsError(f"{folder} exists: not replaced (overwrite: True replaces it)")
-    folder.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", dir=folder.parent))
-    umask = os.umask(0)
-    os.umask(umask)
-    os.chmod(staging, 0o777 & ~umask)  # a folder as mkdir makes it (mkdtemp's is private)
-    try:
-        for name, lines in result.members.items():
-            (staging / name).write_text("".join(lines), encoding="utf-8")
-        (staging / "trials").write_text("".join(f"{line}\n" for line in result.trials), encoding="utf-8")
+    plans = []
+    for result, folder in jobs:
+        folder = Path(folder)
+        contents = _contents(result)
         if folder.exists():
-            shutil.rmtree(folder)
-        os.replace(staging, folder)
+            if folder.is_dir() and _holds(folder, contents):
+                plans.append((folder, contents, "unchanged"))
+                continue
+            if not overwrite:
+                raise MixedTrialsError(f"{folder} exists: not replaced (--overwrite=True replaces it)")
+            other = (
+                sorted(p.name for p in folder.iterdir() if p.name not in WRITTEN_FILES)
+                if folder.is_dir()
+                else []
+            )
+            if not folder.is_dir() or other:
+                held = (
+                    f"holds {other[:3]}{' ...' if len(other) > 3 else ''}" if folder.is_dir() else "is a file"
+                )
+                raise MixedTrialsError(
+                    f"{folder} {held}, which make_mixed_trials did not write: not replaced, even with "
+                    "--overwrite=True (move it, or give --output_folder=<another folder>)"
+                )
+        plans.append((folder, contents, "replaced" if folder.exists() else "written"))
+    staged = []
+    try:
+        for folder, contents, outcome in plans:
+            _remove_stale_staging(folder)
+            if outcome == "unchanged":
+                continue
+            try:
+                folder.parent.mkdir(parents=True, exist_ok=True)
+                staging = Path(tempfile.mkdtemp(prefix=f".{folder.name}{_STAGING}", dir=folder.parent))
+            except OSError as err:
+                raise _unwritable(folder.parent, err) from None
+            staged.append((folder, staging))
+            umask = os.umask(0)
+            os.umask(umask)
+            os.chmod(staging, 0o777 & ~umask)  # a folder as mkdir makes it (mkdtemp's is private)
+            try:
+                for name, text in contents.items():
+                    (staging / name).write_text(text, encoding="utf-8")
+            except OSError as err:
+                raise _unwritable(folder.parent, err) from None
+        for folder, staging in staged:
+            if folder.exists():  # holds only files written here (checked above)
+                old = folder.parent / f".{folder.name}{_STAGING}old-{os.getpid()}"
+                shutil.rmtree(old, ignore_errors=True)
+                os.replace(folder, old)  # a killed run leaves it as a staging folder: removed on the rerun
+                os.replace(staging, folder)
+                shutil.rmtree(old, ignore_errors=True)
+            else:
+                os.replace(staging, folder)
     finally:
-        if staging.exists():
-            shutil.rmtree(staging)
-    return folder
+        for _, staging in staged:
+            if staging.exists():
+                shutil.rmtree(staging, ignore_errors=True)
+    return {folder: outcome for folder, _, outcome in plans}
+
+
+def write_mixed_trials(result: MixedTrials, folder, overwrite: bool = False) -> Path:
+    """Write ``trials`` and the member files into ``folder`` (complete or not at all; see
+    :func:`write_all_mixed_trials`).
+
+    Raises
+    ------
+    MixedTrialsError
+        When ``folder`` holds other lists and ``overwrite`` is not set (nothing is replaced).
+    """
+    write_all_mixed_trials([(result, folder)], overwrite=overwrite)
+    return Path(folder)

@@ -118,7 +118,8 @@ class Protocol:
     ``set_prefix`` starts every evaluation set's name (``{language}`` is the language code);
     ``trial_lists`` maps a subset to its part and its trial set's name after the prefix;
     ``conventions`` are the defaults of the evaluation options where the YAML leaves them
-    null (``eval_normalize_wave``, ``eval_skip_missing_trials``, ``eval_enroll_mean``).
+    null (``eval_normalize_wave``, ``eval_skip_missing_trials``, ``eval_enroll_mean``,
+    ``eval_trials_from``, ``eval_duplicate_trials``, ``eval_resample``).
     """
 
     name: str
@@ -131,9 +132,6 @@ class Protocol:
     train: str | None = "train-clean-360"  # None: per language (languages)
     languages: Mapping[str, Language] | None = None
     gender_rows: bool = False  # extra same-gender / cross-gender rows of each pooled list
-    # The 2026 toolkit reads a trial list from the original (unsuffixed) folder; here: when the
-    # anonymized folder has none.
-    trials_from_original: bool = False
     # Published numbers shown beside ours (reference_results.csv): the paper's table (by attacker
     # label) and the challenge's own attacker (table, attacker).
     published: Mapping[str, object] = field(default_factory=dict)
@@ -207,13 +205,20 @@ class Protocol:
 
 
 _VPC2026_CONVENTIONS = {
-    # evaluation/privacy/asv/utils.py: normalize_wave after 2026-09-01 (block size, NaN and silence fallbacks)
+    # evaluation/privacy/asv/utils.py: normalize_wave as of commit 5f4ae1d (2026-02-20; unchanged to e6810a4):
+    # its block size and its NaN and silence fallbacks
     "eval_normalize_wave": "vpc2026",
     # asv.py: eer_compute skips (and counts) a trial whose enrollment or test embedding is missing
     "eval_skip_missing_trials": True,
     # The plain `ecapa` path (an EncoderClassifier, which this attacker is) averages raw embeddings;
     # "l2" is what the challenge's own WavLM+ECAPA extractor does (speechbrain_vectors.py after f2c9bdc).
     "eval_enroll_mean": "raw",
+    # evaluate_asv.py: every trial list is read from the original (unsuffixed) folder, data/<set>/trials.
+    "eval_trials_from": "original",
+    # asv.py: eer_compute keeps its trials in a dict keyed by (speaker, utterance): a repeated pair counts once.
+    "eval_duplicate_trials": "collapse",
+    # utils.py: normalize_wave resamples a wave of another rate to 16 kHz after normalizing it.
+    "eval_resample": True,
 }
 
 #: Every protocol, by name.
@@ -234,6 +239,12 @@ PROTOCOLS: dict[str, Protocol] = {
             "eval_normalize_wave": "vpc2024",
             "eval_skip_missing_trials": False,
             "eval_enroll_mean": "raw",
+            # Its layout has no original folders: a system's own lists.
+            "eval_trials_from": "anonymized",
+            # VPC 2024's asv.py keeps the same (speaker, utterance)-keyed dict.
+            "eval_duplicate_trials": "collapse",
+            # The paper's setting: 16 kHz audio, anything else refused.
+            "eval_resample": False,
         },
         published={"paper": "paper-table2", "challenge": ("vpac-baseline", "VPAC baseline")},
     ),
@@ -246,7 +257,6 @@ PROTOCOLS: dict[str, Protocol] = {
         table=MIXED_TABLE,
         conventions=_VPC2026_CONVENTIONS,
         gender_rows=True,
-        trials_from_original=True,
         published={"challenge": ("vpc2026-track1", "VPC 2026 challenge attacker (WavLM-Large+ECAPA)")},
     ),
     "vpc2026-track2": Protocol(
@@ -260,7 +270,6 @@ PROTOCOLS: dict[str, Protocol] = {
         train=None,
         languages=TRACK2_LANGUAGES,
         gender_rows=True,
-        trials_from_original=True,
     ),
 }
 

@@ -37,10 +37,14 @@ Example
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
+from segreconcat_aug.data.kaldi import KaldiFolder, load_kaldi_folder
 from segreconcat_aug.data.protocols import LAYOUTS, PARTS, get_protocol
 from segreconcat_aug.errors import UserError
+
+logger = logging.getLogger(__name__)
 
 VPAC_SYSTEMS = ("B3", "B4", "B5", "T8-5", "T10-2", "T12-5", "T25-1")
 _VPAC = get_protocol("vpac2024")
@@ -168,6 +172,52 @@ def system_folders(
 def original_folder(data_folder, set_name: str, layout: str) -> Path | None:
     """The original (not anonymized) folder of a set, where the layout has one: ``<root>/data/<set>`` (2026)."""
     return Path(data_folder) / "data" / set_name if layout == "vpc2026" else None
+
+
+def sibling_original(folder) -> Path | None:
+    """The original beside an anonymized 2026 folder given by its path alone (``data/<set>_<SYS>`` ->
+    ``data/<set>``, the longest such sibling holding a ``wav.scp``), or None.
+
+    >>> import tempfile, pathlib
+    >>> data = pathlib.Path(tempfile.mkdtemp())
+    >>> (data / "train-clean-360").mkdir(); _ = (data / "train-clean-360" / "wav.scp").write_text("u a.wav\\n")
+    >>> sibling_original(data / "train-clean-360_B4_v2").name, sibling_original(data / "train-clean-360")
+    ('train-clean-360', None)
+    """
+    folder = Path(folder)
+    name = folder.name
+    while "_" in name:
+        name = name.rsplit("_", 1)[0]
+        if (folder.parent / name / "wav.scp").is_file():
+            return folder.parent / name
+    return None
+
+
+def log_completion(folder: KaldiFolder) -> None:
+    """Say what a folder lacked and was read from its original (``KaldiFolder.completed``)."""
+    if folder.completed:
+        logger.info(
+            "%s completed as the VPC 2026 toolkit completes it, in memory (nothing written): %s",
+            folder.path,
+            "; ".join(f"{name} from {where}" for name, where in folder.completed.items()),
+        )
+
+
+def load_set_folder(folder, data_folder, set_name: str, layout: str, **options) -> KaldiFolder:
+    """A set's folder as its layout's toolkit leaves it, read with :func:`~segreconcat_aug.data.kaldi.load_kaldi_folder`
+    (``options``: its keywords; relative paths against ``data_folder``).
+
+    In the 2026 layout, what an anonymized folder lacks (its nac and ssl pipelines write only ``wav/*.wav``)
+    is read from the set's original ``data/<set>``, as the toolkit's ``run_evaluation.py`` completes it,
+    and logged; nothing is written.
+    """
+    folder = Path(folder)
+    original = original_folder(data_folder, set_name, layout)
+    if original is not None and (not original.is_dir() or original.resolve() == folder.resolve()):
+        original = None
+    loaded = load_kaldi_folder(folder, root=data_folder, original=original, **options)
+    log_completion(loaded)
+    return loaded
 
 
 def training_folder(

@@ -4,8 +4,9 @@ intervals (:mod:`.bootstrap`, applied to a table by :mod:`.intervals`), the syst
 (:mod:`.system_report`), figures (:mod:`.figures`), published numbers (:mod:`.references`),
 comparisons across runs (:mod:`.comparison`) and the grid's tables (:mod:`.tables`).
 
-May import the core (``errors``, ``seeding``) and ``data``; nothing of the method, alignment or
-training, so an anonymizer is scored the same whatever attacker produced the model.
+May import the core (``errors``, ``seeding``), ``data`` and ``models`` (the speaker-model folder it
+embeds with, :mod:`segreconcat_aug.models.folder`); nothing of the method, alignment or training, so
+an anonymizer is scored the same whatever attacker produced the model.
 
 The system runner's names (``evaluate_system``, ``SubsetScores``, ...) are also importable from
 here, as they were from the 0.1.0 module ``segreconcat_aug.evaluation``; they load on first use,

@@ -334,6 +334,32 @@ def paired_difference(samples_a, samples_b, point_a: float, point_b: float, prob
     return result
 
 
+def outside_note(point, interval: dict | None, digits: int = 2) -> str | None:
+    """Where the point lies outside its own interval, the sentence that says so (else None).
+
+    A percentile interval need not hold the point: when the resampled values are skewed to one side of
+    it. A maximum-type statistic is the known case (ZEBRA's worst case, the largest ``|log10 LR|`` over
+    all trials, comes out lower in a resample that leaves out the speaker of the extreme trial: the
+    bootstrap of a sample maximum is inconsistent, Bickel and Freedman 1981); identification rates move
+    the same way when the drawn speakers are fewer distinct competitors (docs/evaluation.md).
+
+    >>> outside_note(1.73, {"low": 1.51, "high": 1.72})
+    'the point 1.73 lies above its percentile interval [1.51, 1.72]: most resamples fall below it, as they can for a maximum-type statistic (docs/evaluation.md, a point outside its interval)'
+    >>> outside_note(1.6, {"low": 1.51, "high": 1.72}) is None
+    True
+    """
+    if point is None or not interval or interval.get("low") is None:
+        return None
+    side = "above" if point > interval["high"] else "below" if point < interval["low"] else None
+    if side is None:
+        return None
+    return (
+        f"the point {point:.{digits}f} lies {side} its percentile interval {interval_text(interval, digits)}: "
+        f"most resamples fall {'below' if side == 'above' else 'above'} it, as they can for a maximum-type "
+        "statistic (docs/evaluation.md, a point outside its interval)"
+    )
+
+
 def interval_text(interval: dict, digits: int = 2) -> str:
     """``"[18.30, 34.00]"``, or ``"[CI undefined]"``.
 

@@ -5,10 +5,13 @@ challenge normalizes it (:func:`vpc_normalize_wave`: pyloudnorm to -30 LUFS, the
 division by the peak; VPC 2026's variant, :func:`vpc2026_normalize_wave`, differs in
 its block size and its fallbacks) and its leading and trailing zeros are trimmed
 (:func:`trim_zeros`); :class:`EmbeddingExtractor` embeds whole utterances
-(Fbank -> sentence mean normalization -> embedding model), batched by similar
-duration (:func:`duration_batches`), into an :class:`EmbeddingCache` keyed by each
+(Fbank -> sentence mean normalization -> embedding model), one utterance at a time as both
+challenges' code does (or, as a named speed option, in zero-padded batches of similar
+duration: :func:`duration_batches`), into an :class:`EmbeddingCache` keyed by each
 file's signature (:func:`source_signature`), so rescoring is instant and a changed
-file is embedded again.
+file is embedded again. Audio at another rate is refused, or (VPC 2026) resampled to
+16 kHz after the normalization, as the 2026 toolkit's ``normalize_wave`` does
+(:func:`resample_wave`).
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from ..data.audio import SAMPLE_RATE, audio_duration, read_audio
+from ..data.audio import SAMPLE_RATE, AudioReadError, audio_duration, read_audio_and_rate
 from ..data.audio_check import file_signature
 from ..data.kaldi import PipeCommand
 from ..errors import UserError
@@ -55,7 +58,9 @@ def wave_normalization(value) -> str | None:
     if value is False or value is None:
         return None
     if value not in WAVE_NORMALIZATIONS:
-        raise ValueError(f"normalize_wave: unknown {value!r}; choose from {WAVE_NORMALIZATIONS}, True, False")
+        raise ValueError(
+            f"eval_normalize_wave: unknown {value!r}; choose from {WAVE_NORMALIZATIONS}, True, False"
+        )
     return value
 
 
@@ -172,6 +177,29 @@ def vpc2026_normalize_wave(
         rng = np.random.default_rng(0) if rng is None else rng
         wave, how = rng.standard_normal(audio.shape).astype(np.float32) * np.float32(SILENCE_NOISE), "noise"
     return np.nan_to_num(wave, nan=0.0, posinf=0.0, neginf=0.0).astype(np.float32), how
+
+
+#: ``eval_batching``: ``exact`` embeds one utterance at a time (what both challenges' code does: no
+#: padding, so an embedding does not depend on its batch); ``padded`` batches similar durations,
+#: zero-padded (a speed option: measurably other embeddings, docs/evaluation.md).
+BATCHINGS = ("exact", "padded")
+
+
+def resample_wave(audio: np.ndarray, rate: int, target: int = SAMPLE_RATE) -> np.ndarray:
+    """``audio`` from ``rate`` to ``target`` Hz as the VPC 2026 toolkit resamples after ``normalize_wave``:
+    torchaudio's band-limited sinc interpolation with its defaults (Hann window, 6 zero crossings,
+    rolloff 0.99; what ``torchaudio.transforms.Resample(orig_freq, new_freq)`` computes).
+
+    >>> wave = np.sin(np.arange(22050) / 10.0).astype(np.float32)
+    >>> resample_wave(wave, 22050).shape, resample_wave(wave, 16000) is wave
+    ((16000,), True)
+    """
+    if rate == target:
+        return audio
+    import torchaudio
+
+    tensor = torch.from_numpy(np.ascontiguousarray(audio, dtype=np.float32))
+    return torchaudio.functional.resample(tensor, int(rate), int(target)).numpy()
 
 
 def trim_zeros(audio: np.ndarray) -> np.ndarray:
@@ -312,17 +340,21 @@ class EmbeddingExtractor:
         The training YAML's modules (the model already loaded with its weights).
     device : str
     batch_size : int
-        Utterances per batch; batches group similar durations so padding stays small.
+        With ``padded``: utterances per batch; batches group similar durations so padding stays small.
     max_batch_seconds : float or None
-        Cap on padded seconds per batch (memory).
+        With ``padded``: cap on padded seconds per batch (memory).
     normalize_wave : {"vpc2024", "vpc2026"}, bool or None
         Normalize each waveform first as that challenge's extraction does (:func:`vpc_normalize_wave`,
         :func:`vpc2026_normalize_wave`); True is ``vpc2024``, False or None none.
     trim_zeros : bool
         Then drop its leading and trailing zeros (:func:`trim_zeros`; VPC 2024 does).
     sample_rate : int
-    allow_pipes : bool
-        Accept ``wav.scp`` shell pipes.
+    resample : bool
+        Resample audio at another rate to ``sample_rate`` after the normalization (:func:`resample_wave`;
+        the VPC 2026 toolkit); False: such audio is an error naming the file.
+    padded : bool
+        Zero-padded batches of similar duration (``eval_batching: padded``, a speed option); False (the
+        default): one utterance at a time, as both challenges' code embeds (``eval_batching: exact``).
     """
 
     def __init__(
@@ -337,6 +369,8 @@ class EmbeddingExtractor:
         sample_rate: int = SAMPLE_RATE,
         save_every: int = 50,
         trim_zeros: bool = True,
+        resample: bool = False,
+        padded: bool = False,
     ):
         self.compute_features = compute_features.to(device).eval()
         self.mean_var_norm = mean_var_norm.to(device).eval()
@@ -349,18 +383,27 @@ class EmbeddingExtractor:
         self.not_normalized: list[str] = []  # sources whose loudness could not be measured (fallbacks)
         self.sample_rate = int(sample_rate)
         self.save_every = int(save_every)
+        self.resample = bool(resample)
+        self.padded = bool(padded)
 
     def load_wave(self, source) -> np.ndarray:
-        """The wave the model embeds: read, normalized and trimmed as the options say."""
-        signal = read_audio(source, sample_rate=self.sample_rate)
+        """The wave the model embeds: read, normalized (at its own rate), resampled and trimmed as the options say."""
+        signal, rate = read_audio_and_rate(source)
+        if rate != self.sample_rate and not self.resample:
+            raise AudioReadError(
+                f"{source}: sample rate {rate} Hz, expected {self.sample_rate} Hz "
+                "(eval_resample: True resamples it as the VPC 2026 toolkit does, or convert the data)"
+            )
         if self.normalize_wave == "vpc2024":
-            signal, normalized = vpc_normalize_wave(signal, self.sample_rate)
+            signal, normalized = vpc_normalize_wave(signal, rate)
             if not normalized:
                 self.not_normalized.append(str(source))
         elif self.normalize_wave == "vpc2026":
-            signal, how = vpc2026_normalize_wave(signal, self.sample_rate)
+            signal, how = vpc2026_normalize_wave(signal, rate)
             if how != "loudness":
                 self.not_normalized.append(f"{source} ({how})")
+        if rate != self.sample_rate:
+            signal = resample_wave(signal, rate, self.sample_rate)
         if self.trim_zeros:
             signal = trim_zeros(signal)
         return signal
@@ -398,11 +441,14 @@ class EmbeddingExtractor:
         signatures = {utt: source_signature(wav[utt]) for utt in wav}
         missing = [utt for utt in wav if utt not in found or cache.signatures.get(utt) != signatures[utt]]
         if missing:
-            durations = durations or {}
-            lengths = {
-                utt: durations[utt] if utt in durations else audio_duration(wav[utt]) for utt in missing
-            }
-            batches = duration_batches(lengths, self.batch_size, self.max_batch_seconds)
+            if self.padded:
+                durations = durations or {}
+                lengths = {
+                    utt: durations[utt] if utt in durations else audio_duration(wav[utt]) for utt in missing
+                }
+                batches = duration_batches(lengths, self.batch_size, self.max_batch_seconds)
+            else:  # one at a time: no padding, so no embedding depends on the others
+                batches = [[utt] for utt in missing]
             with tqdm(total=len(missing), desc=desc, unit="utt") as progress:
                 for number, batch in enumerate(batches, start=1):
                     vectors = self.embed_batch([wav[utt] for utt in batch])

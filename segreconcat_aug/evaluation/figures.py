@@ -10,6 +10,8 @@ from pathlib import Path
 
 import numpy as np
 
+from ..data.result_files import atomic_writer
+
 
 def privacy_panel(values: dict, target_scores, nontarget_scores) -> dict:
     """What :func:`plot_privacy` draws for one subset: its privacy values (``results.json``'s subset
@@ -144,7 +146,8 @@ def _save_figure(fig, path, title: str | None, dpi: int) -> None:
     if title:
         fig.suptitle(title)
     fig.tight_layout()
-    fig.savefig(path, dpi=dpi)
+    with atomic_writer(path, "wb") as handle:  # a full disk leaves no cut PNG behind
+        fig.savefig(handle, format="png", dpi=dpi)
 
 
 _DET_TICKS = (0.001, 0.01, 0.05, 0.2, 0.4, 0.6, 0.8, 0.95, 0.99)
@@ -222,7 +225,8 @@ def plot_forest(rows: list, path, title: str = "EER (%) with 95 % CI") -> Path:
         ax.set_title(title)
         ax.grid(True, axis="x", alpha=0.3)
         fig.tight_layout()
-        fig.savefig(path, dpi=100)
+        with atomic_writer(path, "wb") as handle:
+            fig.savefig(handle, format="png", dpi=100)
     finally:
         plt.close(fig)
     return path

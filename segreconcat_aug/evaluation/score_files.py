@@ -14,6 +14,13 @@ from typing import NamedTuple
 
 import numpy as np
 
+from ..data.result_files import atomic_writer
+from ..errors import UserError
+
+
+class ScoreFileError(UserError, ValueError):
+    """A score file that cannot be read back: a malformed line, or a score that is not a finite number."""
+
 
 def write_scores(path, subset) -> Path:
     """Write ``<enroll> <test> target|nontarget <score> [<test-spk>]`` lines (float32 round-trip precision).
@@ -26,7 +33,7 @@ def write_scores(path, subset) -> Path:
     speakers = getattr(subset, "test_speakers", None)
     if speakers is None or any(speaker is None for speaker in speakers):
         speakers = [None] * len(subset.targets)
-    with open(path, "w", encoding="utf-8") as handle:
+    with atomic_writer(path) as handle:  # a reader never meets half a score file
         for enroll, test, target, score, speaker in zip(
             subset.enroll, subset.test, subset.targets, subset.scores, speakers
         ):
@@ -48,7 +55,8 @@ class ScoreFile(NamedTuple):
 def read_score_file(path) -> ScoreFile:
     """Read a score file with or without the test-speaker column.
 
-    Raises ValueError naming file and line on a malformed line (or a file mixing 4 and 5 columns).
+    Raises :class:`ScoreFileError` (a ValueError) naming file and line on a malformed line, a file
+    mixing 4 and 5 columns, or a score that is not a finite number (NaN, inf: evaluation never writes one).
     """
     enroll, test, targets, scores, speakers = [], [], [], [], []
     with open(path, encoding="utf-8") as handle:
@@ -57,17 +65,19 @@ def read_score_file(path) -> ScoreFile:
             if not fields:
                 continue
             if len(fields) not in (4, 5) or fields[2] not in ("target", "nontarget"):
-                raise ValueError(
+                raise ScoreFileError(
                     f"{path}:{number}: expected '<enroll> <test> target|nontarget <score> [<test-spk>]'"
                 )
             if speakers and (len(fields) == 5) != (speakers[0] is not None):
-                raise ValueError(
+                raise ScoreFileError(
                     f"{path}:{number}: {len(fields)} columns where line 1 has a different number"
                 )
             try:
                 score = float(fields[3])
             except ValueError:
-                raise ValueError(f"{path}:{number}: score {fields[3]!r} is not a number") from None
+                raise ScoreFileError(f"{path}:{number}: score {fields[3]!r} is not a number") from None
+            if not np.isfinite(score):
+                raise ScoreFileError(f"{path}:{number}: score {fields[3]!r} is not a finite number")
             enroll.append(fields[0])
             test.append(fields[1])
             targets.append(fields[2] == "target")

@@ -49,14 +49,11 @@ from speechbrain.utils.distributed import infer_device
 from ..data.audio import SAMPLE_RATE
 from ..data.audio_check import check_audio_files, problem_message, write_problem_list
 from ..data.convergence import model_convergence
-from ..data.kaldi import KaldiFolder, group_by_speaker, load_kaldi_folder, read_trials
+from ..data.kaldi import KaldiFolder, Trial, group_by_speaker, read_trials
 from ..data.protocols import GENDER_ROWS, get_protocol
-from ..data.vpac import detect_layout, original_folder, system_folders, training_folder
+from ..data.vpac import detect_layout, load_set_folder, original_folder, system_folders, training_folder
 from ..errors import UserError, cite
-from .embeddings import WAVE_CACHE_NAMES, EmbeddingExtractor, model_fingerprint, wave_normalization
-from .intervals import BOOTSTRAP_DEFAULTS, SUBSET_COLUMNS, subset_design, table_averages
-from .metrics import verification_metrics
-from .model_folder import (  # noqa: F401 (ecapa_sizes, load_exported_model and the errors: their 0.1.0 home)
+from ..models.folder import (  # noqa: F401 (ecapa_sizes, load_exported_model and the errors: their 0.1.0 home)
     MODEL_SAVEDIR,
     ExportError,
     MissingExportError,
@@ -68,6 +65,9 @@ from .model_folder import (  # noqa: F401 (ecapa_sizes, load_exported_model and 
     load_speaker_model,
     model_folder,
 )
+from .embeddings import BATCHINGS, WAVE_CACHE_NAMES, EmbeddingExtractor, model_fingerprint, wave_normalization
+from .intervals import BOOTSTRAP_DEFAULTS, SUBSET_COLUMNS, subset_design, table_averages
+from .metrics import verification_metrics
 from .privacy import ListPrivacy, PrivacyOptions
 from .scoring import (
     ENROLL_MEANS,
@@ -103,6 +103,7 @@ class Enrollment:
     speakers: dict[str, list[str]]
     utt2dur: dict[str, float] | None = None
     spk2gender: dict[str, str] | None = None
+    notes: list[str] = field(default_factory=list)  # what was skipped or completed, for the report
 
 
 @dataclass
@@ -121,6 +122,8 @@ class TrialList:
     test_speakers: list | None = None
     folder: Path | None = None  # the folder of the test audio (path.parent unless trials came from elsewhere)
     spk2gender: dict[str, str] | None = None
+    duplicates: int = 0  # lines repeating an earlier line's (speaker, utterance) pair
+    notes: list[str] = field(default_factory=list)  # what was skipped, collapsed or completed, for the report
 
     def __len__(self) -> int:
         return len(self.targets)
@@ -130,40 +133,83 @@ class TrialList:
         return self.folder or self.path.parent
 
 
-def load_enrollment(folder: KaldiFolder) -> Enrollment:
+def unmatched_notes(folder: KaldiFolder) -> list[str]:
+    """What :func:`~segreconcat_aug.data.kaldi.load_kaldi_folder` skipped (``unmatched="skip"``), as report lines."""
+    notes = []
+    for ids, what in (
+        (folder.no_audio, f"utterance(s) of utt2spk have no wav.scp entry ({folder.path})"),
+        (folder.no_speaker, f"utterance(s) of wav.scp have no speaker in utt2spk ({folder.path})"),
+    ):
+        if ids:
+            notes.append(f"{len(ids)} {what}: skipped, as the VPC 2026 toolkit does; first: {ids[:5]}")
+    return notes
+
+
+def load_enrollment(folder: KaldiFolder, skip_missing: bool = False) -> Enrollment:
     """Group the enrollment utterances of a folder by speaker (``utt2spk``).
 
     Utterances come from the ``enrolls`` list when the folder has one (every id
-    must be in ``wav.scp``), else from ``wav.scp``.
+    must be in ``wav.scp``; with ``skip_missing``, an id without audio is skipped
+    and counted), else from ``wav.scp``.
     """
+    notes = unmatched_notes(folder)
     if folder.enrolls is not None:
         unknown = [utt for utt in folder.enrolls if utt not in folder.wav]
-        if unknown:
+        if unknown and not skip_missing:
             raise TrialListError(
                 f"{folder.path / 'enrolls'}: {len(unknown)} enrollment utterance(s) not in wav.scp, first: "
                 f"{unknown[:5]}"
             )
-        utterances = folder.enrolls
+        if unknown:
+            notes.append(
+                f"{len(unknown)} enrollment utterance(s) of {folder.path / 'enrolls'} have no audio: skipped; "
+                f"first: {unknown[:5]}"
+            )
+        utterances = [utt for utt in folder.enrolls if utt in folder.wav]
     else:
         utterances = folder.utterances
     if not utterances:
         raise TrialListError(f"{folder.path}: no enrollment utterances")
+    for note in notes:
+        logger.warning("%s", note)
     return Enrollment(
         folder.path,
         {u: folder.wav[u] for u in utterances},
         group_by_speaker(utterances, folder.utt2spk),
         folder.utt2dur,
         folder.spk2gender,
+        notes,
     )
 
 
+def _label(target: bool) -> str:
+    return "target" if target else "nontarget"
+
+
+def _wav_id(utterance: str, wav: dict) -> str | None:
+    """The ``wav.scp`` id of a trial's test utterance: itself, or itself with ``.wav`` added or removed
+    (the VPC 2026 code's lookup, ``speaker_embeddings.py``: Track 2's cn ids are written both ways)."""
+    if utterance in wav:
+        return utterance
+    other = utterance[:-4] if utterance.endswith(".wav") else f"{utterance}.wav"
+    return other if other in wav else None
+
+
 def load_trial_list(
-    name: str, folder: KaldiFolder, enrollment: Enrollment, skip_missing: bool = False, trials_path=None
+    name: str,
+    folder: KaldiFolder,
+    enrollment: Enrollment,
+    skip_missing: bool = False,
+    trials_path=None,
+    collapse_duplicates: bool = False,
 ) -> TrialList:
     """Read and check ``<folder>/trials`` against ``enrollment`` and the folder's ``wav.scp``.
 
-    ``trials_path``: read the list from there instead (VPC 2026: the original folder's list when
-    the anonymized folder has none).
+    ``trials_path``: read the list from there instead (VPC 2026: the original folder's list).
+    ``collapse_duplicates``: a line repeating an earlier line's ``(speaker, utterance)`` pair is
+    scored once, as both VPC toolkits' score dictionaries do (counted in ``TrialList.duplicates``;
+    the same pair labelled both ways is an error naming both lines). With ``skip_missing`` (the
+    2026 code), a test utterance is also found under its id with ``.wav`` added or removed.
 
     Raises
     ------
@@ -180,25 +226,60 @@ def load_trial_list(
         raise TrialListError(f"{path}: no trials")
     keep = []
     skipped = 0
+    renamed = 0
     for trial in trials:
         problem = None
+        test = _wav_id(trial.test_utterance, folder.wav) if skip_missing else trial.test_utterance
         if trial.enroll_speaker not in enrollment.speakers:
             problem = (
                 f"enrollment speaker {trial.enroll_speaker!r} has no utterance in {enrollment.folder} "
                 f"(enrolled: {len(enrollment.speakers)} speakers)"
             )
-        elif trial.test_utterance not in folder.wav:
+        elif test not in folder.wav:
             problem = f"test utterance {trial.test_utterance!r} is not in {folder.path / 'wav.scp'}"
         if problem is None:
+            if test != trial.test_utterance:
+                renamed += 1
+                trial = trial._replace(test_utterance=test)
             keep.append(trial)
         elif skip_missing:
             skipped += 1
         else:
-            raise TrialListError(f"{path}:{trial.line}: {problem} (skip_missing_trials skips such trials)")
+            raise TrialListError(
+                f"{path}:{trial.line}: {problem} (--eval_skip_missing_trials=True skips such trials, counted)"
+            )
+    notes = []
     if skipped:
         logger.warning(
             "%s: skipped %d of %d trials naming unknown speakers or utterances", path, skipped, len(trials)
         )
+    if renamed:
+        notes.append(
+            f"{name}: {renamed} test utterance(s) of {path} found in wav.scp with '.wav' added or removed, "
+            "as the VPC 2026 code looks them up"
+        )
+    first: dict[tuple[str, str], Trial] = {}
+    unique = []
+    for trial in keep:
+        pair = (trial.enroll_speaker, trial.test_utterance)
+        if pair not in first:
+            first[pair] = trial
+            unique.append(trial)
+        elif first[pair].target != trial.target:
+            raise TrialListError(
+                f"{path}:{trial.line}: {pair[0]} {pair[1]} is a {_label(trial.target)} trial here and a "
+                f"{_label(first[pair].target)} one on line {first[pair].line}: correct the list"
+            )
+    duplicates = len(keep) - len(unique)
+    if duplicates:
+        how = "scored once each, as the VPC code does" if collapse_duplicates else "each scored again"
+        notes.append(
+            f"{name}: {duplicates} line(s) of {path} repeat an earlier (speaker, utterance) pair: {how}"
+        )
+        if collapse_duplicates:
+            keep = unique
+    for note in notes:
+        logger.warning("%s", note)
     if not keep:
         raise TrialListError(f"{path}: no trial left to score ({skipped} skipped)")
     targets = np.array([t.target for t in keep], dtype=bool)
@@ -219,7 +300,43 @@ def load_trial_list(
         test_speakers=[folder.utt2spk.get(t.test_utterance) for t in keep],
         folder=folder.path,
         spk2gender=folder.spk2gender,
+        duplicates=duplicates,
+        notes=[*unmatched_notes(folder), *notes],
     )
+
+
+#: ``eval_trials_from``: whose ``trials`` a VPC 2026 trial set is scored with.
+TRIALS_FROM = ("original", "anonymized")
+
+
+def trials_file(folder: KaldiFolder, original: Path | None, trials_from: str) -> tuple[Path, list[str]]:
+    """The ``trials`` file a trial set is scored with, and notes on the choice (for the report).
+
+    ``original`` (the 2026 toolkit's ``evaluate_asv.py``): the original folder's list, else the
+    anonymized folder's own where the original has none; ``anonymized``: the folder's own list, else
+    the original's. A layout without original folders (VPAC 2024's) has only the folder's own list.
+    """
+    if trials_from not in TRIALS_FROM:
+        raise ValueError(f"eval_trials_from: unknown {trials_from!r}; choose from {list(TRIALS_FROM)}")
+    own = folder.path / "trials" if folder.trials is not None else None
+    theirs = original / "trials" if original is not None and (original / "trials").is_file() else None
+    if own is None and theirs is None:
+        raise TrialListError(
+            f"{folder.path / 'trials'}: no such file, nor {original / 'trials' if original else '-'} "
+            "(the original folder's list, which the VPC 2026 toolkit reads)"
+        )
+    chosen = (theirs or own) if trials_from == "original" else (own or theirs)
+    notes = []
+    if original is not None and chosen != (theirs if trials_from == "original" else own):
+        wanted = "original folder" if trials_from == "original" else "anonymized folder"
+        notes.append(f"no trials in the {wanted} ({trials_from}): scored {chosen}")
+    if own is not None and theirs is not None and own.read_bytes() != theirs.read_bytes():
+        other = own if chosen == theirs else theirs
+        flip = "anonymized" if chosen == theirs else "original"
+        notes.append(
+            f"{other} differs from {chosen}, which was scored (eval_trials_from: {flip} scores the other)"
+        )
+    return chosen, notes
 
 
 def load_system_trials(
@@ -233,14 +350,20 @@ def load_system_trials(
     protocol: str | None = None,
     language: str | None = None,
     layout: str | None = None,
+    trials_from: str | None = None,
+    collapse_duplicates: bool | None = None,
 ) -> tuple[dict[str, Enrollment], dict[str, TrialList]]:
     """Enrollments (by part) and trial lists (by subset name, e.g. ``dev_f``) of one system.
 
     ``protocol`` (default ``vpac2024``) names the sets and ``subsets`` (None: all of the
     protocol's); ``language`` is a Track 2 language; ``layout`` (None: the one the data folder
     holds, the protocol's own first) where the folders are (:func:`segreconcat_aug.data.vpac.system_folders`).
-    Under VPC 2026, a trial folder without ``trials`` is scored with its original folder's list
-    (``data/<set>/trials``), as the 2026 toolkit reads it.
+    In the 2026 layout, what an anonymized folder lacks is read from its original
+    (:func:`segreconcat_aug.data.vpac.load_set_folder`), and ``trials_from`` (None: the protocol's
+    ``eval_trials_from``) says whose ``trials`` are scored (:func:`trials_file`);
+    ``collapse_duplicates`` (None: the protocol's ``eval_duplicate_trials``) as :func:`load_trial_list`.
+    With ``skip_missing``, ids of ``utt2spk`` without audio and of ``wav.scp`` without a speaker are
+    skipped and counted, as the 2026 code does, where they would be an error.
 
     Example
     -------
@@ -258,6 +381,9 @@ def load_system_trials(
     ({'A': ['a1']}, [True, False])
     """
     scheme = get_protocol(protocol)
+    trials_from = scheme.convention("eval_trials_from", trials_from)
+    collapse = scheme.convention("eval_duplicate_trials", None) == "collapse"
+    collapse = collapse if collapse_duplicates is None else bool(collapse_duplicates)
     subsets = list(scheme.subsets if subsets is None else subsets)
     unknown = [s for s in subsets if s not in scheme.subsets]
     if unknown:
@@ -274,33 +400,32 @@ def load_system_trials(
         layout=layout,
         known_sets=scheme.known_sets(),
     )
-    enrollments = {
-        part: load_enrollment(load_kaldi_folder(folders[name], root=data_folder, allow_pipes=allow_pipes))
-        for part, name in enroll_sets.items()
-    }
+    options = {"allow_pipes": allow_pipes, "unmatched": "skip" if skip_missing else "error"}
+
+    def completed(loaded: KaldiFolder) -> list[str]:
+        return [f"{loaded.path.name}: {name} from {where}" for name, where in loaded.completed.items()]
+
+    enrollments = {}
+    for part, name in enroll_sets.items():
+        loaded = load_set_folder(folders[name], data_folder, name, layout, **options)
+        enrollments[part] = load_enrollment(loaded, skip_missing=skip_missing)
+        enrollments[part].notes += completed(loaded)
     trial_lists = {}
     for subset, name in trial_sets.items():
-        folder = load_kaldi_folder(folders[name], root=data_folder, allow_pipes=allow_pipes)
-        trials_path = None
-        if folder.trials is None and scheme.trials_from_original:
-            original = original_folder(data_folder, name, layout)
-            if original is not None and (original / "trials").is_file():
-                trials_path = original / "trials"
-                logger.info(
-                    "%s has no trials: scoring %s (the original folder's list)", folder.path, trials_path
-                )
-            else:
-                raise TrialListError(
-                    f"{folder.path / 'trials'}: no such file, nor {original / 'trials' if original else '-'} "
-                    "(the original folder's list, which the VPC 2026 toolkit reads)"
-                )
+        folder = load_set_folder(folders[name], data_folder, name, layout, **options)
+        original = original_folder(data_folder, name, layout)
+        original = original if original is not None and original.resolve() != folder.path.resolve() else None
+        trials_path, notes = trials_file(folder, original, trials_from)
+        logger.info("%s %s: scoring %s", system, subset, trials_path)
         trial_lists[subset] = load_trial_list(
             subset,
             folder,
             enrollments[scheme.part(subset)],
             skip_missing=skip_missing,
-            trials_path=trials_path,
+            trials_path=trials_path if trials_path != folder.path / "trials" else None,
+            collapse_duplicates=collapse,
         )
+        trial_lists[subset].notes += [f"{subset}: {note}" for note in notes] + completed(folder)
     return enrollments, trial_lists
 
 
@@ -435,9 +560,13 @@ def score_trials(
 #: ``None``: the protocol's value (its subsets, or its convention: ``Protocol.conventions``).
 EVAL_DEFAULTS = {
     "eval_subsets": None,
+    "eval_batching": "exact",
     "eval_batch_size": 16,
     "eval_max_batch_seconds": 600.0,
     "eval_normalize_wave": None,
+    "eval_resample": None,
+    "eval_trials_from": None,
+    "eval_duplicate_trials": None,
     "eval_trim_zeros": True,
     "eval_enroll_mean": None,
     "eval_score_norm": None,
@@ -522,8 +651,8 @@ def _option(hparams: dict, key: str):
 
 
 def load_evaluation_model(hparams: dict, run_opts: dict | None = None, stated=()) -> SpeakerModel:
-    """The model evaluation embeds with: the model folder (:func:`.model_folder.model_folder`) loaded by
-    :func:`.model_folder.load_speaker_model`, SpeechBrain's files linked in ``<eval_folder>/model``.
+    """The model evaluation embeds with: the model folder (:func:`~..models.folder.model_folder`) loaded by
+    :func:`~..models.folder.load_speaker_model`, SpeechBrain's files linked in ``<eval_folder>/model``.
 
     ``stated``: the YAML keys the user gave (overrides); a model key among them must be the folder's.
     """
@@ -545,12 +674,15 @@ class EvaluationAudioError(TrialListError):
     """Enrollment or trial audio failed the audio check (unreadable, truncated, NaN, ...); all are named."""
 
 
-def check_evaluation_audio(hparams: dict, enrollments: dict, trial_lists: dict, eval_folder) -> list[str]:
+def check_evaluation_audio(
+    hparams: dict, enrollments: dict, trial_lists: dict, eval_folder, resample: bool = False
+) -> list[str]:
     """The audio check (:mod:`segreconcat_aug.data.audio_check`) of every enrollment and trial file scored.
 
-    Unusable files (missing, unreadable, truncated, NaN samples, another rate) stop
+    Unusable files (missing, unreadable, truncated, NaN samples, another rate unless ``resample``) stop
     here, all named (and listed in ``<eval_folder>/audio_problems.txt``). Silent or
-    too-short files are scored, and returned as warnings (count and first ids).
+    too-short files are scored, and returned as warnings (count and first ids), as are the
+    files that ``resample`` resamples (count per rate).
     """
     wav = {}
     for enrollment in enrollments.values():
@@ -561,7 +693,7 @@ def check_evaluation_audio(hparams: dict, enrollments: dict, trial_lists: dict, 
     report = check_audio_files(
         wav,
         mode=hparams.get("check_audio") or "full",
-        sample_rate=hparams.get("sample_rate", SAMPLE_RATE),
+        sample_rate=None if resample else hparams.get("sample_rate", SAMPLE_RATE),
         min_duration=float(hparams.get("min_audio_duration") or 0.0),
         silence_db=hparams.get("silence_db", -60.0),
         workers=int(hparams.get("check_workers") or 8),
@@ -579,6 +711,17 @@ def check_evaluation_audio(hparams: dict, enrollments: dict, trial_lists: dict, 
             warnings.append(
                 f"{len(utts)} enrollment/trial file(s) {words}, scored all the same; first: {utts[:5]}"
             )
+    target = int(hparams.get("sample_rate", SAMPLE_RATE))
+    rates: dict[int, int] = {}
+    for rate in report.rates.values():
+        if rate != target:
+            rates[rate] = rates.get(rate, 0) + 1
+    if rates:
+        found = ", ".join(f"{count} at {rate} Hz" for rate, count in sorted(rates.items()))
+        warnings.append(
+            f"enrollment/trial files resampled to {target} Hz after the wave normalization, as the VPC "
+            f"2026 toolkit does: {found}"
+        )
     for warning in warnings:
         logger.warning("%s %s", hparams["system"], warning)
     return warnings
@@ -634,6 +777,12 @@ def evaluate_system(
     skip_missing = bool(
         scheme.convention("eval_skip_missing_trials", hparams.get("eval_skip_missing_trials"))
     )
+    trials_from = scheme.convention("eval_trials_from", hparams.get("eval_trials_from"))
+    duplicate_trials = scheme.convention("eval_duplicate_trials", hparams.get("eval_duplicate_trials"))
+    resample = bool(scheme.convention("eval_resample", hparams.get("eval_resample")))
+    batching = _option(hparams, "eval_batching")
+    if batching not in BATCHINGS:
+        raise ValueError(f"eval_batching: unknown {batching!r}; choose from {list(BATCHINGS)}")
 
     enrollments, trial_lists = load_system_trials(
         data_folder,
@@ -645,8 +794,15 @@ def evaluate_system(
         protocol=scheme.name,
         language=language,
         layout=layout,
+        trials_from=trials_from,
+        collapse_duplicates=duplicate_trials == "collapse",
     )
-    audio_warnings = check_evaluation_audio(hparams, enrollments, trial_lists, eval_folder)
+    notes = list(
+        dict.fromkeys(
+            note for loaded in (*enrollments.values(), *trial_lists.values()) for note in loaded.notes
+        )
+    )
+    audio_warnings = check_evaluation_audio(hparams, enrollments, trial_lists, eval_folder, resample=resample)
     model = model or load_evaluation_model(hparams, {"device": device})
     normalize_wave = wave_normalization(
         scheme.convention("eval_normalize_wave", hparams.get("eval_normalize_wave"))
@@ -656,6 +812,12 @@ def evaluate_system(
     # loudness normalization is named by its method, so caches of the earlier peak-only option
     # are not reused.)
     wave_options = {"normalize_wave": WAVE_CACHE_NAMES.get(normalize_wave, False), "trim_zeros": trim}
+    # Padded batches give other embeddings than one utterance at a time: never one cache for both.
+    wave_options["batching"] = (
+        f"padded-{_option(hparams, 'eval_batch_size')}-{_option(hparams, 'eval_max_batch_seconds')}"
+        if batching == "padded"
+        else "exact"
+    )
     fingerprint = model_fingerprint(model.checkpoint, {**wave_options, **model.cache_options()})
     cache_root = eval_folder / "embeddings" / fingerprint
     extractor = EmbeddingExtractor(
@@ -669,6 +831,8 @@ def evaluate_system(
         sample_rate=hparams.get("sample_rate", SAMPLE_RATE),
         save_every=_option(hparams, "eval_save_every"),
         trim_zeros=trim,
+        resample=resample,
+        padded=batching == "padded",
     )
 
     models = {}
@@ -684,7 +848,9 @@ def evaluate_system(
     cohort = None
     if score_norm:
         folder = training_folder(data_folder, system, overrides, protocol=scheme.name, language=language)
-        train = load_kaldi_folder(folder, root=data_folder, allow_pipes=allow_pipes)
+        train = load_set_folder(
+            folder, data_folder, scheme.train_set(language), layout, allow_pipes=allow_pipes
+        )
         chosen = cohort_utterances(
             train, int(_option(hparams, "eval_cohort_utts_per_speaker")), hparams.get("seed", 0)
         )
@@ -706,12 +872,17 @@ def evaluate_system(
         "enroll_mean": enroll_mean,
         "score_norm": score_norm,
         "skip_missing_trials": skip_missing,
+        "trials_from": trials_from,
+        "duplicate_trials": duplicate_trials,
+        "resample": resample,
+        "batching": batching,
+        "trial_lists": {name: str(trials.path) for name, trials in trial_lists.items()},
     }
     results = SystemResults(
         system=system,
         subsets={},
         options=options,
-        warnings=audio_warnings,
+        warnings=[*notes, *audio_warnings],
         protocol=scheme.name,
         language=language,
     )
@@ -740,6 +911,7 @@ def evaluate_system(
             results.subsets[row] = subset
             metrics = verification_metrics(subset.target_scores, subset.nontarget_scores, p_targets=p_targets)
             metrics["skipped_trials"] = subset.skipped
+            metrics["duplicate_trials"] = trials.duplicates if row == name else 0
             results.metrics[row] = metrics
             logger.info("%s %s: EER %.2f %% (%d trials)", system, row, metrics["eer"], len(subset.targets))
         if scored.skipped:

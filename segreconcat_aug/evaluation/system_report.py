@@ -27,7 +27,8 @@ from pathlib import Path
 import numpy as np
 
 from ..data.protocols import GENDER_ROWS, get_protocol
-from .bootstrap import format_interval, interval_text
+from ..data.result_files import atomic_writer, file_digest, json_text, write_text
+from .bootstrap import format_interval, interval_text, outside_note
 from .figures import plot_det, plot_privacy, privacy_panels
 from .intervals import BOOTSTRAP_DEFAULTS, metric_problem, privacy_table, system_intervals
 from .metrics import det_curve
@@ -109,6 +110,7 @@ def write_system_report(
     dcf_metrics = [f"min_dcf_{p:g}" for p in p_targets]
     ci_metrics = ["eer", *dcf_metrics, *privacy_metrics]
     privacy_rows = {metric: privacy_table(results.metrics, metric, table) for metric in privacy_metrics}
+    _note_points_outside(intervals, results.metrics, row, privacy_rows)
 
     metric_keys = sorted(
         {key for values in results.metrics.values() for key, value in values.items() if _is_scalar(value)}
@@ -127,7 +129,7 @@ def write_system_report(
                 reasons.append(reason)
         return cells + ["; ".join(reasons)]
 
-    with open(folder / "results.csv", "w", newline="", encoding="utf-8") as handle:
+    with atomic_writer(folder / "results.csv", newline="") as handle:  # each file whole, or not at all
         writer = csv.writer(handle)
         writer.writerow(
             ["system", "subset", *metric_keys, *(ci_header if intervals else []), *undefined_header]
@@ -217,13 +219,19 @@ def write_system_report(
         }
         text += [f"- no interval for {key}: {reason}" for key, reason in undefined.items()]
         text += [""] if undefined else []
+        outside = [
+            f"- {column} {metric}: {interval['note']}"
+            for column, metrics in intervals.items()
+            for metric, interval in metrics.items()
+            if interval.get("note")
+        ]
+        text += [*outside, ""] if outside else []
     text += convergence_markdown(convergence)
     text += ["Options: " + ", ".join(f"{k}={v}" for k, v in results.options.items()), ""]
     warnings = getattr(results, "warnings", None)
     if warnings:  # e.g. silent or too-short enrollment and trial files (scored all the same)
         text += ["Warnings:", "", *[f"- {warning}" for warning in warnings], ""]
-    (folder / "results.md").write_text("\n".join(text), encoding="utf-8")
-    written["markdown"] = folder / "results.md"
+    written["markdown"] = write_text(folder / "results.md", "\n".join(text))
 
     subsets_json = {
         name: {
@@ -247,15 +255,14 @@ def write_system_report(
         "options": results.options,
         "warnings": list(getattr(results, "warnings", None) or []),
         "scores": {name: f"scores/{name}.txt" for name in results.subsets},
+        # What the numbers above were computed from: a score file changed since is noticed (the grid).
+        "score_digests": {name: file_digest(written[f"scores_{name}"]) for name in results.subsets},
         "convergence": convergence,
     }
     if privacy is not None:
         payload["privacy_table"] = privacy_rows
         payload["privacy_options"] = dataclasses.asdict(privacy)
         written["per_speaker_eer"] = write_per_speaker_eer(folder / "per_speaker_eer.csv", results)
-    (folder / "results.json").write_text(json.dumps(payload, indent=2, default=float), encoding="utf-8")
-    written["json"] = folder / "results.json"
-
     if det_plot:
         curves = {
             name: det_curve(subset.target_scores, subset.nontarget_scores)
@@ -268,6 +275,9 @@ def write_system_report(
                 folder / "privacy.png",
                 title=f"{results.system}: risk per speaker and linkability",
             )
+    # Written last: a folder with results.json is a finished evaluation (the grid reads it). JSON has no NaN
+    # or infinity: json_text writes null (each undefined value's reason is in undefined_because).
+    written["json"] = write_text(folder / "results.json", json_text(payload, indent=2))
     return written
 
 
@@ -322,6 +332,26 @@ def convergence_markdown(found: dict | None) -> list[str]:
     else:
         numbers.append("SegReConcat coverage: no augmentation asked")
     return text + [f"- {line}" for line in numbers] + [""]
+
+
+def _note_points_outside(intervals: dict, metrics: dict, row: dict, privacy_rows: dict) -> None:
+    """Add ``note`` (:func:`~segreconcat_aug.evaluation.bootstrap.outside_note`) to each interval that does
+    not hold its own point (the subset's value, or the table row's average)."""
+    digits = {key: places for key, _, places in PRIVACY_COLUMNS}
+    for column, found in intervals.items():
+        for metric, interval in found.items():
+            if column in metrics:
+                point = metrics[column].get(metric)
+            else:
+                point = row.get(column) if metric == "eer" else privacy_rows.get(metric, {}).get(column)
+            places = (
+                4
+                if metric.startswith("min_dcf_")
+                else digits.get(metric, digits["top5"] if metric.startswith("top") else 2)
+            )
+            note = outside_note(point if isinstance(point, (int, float)) else None, interval, places)
+            if note:
+                interval["note"] = note
 
 
 def bootstrap_note(settings: dict, speaker_source: str | None = None) -> str:
@@ -428,10 +458,12 @@ def privacy_markdown(metrics: dict, intervals: dict, privacy_rows: dict, options
                 for size in sizes
             ]
             text += [f"{label}:", "", markdown_table(["N", *sweeps], table), ""]
+    grouped: dict[tuple[str, str], list[str]] = {}  # one line per subset and reason, naming its metrics
+    for name, values in metrics.items():
+        for key, reason in (values.get("undefined_because") or {}).items():
+            grouped.setdefault((name, reason), []).append(key)
     reasons = [
-        f"- no value for {name} {key}: {reason}"
-        for name, values in metrics.items()
-        for key, reason in (values.get("undefined_because") or {}).items()
+        f"- no value for {name} {', '.join(keys)}: {reason}" for (name, reason), keys in grouped.items()
     ]
     return text + reasons + ([""] if reasons else [])
 
@@ -439,7 +471,7 @@ def privacy_markdown(metrics: dict, intervals: dict, privacy_rows: dict, options
 def write_per_speaker_eer(path, results) -> Path:
     """``per_speaker_eer.csv``: system, subset, speaker, EER (%) and whether it is below the threshold."""
     path = Path(path)
-    with open(path, "w", newline="", encoding="utf-8") as handle:
+    with atomic_writer(path, newline="") as handle:
         writer = csv.writer(handle)
         writer.writerow(["system", "subset", "speaker", "eer", "below_threshold"])
         for name, values in results.metrics.items():

@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..data.protocols import MIXED_TABLE, get_protocol
-from .bootstrap import format_interval
+from .bootstrap import format_interval, outside_note
 from .references import reference_value
 from .system_report import PRIVACY_COLUMNS, markdown_table
 
@@ -253,12 +253,24 @@ def interval_notes(cells: dict) -> list[str]:
                     (r for c, r in undefined.items() if not c.endswith("avg")), next(iter(undefined.values()))
                 )
                 notes[f"{system} {config} {metric} ({', '.join(undefined)})"] = f"no value: {reason}"
+        points = {"": cell["table"], **{f"seed {run['seed']} ": run["table"] for run in cell["seeds"]}}
+        points.update(
+            {
+                f"{metric} ": summary.get("table") or {}
+                for metric, summary in (cell.get("privacy") or {}).items()
+            }
+        )
         for prefix, intervals in sources:
             for column, interval in intervals.items():
                 if interval.get("reason"):
                     notes[f"{system} {config} {prefix}{column}"] = interval["reason"]
+                outside = outside_note((points.get(prefix) or {}).get(column), interval)
+                if outside:
+                    notes[f"{system} {config} {prefix}{column}"] = f"outside: {outside}"
     return [
-        f"- no {'value' if why.startswith('no value: ') else 'interval'} for {where}: {why.removeprefix('no value: ')}"
+        f"- {where}: {why.removeprefix('outside: ')}"
+        if why.startswith("outside: ")
+        else f"- no {'value' if why.startswith('no value: ') else 'interval'} for {where}: {why.removeprefix('no value: ')}"
         for where, why in notes.items()
     ]
 

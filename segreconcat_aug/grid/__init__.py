@@ -23,14 +23,25 @@ The grid sits at the top of the package: it runs the recipes and reads what the 
 wing wrote, so it may import any wing and no wing imports it.
 """
 
-from .plan import cell_folder, grid_cells, grid_languages, grid_runs, grid_units, load_grid, split_unit
+from .plan import (
+    cell_folder,
+    check_grid_data,
+    grid_cells,
+    grid_languages,
+    grid_runs,
+    grid_units,
+    load_grid,
+    split_unit,
+)
 from .results import assemble, write_grid_results
-from .runner import STATUS_FILE, format_command, overrides_string, run_all, run_cell
+from .runner import GRID_LOCK, STATUS_FILE, format_command, overrides_string, run_all, run_cell
 
 __all__ = [
+    "GRID_LOCK",
     "STATUS_FILE",
     "assemble",
     "cell_folder",
+    "check_grid_data",
     "format_command",
     "grid_cells",
     "grid_languages",

@@ -5,7 +5,8 @@ named but not defined, seeds, languages, privacy columns, ``parallel``, ``bootst
 ``environment``).
 A cell is a (unit, configuration) pair (:func:`grid_cells`): a unit is a system, or under
 ``vpc2026-track2`` a ``<system>/<language>`` (:func:`grid_units`); a run is a cell and a seed
-(:func:`grid_runs`), in :func:`cell_folder`. With ``learning_curve: True`` the curves' points are
+(:func:`grid_runs`), in :func:`cell_folder`. :func:`check_grid_data` checks, before any cell runs, that
+every unit's data folders are there. With ``learning_curve: True`` the curves' points are
 configurations too (:mod:`.learning_curve`), added to ``configurations`` and run as cells. Writes nothing.
 """
 
@@ -19,6 +20,8 @@ from pathlib import Path
 from hyperpyyaml import load_hyperpyyaml
 
 from ..data.protocols import get_protocol
+from ..data.vpac import VPACLayoutError, detect_layout, system_folders, training_folder
+from ..errors import UserError
 from ..evaluation.intervals import BOOTSTRAP_DEFAULTS
 from ..evaluation.privacy import INTERVAL_METRICS
 from ..options import SEED, OptionError
@@ -197,3 +200,60 @@ def cell_folder(grid, system: str, config: str, seed: int | None = None) -> Path
     """
     folder = Path(grid["output_folder"]) / system / config
     return folder if seed is None else folder / f"seed{seed}"
+
+
+class GridDataError(UserError, FileNotFoundError):
+    """Some of the grid's units have no data folders: nothing is run."""
+
+
+def _folder_overrides(grid) -> dict:
+    """The runs' ``folder_overrides``: the training YAML's, unless ``extra_overrides`` gives its own."""
+    extra = grid.get("extra_overrides") or {}
+    if isinstance(extra, dict) and "folder_overrides" in extra:
+        return extra["folder_overrides"] or {}
+    import ruamel.yaml
+
+    from ..cli import checkout_path
+
+    path = Path(checkout_path(grid["train_hparams"]))
+    if not path.is_file():
+        return {}
+    with open(path, encoding="utf-8") as handle:
+        document = ruamel.yaml.YAML().load(handle) or {}
+    found = document.get("folder_overrides") or {}
+    return {key: dict(value) if hasattr(value, "items") else value for key, value in found.items()}
+
+
+def check_grid_data(grid) -> None:
+    """Every unit of the grid's cells has its training, enrollment and trial folders, before any cell runs.
+
+    A grid whose commands read the data folder (their templates name ``{data_folder}``, as the shipped
+    ones do) would otherwise find a missing language or system only when its cell starts, after the
+    cells before it trained; here the units without data are named in one line and nothing runs.
+    Commands that do not take ``{data_folder}`` read their own data: nothing is checked for them.
+    """
+    if not any("{data_folder}" in str(grid.get(key) or "") for key in ("train_command", "eval_command")):
+        return
+    protocol = get_protocol(grid.get("protocol"))
+    overrides = _folder_overrides(grid)
+    units = list(dict.fromkeys(unit for unit, _ in grid_cells(grid)))
+    missing = []
+    for unit in units:
+        system, language = split_unit(unit)
+        try:
+            training_folder(grid["data_folder"], system, overrides, protocol=protocol.name, language=language)
+            system_folders(
+                grid["data_folder"],
+                system,
+                overrides,
+                sets=protocol.sets(language)[1:],  # the enrollment and trial sets
+                layout=detect_layout(grid["data_folder"], system, protocol.layout),
+                known_sets=protocol.known_sets(),
+            )
+        except VPACLayoutError as error:
+            missing.append(f"{unit}: {error}")
+    if missing:
+        raise GridDataError(
+            f"{grid['data_folder']}: {len(missing)} of {len(units)} unit(s) of this grid have no data, so no cell "
+            f"was run (fix the data, or leave those units out of systems/languages): {' | '.join(missing)}"
+        )

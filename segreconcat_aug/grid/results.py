@@ -25,17 +25,20 @@ Published numbers appear in separate, labelled columns. The method: docs/evaluat
 from __future__ import annotations
 
 import csv
-import json
+import logging
 from pathlib import Path
 
 from ..data.protocols import get_protocol
+from ..data.result_files import atomic_writer, file_digest, json_text, write_text
+from ..errors import UserError
 from ..evaluation.comparison import compare_runs, seed_mean_std
 from ..evaluation.figures import plot_det_panels, plot_forest, plot_privacy, privacy_panel
 from ..evaluation.intervals import BOOTSTRAP_DEFAULTS, privacy_table
 from ..evaluation.metrics import det_curve
-from ..evaluation.privacy import PrivacyOptions
+from ..evaluation.privacy import PrivacyOptions, saved_options
 from ..evaluation.references import load_reference_results
-from ..evaluation.score_files import read_score_file
+from ..evaluation.rescore import rescore_folder
+from ..evaluation.score_files import ScoreFileError, read_score_file
 from ..evaluation.system import EVAL_SUBFOLDER
 from ..evaluation.system_report import blank, bootstrap_note, read_results
 from ..evaluation.tables import (
@@ -48,20 +51,64 @@ from ..evaluation.tables import (
 from .learning_curve import curve_configurations, curve_enabled, write_learning_curves
 from .plan import cell_folder, grid_ablation, grid_languages, grid_runs, grid_units
 
+logger = logging.getLogger(__name__)
+
+
+class GridResultsError(UserError, ValueError):
+    """A finished cell's evaluation cannot be read back as it was written (a score file missing, damaged,
+    or changed since its results.json); the message names the file and the fix."""
+
+
+def cell_scores(folder: Path, results: dict, rescore: bool = False) -> tuple[dict, bool]:
+    """``(subset -> ScoreFile, changed)``: a finished cell's score files, each checked against its
+    results.json (present, readable, finite, the digest it recorded); ``changed``: some differ from
+    their digest, and ``rescore`` asked for the cell to be rescored rather than refused."""
+    again = f"delete {folder} and rerun the grid to evaluate the cell again"
+    scores, changed = {}, False
+    digests = results.get("score_digests") or {}  # none: written before digests were recorded
+    for name, relative in results.get("scores", {}).items():
+        path = folder / relative
+        if not path.is_file():
+            raise GridResultsError(f"{path}: missing, but {folder / 'results.json'} lists it: {again}")
+        try:
+            found = read_score_file(path)
+        except ScoreFileError as error:
+            raise GridResultsError(f"{error}: a score file of a finished cell; {again}") from None
+        if not len(found.targets):
+            raise GridResultsError(f"{path}: empty, a score file of a finished cell; {again}")
+        if name in digests and file_digest(path) != digests[name]:
+            if not rescore:
+                raise GridResultsError(
+                    f"{path}: changed since {folder / 'results.json'} was computed from it, so the tables would "
+                    "mix its intervals with the old point values: rescore the cell from its score files "
+                    f"(--rescore_changed_scores=True, or rescore_folder; docs/evaluation.md), or {again}"
+                )
+            changed = True
+        scores[name] = found
+    return scores, changed
+
 
 def collect(grid) -> dict[tuple[str, str], list[dict]]:
     """``(system, configuration) -> runs``: per evaluated seed ``{"seed", "folder", "table", "results", "scores"}``.
 
-    ``scores`` holds each subset's score file, read once for the intervals and the DET curves.
+    ``scores`` holds each subset's score file, read once for the intervals and the DET curves, and
+    checked against the cell's results.json (:func:`cell_scores`): a changed one is refused, or, with
+    ``rescore_changed_scores``, the cell is rescored from its score files first
+    (:func:`segreconcat_aug.evaluation.rescore.rescore_folder`).
     """
+    rescore = bool(grid.get("rescore_changed_scores"))
     found: dict[tuple[str, str], list[dict]] = {}
     for system, config, seed in grid_runs(grid):
         folder = cell_folder(grid, system, config, seed) / EVAL_SUBFOLDER
         if (folder / "results.json").is_file():
             results = read_results(folder)
-            scores = {
-                name: read_score_file(folder / path) for name, path in results.get("scores", {}).items()
-            }
+            scores, changed = cell_scores(folder, results, rescore)
+            if changed:
+                logger.warning(
+                    "%s: score files changed since its results.json: rescoring it from them", folder
+                )
+                rescore_folder(folder)
+                results = read_results(folder)
             run = {
                 "seed": seed,
                 "folder": folder,
@@ -153,10 +200,7 @@ def privacy_settings(results: dict, system: str) -> PrivacyOptions:
         for run in runs:
             saved = run["results"].get("privacy_options") if cell_system == system else None
             if saved:
-                known = {f for f in PrivacyOptions.__dataclass_fields__}
-                return PrivacyOptions(
-                    **{k: v for k, v in saved.items() if k in known and k != "population_sizes"}
-                )
+                return saved_options(saved)
     return PrivacyOptions()
 
 
@@ -375,7 +419,7 @@ def write_grid_results(out: Path, cells: dict, columns, privacy_columns=()) -> d
             ]
         return [(rows[0][0], cell["table"], cell["intervals"], None, cell.get("difference") or {})]
 
-    with open(out / "grid_results.csv", "w", newline="", encoding="utf-8") as handle:
+    with atomic_writer(out / "grid_results.csv", newline="") as handle:
         writer = csv.writer(handle)
         writer.writerow(header)
         for (system, config), cell in cells.items():
@@ -404,5 +448,5 @@ def write_grid_results(out: Path, cells: dict, columns, privacy_columns=()) -> d
                     + [";".join(dict.fromkeys(flags))]
                 )
     payload = {f"{system}/{config}": cell for (system, config), cell in cells.items()}
-    (out / "grid_results.json").write_text(json.dumps(payload, indent=2, default=float), encoding="utf-8")
+    write_text(out / "grid_results.json", json_text(payload, indent=2))  # null for NaN: valid JSON
     return {"csv": out / "grid_results.csv", "json": out / "grid_results.json"}

@@ -7,13 +7,21 @@ does not retrain trained ones, and a failed step runs again. Subprocess output g
 ``grid_train.log`` / ``grid_eval.log`` in the run's folder; progress lines also reach the
 console. The processes get the grid's ``environment`` for the variables not already set
 (:func:`~segreconcat_aug.grid.plan.run_environment`). :func:`run_all` runs ``parallel`` runs at a time.
+
+The runs die with the grid runner: on Linux each child asks the kernel for SIGTERM when the
+runner dies (``prctl(PR_SET_PDEATHSIG)``), so a ``kill -9`` of ``run_grid.py`` leaves no training
+running on; elsewhere they run on (and a rerun's ``train.py`` refuses the folder they hold, as
+``train.py`` and ``evaluate.py`` lock their folders).
 """
 
 from __future__ import annotations
 
+import ctypes
 import json
 import logging
+import os
 import shlex
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -27,6 +35,32 @@ from .plan import cell_folder, grid_runs, run_environment, split_unit
 
 logger = logging.getLogger(__name__)
 STATUS_FILE = "grid_status.json"
+#: The grid runner's lock in its output folder (segreconcat_aug.data.folder_lock): one runner per grid.
+GRID_LOCK = ".segreconcat-grid.lock"
+_PR_SET_PDEATHSIG = 1  # linux/prctl.h
+
+
+def _death_signal():
+    """A ``preexec_fn`` that makes the child get SIGTERM when this process dies (Linux), or None.
+
+    Resolved here, in the parent: the child runs only the prctl call and a pid check between fork and
+    exec (no import, no lock, no allocation worth the name). The signal goes when the thread that
+    started the child ends; :func:`run_logged` waits for its child in that thread.
+    """
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+    parent = os.getpid()
+
+    def set_death_signal():
+        prctl(_PR_SET_PDEATHSIG, int(signal.SIGTERM))
+        if os.getppid() != parent:  # the runner died before the call: go now
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    return set_death_signal
 
 
 def _status(folder: Path) -> dict:
@@ -90,12 +124,13 @@ def overrides_string(value) -> str:
     return " ".join(parts)
 
 
-def run_logged(command: list[str], log, prefix: str = "", env: dict | None = None) -> int:
+def run_logged(command: list[str], log, prefix: str = "", env: dict | None = None, errors=None) -> int:
     """Run ``command`` (in ``env``, default this process's) with its output going to ``log``; its
     progress lines are also shown on the console.
 
     Progress lines are the ones :func:`segreconcat_aug.cli.report_progress` prints (one per
-    training epoch: losses, error rate, speed, time left).
+    training epoch: losses, error rate, speed, time left). ``errors``: a list that gets the recipe's
+    one-line user errors (``<recipe>.py: error: ...``).
     """
     process = subprocess.Popen(
         command,
@@ -105,10 +140,13 @@ def run_logged(command: list[str], log, prefix: str = "", env: dict | None = Non
         errors="replace",
         bufsize=1,
         env=env,
+        preexec_fn=_death_signal(),
     )
     with process.stdout:
         for line in process.stdout:
             log.write(line)
+            if errors is not None and ".py: error: " in line:
+                errors.append(line.strip())
             if line.startswith(PROGRESS_PREFIX):
                 log.flush()
                 tqdm.write(f"{prefix}: {line[len(PROGRESS_PREFIX) :].rstrip()}", file=sys.stdout)
@@ -156,14 +194,18 @@ def run_cell(grid, system: str, config: str, seed: int | None = None) -> str:
         with open(folder / f"grid_{step}.log", "a", encoding="utf-8") as log:
             log.write(f"$ {assignments}{shlex.join(command)}\n")
             log.flush()
-            returncode = run_logged(command, log, prefix=f"{system}/{config} {step}", env=environment)
+            errors: list[str] = []
+            returncode = run_logged(
+                command, log, prefix=f"{system}/{config} {step}", env=environment, errors=errors
+            )
         if returncode != 0:
             logger.error(
-                "%s/%s: %s failed (exit %d), see %s",
+                "%s/%s: %s failed (exit %d)%s, see %s",
                 system,
                 config,
                 step,
                 returncode,
+                f": {errors[-1]}" if errors else "",
                 folder / f"grid_{step}.log",
             )
             return "failed"

@@ -1,10 +1,10 @@
 """Training the attacker: one system's data preparation (:mod:`.data_prep`), manifests shared by
 forked workers (:mod:`.manifest`), SpeechBrain's audio pipelines (:mod:`.pipeline`) and what the
 training recipe does around its Brain: SegReConcat built from the YAML (:mod:`.augmenter`), the
-run's settings (:mod:`.run_settings`), the epochs' progress (:mod:`.progress`) and the export
-(:mod:`.export`).
+run's settings (:mod:`.run_settings`) and the epochs' progress (:mod:`.progress`). The export, and
+the speaker-model folders a fine-tuning starts from, are the models wing's (:mod:`segreconcat_aug.models`).
 
-May import the core, ``data``, ``align`` and ``method``; never ``evaluation``.
+May import the core, ``data``, ``align``, ``method`` and ``models``; never ``evaluation``.
 """
 
 from speechbrain.utils.checkpoints import register_checkpoint_hooks

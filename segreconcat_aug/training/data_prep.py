@@ -84,8 +84,9 @@ from ..data.audio_check import (
     problem_message,
     write_problem_list,
 )
-from ..data.kaldi import group_by_speaker, load_kaldi_folder
-from ..data.vpac import training_folder
+from ..data.kaldi import group_by_speaker
+from ..data.protocols import get_protocol
+from ..data.vpac import detect_layout, load_set_folder, training_folder
 from ..errors import UserError, cite
 from ..method.augment import MODES
 from ..seeding import seeded_rng
@@ -431,7 +432,9 @@ def prepare_vpac_training(
         raise ValueError(f"min_chunk_amplitude must be in [0, 1) or null, got {min_chunk_amplitude}")
     min_chunk_amplitude = float(min_chunk_amplitude or 0.0)
     chunk = int(round(sentence_len * sample_rate))
-    kaldi = load_kaldi_folder(folder, root=data_folder)
+    scheme = get_protocol(protocol)
+    layout = detect_layout(data_folder, system, scheme.layout)
+    kaldi = load_set_folder(folder, data_folder, scheme.train_set(language), layout)
     output.mkdir(parents=True, exist_ok=True)
     # The full check decodes every file anyway: it measures the chunk amplitudes in the same pass.
     frames, chunk_means = check_training_audio(

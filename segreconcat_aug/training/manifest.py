@@ -31,9 +31,11 @@ import numpy as np
 import speechbrain as sb
 from speechbrain.utils.data_pipeline import DataPipeline
 
+from ..errors import UserError
 
-class ManifestError(ValueError):
-    """A manifest is malformed; the message names the file and line."""
+
+class ManifestError(UserError, ValueError):
+    """A manifest is malformed or empty; the message names the file and line."""
 
 
 class RowIds(Sequence):
@@ -133,7 +135,7 @@ def read_manifest(path, float_columns=("duration",)) -> ManifestRows:
                 ) from None
         columns[name] = (np.asarray(codes[j], dtype=np.int32), values)
     if not ids:
-        raise ManifestError(f"{path}: no rows")
+        raise ManifestError(f"{path}: no rows after the header: an empty manifest trains nothing")
     return ManifestRows(ids, columns)
 
 

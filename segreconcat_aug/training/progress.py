@@ -11,7 +11,6 @@ and its exported model, where the evaluation's report finds them.
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from pathlib import Path
@@ -20,6 +19,7 @@ import torch
 from speechbrain.utils.distributed import ddp_all_reduce
 
 from segreconcat_aug.data.convergence import EPOCHS_LOG, run_convergence, write_convergence
+from segreconcat_aug.data.result_files import json_text
 from segreconcat_aug.method.augment import COUNT_KEYS
 
 logger = logging.getLogger(__name__)
@@ -122,7 +122,7 @@ def log_train_epoch(epoch: int, stats: dict, counts: dict | None = None, local_r
 def append_epoch_record(output_folder, record: dict) -> None:
     """Append ``record`` (:func:`epoch_record`) to ``<output_folder>/epochs.jsonl``."""
     with open(Path(output_folder) / EPOCHS_LOG, "a", encoding="utf-8") as handle:
-        handle.write(json.dumps(record) + "\n")
+        handle.write(json_text(record) + "\n")  # a NaN loss is null: each line stays JSON
 
 
 class EpochProgress:

@@ -92,8 +92,11 @@ class WhisperAligner(BatchedAligner):
     model, device, dtype :
         See :func:`segreconcat_aug.align.whisper.load_whisper` (dtype ``auto`` = float16 on GPU).
     batch_size : int
-    language : str
-        ``en`` (the challenge data is English); ignored by English-only checkpoints.
+    language : str or None
+        ``en`` (the challenge data is English); None: detected per utterance on its first 30 s window
+        (Whisper's ``detect_language``, as openai-whisper's ``transcribe`` does), each utterance then
+        transcribed and timed in its language and reported in ``languages``. English-only checkpoints
+        always transcribe English.
     max_new_tokens : int or None
         Per 30 s window (None: the model's limit). Tests cap it; real runs leave it.
     num_beams : int
@@ -111,7 +114,7 @@ class WhisperAligner(BatchedAligner):
         device: str | None = None,
         dtype="auto",
         batch_size: int = 16,
-        language: str = "en",
+        language: str | None = "en",
         max_new_tokens: int | None = None,
         num_beams: int = 1,
     ):
@@ -123,6 +126,13 @@ class WhisperAligner(BatchedAligner):
         self.name = f"transformers:{self.bundle.name}"
         self.stats: Counter = Counter()
         self._text_limit = int(self.bundle.tokenizer.eos_token_id)
+
+    def detect_languages(self, features: torch.Tensor) -> list[str]:
+        """Each utterance's language code, detected on its first 30 s window (``<|de|>`` -> ``de``)."""
+        config = self.bundle.model.generation_config
+        codes = {token_id: token.strip("<|>") for token, token_id in config.lang_to_id.items()}
+        detected = self.bundle.model.detect_language(input_features=features, generation_config=config)
+        return [codes[int(token_id)] for token_id in detected.reshape(-1).tolist()]
 
     @torch.inference_mode()
     def _decode(self, audios: list[np.ndarray]) -> list[list[Word]]:
@@ -143,11 +153,14 @@ class WhisperAligner(BatchedAligner):
             "return_segments": True,
             "num_beams": self.num_beams,
         }
+        features = inputs.input_features.to(bundle.device, bundle.dtype)
         if bundle.multilingual:
-            options.update(language=self.language, task="transcribe")
+            languages = [self.language] * len(audios) if self.language else self.detect_languages(features)
+            self._decoded_languages = languages
+            options.update(language=languages, task="transcribe")
         if self.max_new_tokens is not None:
             options["max_new_tokens"] = self.max_new_tokens
-        output = bundle.model.generate(inputs.input_features.to(bundle.device, bundle.dtype), **options)
+        output = bundle.model.generate(features, **options)
         words = []
         for k in range(len(audios)):
             segments = output["segments"][k] if "segments" in output else None

@@ -9,13 +9,14 @@ toolkit load any speaker model; :func:`inference_hparams` writes its ``hyperpara
 from __future__ import annotations
 
 import io
-import json
 import logging
 import shutil
 from pathlib import Path
 
 import ruamel.yaml
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
+
+from ..data.result_files import json_text
 
 logger = logging.getLogger(__name__)
 
@@ -35,19 +36,19 @@ EXPORT_MODULES = {
 }
 
 
-def _detached(node):
+def detached(node):
     """A copy of a round-trip YAML node without its comments and anchors (its tags kept).
 
     >>> yaml = ruamel.yaml.YAML()
     >>> node = yaml.load("model: &m !new:Model  # a comment\\n    sizes: [1, 2]\\n")["model"]
-    >>> copy = _detached(node)
+    >>> copy = detached(node)
     >>> copy.tag.value, dict(copy), copy.anchor.value
     ('!new:Model', {'sizes': [1, 2]}, None)
     """
     if isinstance(node, CommentedMap):
-        copy = CommentedMap((key, _detached(value)) for key, value in node.items())
+        copy = CommentedMap((key, detached(value)) for key, value in node.items())
     elif isinstance(node, CommentedSeq):
-        copy = CommentedSeq(_detached(value) for value in node)
+        copy = CommentedSeq(detached(value) for value in node)
         copy.fa.set_flow_style()
     else:
         return node
@@ -86,7 +87,7 @@ def inference_hparams(resolved_training_yaml: str) -> str:
     yaml = ruamel.yaml.YAML()
     yaml.indent(mapping=4, sequence=4, offset=2)
     training = yaml.load(resolved_training_yaml)
-    definitions = CommentedMap((key, _detached(training[key])) for key in EXPORT_MODULES)
+    definitions = CommentedMap((key, detached(training[key])) for key in EXPORT_MODULES)
     text = io.StringIO()
     yaml.dump(definitions, text)
     modules = "\n".join(f"    {key}: !ref <{key}>" for key in EXPORT_MODULES)
@@ -157,7 +158,7 @@ def export_best_model(hparams, hparams_file, overrides) -> Path:
     with open(checkpoint.paramfiles["counter"], encoding="utf-8") as handle:
         epoch = ruamel.yaml.YAML(typ="safe").load(handle)["current_epoch"]
     info = {"checkpoint": str(checkpoint.path), "epoch": epoch, "dev_loss": checkpoint.meta["loss"]}
-    (export / EXPORT_INFO).write_text(json.dumps(info, indent=2) + "\n", encoding="utf-8")
+    (export / EXPORT_INFO).write_text(json_text(info, indent=2) + "\n", encoding="utf-8")
     logger.info(
         "Exported the best-dev-loss model (epoch %s, dev loss %.4f) to %s", epoch, info["dev_loss"], export
     )

@@ -1,4 +1,5 @@
-"""The speaker model that evaluation embeds with: any SpeechBrain speaker-model folder.
+"""Speaker-model folders: reading any SpeechBrain speaker-model folder (evaluation embeds with it,
+``init_from`` fine-tunes it: :mod:`segreconcat_aug.models.pretrained`).
 
 A folder with a ``hyperparams.yaml`` (an export of ``recipes/train.py``, a copy of
 ``speechbrain/spkrec-ecapa-voxceleb``, a VPC 2024 ASV model folder) is loaded as SpeechBrain and
@@ -11,7 +12,9 @@ model key the user stated (``--n_mels``, ``--channels``, ...) must be the folder
 ``hyperparams.yaml`` but with ``embedding_model.ckpt`` (an export of 0.1.0 or a bare checkpoint),
 or whose ``hyperparams.yaml`` has no ``pretrainer`` (0.1.0 exported the training YAML under that
 name), is loaded the old way, into the evaluation YAML's own modules (:func:`load_exported_model`),
-with one warning. Every refusal is one line naming the folder's file and the YAML key.
+with one warning. Every refusal is one line naming the folder's file and the YAML key. A model
+family whose folders ``EncoderClassifier`` cannot load gives its own loader
+(:mod:`segreconcat_aug.models.registry`).
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from pathlib import Path
 import torch
 
 from ..errors import UserError
+from .registry import family_of
 
 logger = logging.getLogger(__name__)
 
@@ -128,17 +132,38 @@ def load_speaker_model(folder, hparams: dict, *, savedir, device: str = "cpu", s
     folder = Path(folder)
     yaml_path = folder / MODEL_HPARAMS
     checkpoint = folder / MODEL_CHECKPOINT
-    if not yaml_path.is_file():
+    spec, overrides = read_spec(yaml_path, folder) if yaml_path.is_file() else (None, {})
+    family = family_of(folder, spec)
+    if family is not None and family.load is not None:  # a family EncoderClassifier cannot load
+        return family.load(folder, hparams, savedir=savedir, device=device, stated=stated)
+    if spec is None:
         if not checkpoint.is_file():
             raise MissingExportError(
                 f"{checkpoint}: no exported model, nor {MODEL_HPARAMS} beside it (recipes/train.py writes both "
                 "when training ends; set eval_model_folder to evaluate another SpeechBrain model folder)"
             )
         return _fallback(hparams, folder, f"it has no {MODEL_HPARAMS}")
-    spec, overrides = _read_spec(yaml_path, folder)
     if "pretrainer" not in spec:
         if "embedding_model" in spec and checkpoint.is_file():  # 0.1.0 exported the training YAML here
             return _fallback(hparams, folder, f"its {MODEL_HPARAMS} has no pretrainer (a training YAML)")
+    files = speaker_model_files(spec, folder, yaml_path)
+    states = {name: read_checkpoint(files[name]) for name in EMBEDDING_MODULES if name in files}
+    # Checked: from here on SpeechBrain writes (links in savedir); what it creates goes if loading fails.
+    savedir = Path(savedir).absolute()
+    created = _first_missing(savedir)
+    try:
+        encoder = _from_hparams(folder, yaml_path, savedir, device, overrides, spec, states)
+        return _checked_model(encoder, hparams, folder, yaml_path, files, states, stated)
+    except Exception:
+        if created is not None:
+            shutil.rmtree(created, ignore_errors=True)
+        raise
+
+
+def speaker_model_files(spec, folder: Path, yaml_path: Path) -> dict[str, Path]:
+    """The files a speaker model's YAML loads, once it is one: a ``pretrainer`` loading
+    ``embedding_model``, and ``modules`` holding :data:`EMBEDDING_MODULES` (one line otherwise)."""
+    if "pretrainer" not in spec:
         raise ModelFolderError(
             f"{yaml_path}: no pretrainer key, so EncoderClassifier.from_hparams cannot load it (a SpeechBrain "
             "speaker model's hyperparams.yaml has modules and a pretrainer; eval_model_folder names the folder)"
@@ -162,20 +187,10 @@ def load_speaker_model(folder, hparams: dict, *, savedir, device: str = "cpu", s
             f"{yaml_path}: its pretrainer does not load embedding_model (pretrainer.loadables), so the model "
             "would keep random weights"
         )
-    states = {name: _read_checkpoint(files[name]) for name in EMBEDDING_MODULES if name in files}
-    # Checked: from here on SpeechBrain writes (links in savedir); what it creates goes if loading fails.
-    savedir = Path(savedir).absolute()
-    created = _first_missing(savedir)
-    try:
-        encoder = _from_hparams(folder, yaml_path, savedir, device, overrides, spec, states)
-        return _checked_model(encoder, hparams, folder, yaml_path, files, states, stated)
-    except Exception:
-        if created is not None:
-            shutil.rmtree(created, ignore_errors=True)
-        raise
+    return files
 
 
-def _read_spec(yaml_path: Path, folder: Path):
+def read_spec(yaml_path: Path, folder: Path):
     """The folder's YAML, references resolved, as plain nodes (nothing instantiated), and its overrides.
 
     A ``pretrained_path`` (the hub id SpeechBrain's own model cards put there) is pointed at the
@@ -223,7 +238,7 @@ def _pretrainer_files(spec, folder: Path, yaml_path: Path) -> dict[str, Path]:
     return files
 
 
-def _read_checkpoint(path: Path) -> dict:
+def read_checkpoint(path: Path) -> dict:
     try:
         return torch.load(path, map_location="cpu", weights_only=True)
     except Exception as err:  # torch raises RuntimeError, KeyError, EOFError... for a damaged file
@@ -259,8 +274,8 @@ def _from_hparams(folder, yaml_path, savedir, device, overrides, spec, states):
             }
             raise ModelFolderError(
                 f"{folder / MODEL_CHECKPOINT}: does not fit {yaml_path}'s embedding_model: the checkpoint has "
-                f"{_sizes_text(ecapa_sizes(states['embedding_model']))}, the YAML "
-                f"{_sizes_text(written) or 'other sizes'}; the folder's files do not belong together"
+                f"{sizes_text(ecapa_sizes(states['embedding_model']))}, the YAML "
+                f"{sizes_text(written) or 'other sizes'}; the folder's files do not belong together"
             ) from None
         reason = " ".join(str(err).split())[:200]
         raise ModelFolderError(
@@ -295,7 +310,7 @@ def _checked_model(encoder, hparams, folder, yaml_path, files, states, stated) -
     sizes = folder_sizes(mods["compute_features"], model, getattr(encoder.hparams, "sample_rate", None))
     _check_agreement(sizes, hparams, yaml_path, stated)
     logger.info(
-        "%s: loaded with EncoderClassifier from its %s (%s)", folder, MODEL_HPARAMS, _sizes_text(sizes)
+        "%s: loaded with EncoderClassifier from its %s (%s)", folder, MODEL_HPARAMS, sizes_text(sizes)
     )
     extra_files = [
         yaml_path,
@@ -397,14 +412,14 @@ def load_exported_model(hparams: dict, model_folder=None) -> Path:
             f"{checkpoint}: no exported model (recipes/train.py writes it when training ends; "
             "set eval_model_folder to evaluate another export)"
         )
-    state = _read_checkpoint(checkpoint)
+    state = read_checkpoint(checkpoint)
     model = hparams["embedding_model"]
     try:
         model.load_state_dict(state)
     except RuntimeError as err:
         theirs, ours = ecapa_sizes(state), ecapa_sizes(model.state_dict())
         if theirs != ours:
-            sizes = f"the export has {_sizes_text(theirs)}, the YAML's embedding_model {_sizes_text(ours)}"
+            sizes = f"the export has {sizes_text(theirs)}, the YAML's embedding_model {sizes_text(ours)}"
         else:
             sizes = " ".join(str(err).split())[:200]
         raise ExportError(
@@ -441,5 +456,5 @@ def ecapa_sizes(state: dict) -> dict:
     return sizes
 
 
-def _sizes_text(sizes: dict) -> str:
+def sizes_text(sizes: dict) -> str:
     return ", ".join(f"{name}={value}" for name, value in sizes.items())

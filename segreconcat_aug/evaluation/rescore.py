@@ -1,0 +1,71 @@
+"""Rescoring an evaluation folder from its score files: every number of its report computed again.
+
+An evaluation folder's numbers (``results.csv/.md/.json``, the figures) are computed from its score
+files (``scores/<subset>.txt``). When those change after the fact (scores normalized or calibrated by
+another tool, a list filtered), :func:`rescore_folder` reads them back and writes the report again with
+the settings the evaluation recorded (protocol, language, minDCF targets, bootstrap, privacy options),
+no model and no audio needed. ``results.json`` then records the score files' new digests, so the grid
+(``recipes/run_grid.py``, which refuses a finished cell whose score files no longer match its
+``results.json``, or rescores it with ``rescore_changed_scores: True``) reads the cell as consistent.
+
+Unchanged score files give the report they came from: the scores are written with float32's round-trip
+precision (9 significant digits), and every metric is a function of the scores.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from .metrics import verification_metrics
+from .privacy import saved_options
+from .score_files import read_score_file
+from .system import SubsetScores, SystemResults, add_privacy_metrics
+from .system_report import read_results, write_system_report
+
+
+def rescore_folder(folder) -> dict[str, Path]:
+    """Write ``folder``'s report again from its score files; the written paths by kind."""
+    folder = Path(folder)
+    saved = read_results(folder)
+    first = next(iter(saved.get("subsets", {}).values()), {})
+    p_targets = tuple(  # the minDCF targets the evaluation had (min_dcf_<p>; min_dcf_<p>_ci: its interval)
+        float(key[len("min_dcf_") :])
+        for key in first
+        if key.startswith("min_dcf_") and not key.endswith("_ci")
+    )
+    subsets, metrics = {}, {}
+    for name, relative in saved.get("scores", {}).items():
+        found = read_score_file(folder / relative)
+        skipped = int((saved["subsets"].get(name) or {}).get("skipped_trials", 0))
+        subsets[name] = SubsetScores(
+            name,
+            Path(relative),
+            found.enroll,
+            found.test,
+            found.targets,
+            found.scores,
+            skipped,
+            found.test_speakers,
+        )
+        metrics[name] = verification_metrics(
+            found.scores[found.targets], found.scores[~found.targets], p_targets=p_targets
+        )
+        metrics[name]["skipped_trials"] = skipped
+    results = SystemResults(
+        system=saved["system"],
+        subsets=subsets,
+        metrics=metrics,
+        options=saved.get("options") or {},
+        warnings=list(saved.get("warnings") or []),
+        protocol=saved.get("protocol") or "vpac2024",
+        language=saved.get("language"),
+    )
+    if saved.get("privacy_options") is not None:
+        add_privacy_metrics(results, saved_options(saved["privacy_options"]))
+    bootstrap = saved.get("bootstrap") or {"resamples": 0}
+    return write_system_report(
+        results,
+        folder,
+        det_plot=(folder / "det.png").is_file(),
+        bootstrap={"resamples": int(bootstrap["resamples"]), "seed": int(bootstrap.get("seed", 0))},
+    )

@@ -1,0 +1,125 @@
+"""Reading a checkpoint file and checking that its weights fit a model, refused in one line.
+
+A checkpoint that does not fit is never loaded half-way (PyTorch's ``strict=False``) nor left
+for a random initialization: :func:`check_fits` names the parameters that differ, missing,
+unexpected and of the wrong shape, a few of each and how many in all.
+
+>>> import torch
+>>> model = {"fc.weight": torch.zeros(4, 3), "fc.bias": torch.zeros(4)}
+>>> given = {"norm.weight": torch.zeros(4), "fc.weight": torch.zeros(5, 3)}
+>>> describe_differences(state_dict_differences(model, given))
+'missing 1 (fc.bias), unexpected 1 (norm.weight), wrong shape 1 (fc.weight: file 5x3, model 4x3)'
+"""
+
+from __future__ import annotations
+
+import pickle
+import re
+import zipfile
+from collections.abc import Mapping
+from pathlib import Path
+
+import torch
+
+from ..errors import MissingInputError, UserError
+
+#: How many names of each kind a refusal lists before "and N more".
+NAMES_SHOWN = 4
+
+
+class CheckpointError(UserError, ValueError):
+    """A checkpoint file cannot be read as one (not a PyTorch file, or not holding weights)."""
+
+
+class CheckpointMismatchError(CheckpointError):
+    """A checkpoint's weights do not fit the model: the message names the parameters that differ."""
+
+
+def _shape(value) -> str:
+    return "x".join(str(size) for size in value.shape) or "scalar"
+
+
+def state_dict_differences(model: Mapping, given: Mapping) -> dict[str, list[str]]:
+    """The parameters of ``given`` (a file's) that differ from ``model``'s (both ``name -> tensor``)."""
+    # In the model's order (the file's for its extra names): the first layers come first.
+    missing = [name for name in model if name not in given]
+    unexpected = [name for name in given if name not in model]
+    wrong = [
+        f"{name}: file {_shape(given[name])}, model {_shape(model[name])}"
+        for name in model
+        if name in given and tuple(model[name].shape) != tuple(given[name].shape)
+    ]
+    return {"missing": missing, "unexpected": unexpected, "wrong shape": wrong}
+
+
+def describe_differences(differences: Mapping[str, list[str]], shown: int = NAMES_SHOWN) -> str:
+    """``missing 2 (a, b), wrong shape 1 (c: file 3, model 4)``: each kind with its first names."""
+    parts = []
+    for kind, names in differences.items():
+        if names:
+            listed = ", ".join(names[:shown]) + (
+                f" and {len(names) - shown} more" if len(names) > shown else ""
+            )
+            parts.append(f"{kind} {len(names)} ({listed})")
+    return ", ".join(parts)
+
+
+def check_fits(model: Mapping, given: Mapping, *, source, what: str, fix: str) -> None:
+    """Raise :class:`CheckpointMismatchError` (one line) unless ``given`` has exactly ``model``'s shapes."""
+    differences = state_dict_differences(model, given)
+    if any(differences.values()):
+        raise CheckpointMismatchError(
+            f"{source}: does not fit {what}: {describe_differences(differences)}; {fix}"
+        )
+
+
+def read_torch_file(path, *, what: str, trusted: bool = False):
+    """``torch.load`` of a checkpoint on the CPU, with PyTorch's safe unpickler (tensors and plain values).
+
+    A missing file, a file PyTorch cannot read and one holding Python objects beyond tensors,
+    containers and plain values are each refused in one line naming the file. ``trusted``: the
+    full unpickler, for a file whose source the user trusts (it runs the code the pickle names).
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise MissingInputError(f"{path}: no such file ({what})")
+    try:
+        return torch.load(path, map_location="cpu", weights_only=not trusted)
+    except pickle.UnpicklingError as error:
+        found = re.search(r"Unsupported global: GLOBAL ([\w.]+)", str(error))
+        if found:
+            raise CheckpointError(
+                f"{path}: {what} holds a Python object ({found.group(1)}) beyond tensors and plain values, "
+                "which is not unpickled; save its state dict alone (torch.save(model.state_dict(), ...)), or, "
+                "if you trust the file's source, load it with trusted=True (which runs the code it names)"
+            ) from None
+        raise CheckpointError(f"{path}: not a PyTorch checkpoint ({what}): {_reason(error)}") from None
+    except (RuntimeError, EOFError, zipfile.BadZipFile, OSError) as error:
+        raise CheckpointError(f"{path}: not a PyTorch checkpoint ({what}): {_reason(error)}") from None
+
+
+def _reason(error: BaseException) -> str:
+    """The line of PyTorch's message that says what is wrong (its advice about weights_only left out)."""
+    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    for line in lines:
+        if "Unsupported" in line or "invalid load key" in line or "PytorchStreamReader" in line:
+            return line[:200]
+    return (lines[0] if lines else type(error).__name__)[:200]
+
+
+def tensor_mapping(value, *, source, what: str) -> dict[str, torch.Tensor]:
+    """``value`` as ``{name: tensor}``, or a one-line refusal naming the file."""
+    if not isinstance(value, Mapping) or not value:
+        raise CheckpointError(
+            f"{source}: {what}: expected a state dict (parameter name -> tensor), found {type(value).__name__}"
+        )
+    bad = [
+        str(name)
+        for name, tensor in value.items()
+        if not isinstance(name, str) or not isinstance(tensor, torch.Tensor)
+    ]
+    if bad:
+        raise CheckpointError(
+            f"{source}: {what}: entries that are not named tensors: {', '.join(bad[:NAMES_SHOWN])}"
+        )
+    return dict(value)

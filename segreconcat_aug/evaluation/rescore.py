@@ -19,7 +19,7 @@ from pathlib import Path
 from .metrics import verification_metrics
 from .privacy import saved_options
 from .score_files import read_score_file
-from .system import SubsetScores, SystemResults, add_privacy_metrics
+from .system import LIST_COUNTS, SubsetScores, SystemResults, add_privacy_metrics
 from .system_report import read_results, write_system_report
 
 
@@ -36,7 +36,8 @@ def rescore_folder(folder) -> dict[str, Path]:
     subsets, metrics = {}, {}
     for name, relative in saved.get("scores", {}).items():
         found = read_score_file(folder / relative)
-        skipped = int((saved["subsets"].get(name) or {}).get("skipped_trials", 0))
+        recorded = saved["subsets"].get(name) or {}
+        skipped = int(recorded.get("skipped_trials", 0))
         subsets[name] = SubsetScores(
             name,
             Path(relative),
@@ -50,7 +51,8 @@ def rescore_folder(folder) -> dict[str, Path]:
         metrics[name] = verification_metrics(
             found.scores[found.targets], found.scores[~found.targets], p_targets=p_targets
         )
-        metrics[name]["skipped_trials"] = skipped
+        # What the lists held beyond their scores (trials skipped, repeats collapsed): as recorded.
+        metrics[name].update({key: int(recorded.get(key, 0)) for key in LIST_COUNTS})
     results = SystemResults(
         system=saved["system"],
         subsets=subsets,

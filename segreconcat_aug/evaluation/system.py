@@ -456,6 +456,10 @@ class SubsetScores:
         return self.scores[~self.targets]
 
 
+#: Per-subset counts of what a trial list held beyond its scores (a score file cannot give them back).
+LIST_COUNTS = ("skipped_trials", "duplicate_trials")
+
+
 @dataclass
 class SystemResults:
     """Scores and metrics of one system (one trained model)."""

@@ -70,4 +70,5 @@ def rescore_folder(folder) -> dict[str, Path]:
         folder,
         det_plot=(folder / "det.png").is_file(),
         bootstrap={"resamples": int(bootstrap["resamples"]), "seed": int(bootstrap.get("seed", 0))},
+        convergence=saved.get("convergence"),  # the model's training, as the evaluation found it
     )

@@ -257,6 +257,27 @@ def test_score_normalization_runs_end_to_end(evaluated, vpac_root, tmp_path):
     assert normed.options["score_norm"] == "as-norm"
 
 
+def test_voxattack_as_norm_uses_a_cohort_of_training_utterances(evaluated, tmp_path):
+    from segreconcat_aug.evaluation.scoring import CohortTooSmallError
+
+    hparams, results = evaluated
+    hparams = dict(hparams)
+    hparams.update(
+        eval_folder=str(Path(hparams["output_folder"]) / "eval"),
+        eval_score_norm="as-norm-voxattack",
+        eval_cohort_size=6,
+        eval_cohort_min_size=3,
+        eval_subsets=["dev_f"],
+    )
+    normed = evaluate_system(hparams, write_report=False)
+    assert normed.options["score_norm"] == "as-norm-voxattack"
+    assert normed.options["cohort_size"] == 6 and normed.options["cohort_top_k"] == 1000
+    assert not np.allclose(normed.subsets["dev_f"].scores, results.subsets["dev_f"].scores)
+    hparams["eval_cohort_min_size"] = 7
+    with pytest.raises(CohortTooSmallError, match="eval_cohort_min_size"):
+        evaluate_system(hparams, write_report=False)
+
+
 # ----- pieces -------------------------------------------------------------------------------------
 
 

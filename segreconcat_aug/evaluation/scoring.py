@@ -5,7 +5,9 @@ of its L2-normalized embeddings, as VPC 2026's own WavLM+ECAPA extractor gives t
 a trial's score is the cosine similarity of model and test embedding
 (:func:`cosine_scores`). Score normalization is off by default, as the paper uses
 none; ``s-norm`` or ``as-norm`` (:func:`normalize_scores`) score both sides against a
-cohort drawn from the system's training speakers (:func:`cohort_utterances`).
+cohort drawn from the system's training speakers (:func:`cohort_utterances`);
+``as-norm-voxattack`` (:func:`normalize_scores_voxattack`) against a cohort of training
+utterances, as VoxATtack computes it (:func:`cohort_utterance_draw`).
 
 Example
 -------
@@ -19,8 +21,11 @@ from __future__ import annotations
 import numpy as np
 
 from ..data.kaldi import KaldiFolder, group_by_speaker
+from ..errors import UserError
 
-SCORE_NORMS = (None, "s-norm", "as-norm")
+SCORE_NORMS = (None, "s-norm", "as-norm", "as-norm-voxattack")
+#: Each method's own top-k when ``eval_cohort_top_k`` is null (VoxATtack's: its configs/module/vpc.yaml).
+DEFAULT_TOP_K = {"as-norm": 200, "as-norm-voxattack": 1000}
 #: How an enrollment model averages its embeddings: raw (both challenges' code for an ECAPA such as
 #: ours) or L2-normalized first (VPC 2026's ecapa_ssl extractor, speechbrain_vectors.py after f2c9bdc).
 ENROLL_MEANS = ("raw", "l2")
@@ -81,6 +86,8 @@ def normalize_scores(
     >>> normalize_scores(cosine_scores(e, t), e, t, c).shape
     (3,)
     """
+    if method == "as-norm-voxattack":
+        return normalize_scores_voxattack(scores, enroll_vectors, test_vectors, cohort, top_k)
     if method not in ("s-norm", "as-norm"):
         raise ValueError(f"unknown score normalization {method!r}; choose from {list(SCORE_NORMS)}")
     cohort_unit = _unit_rows(cohort)
@@ -95,6 +102,79 @@ def normalize_scores(
     mean_e, std_e = stats(enroll_vectors)
     mean_t, std_t = stats(test_vectors)
     return (((scores - mean_e) / std_e + (scores - mean_t) / std_t) / 2).astype(np.float32)
+
+
+class CohortTooSmallError(UserError, ValueError):
+    """An ``as-norm-voxattack`` cohort with fewer utterances than ``eval_cohort_min_size``."""
+
+
+def normalize_scores_voxattack(
+    scores: np.ndarray,
+    enroll_vectors: np.ndarray,
+    test_vectors: np.ndarray,
+    cohort: np.ndarray,
+    top_k: int | None = None,
+    min_cohort_size: int = 0,
+) -> np.ndarray:
+    """AS-norm as VoxATtack computes it (``AS_norm`` in its src/modules/metrics/metrics.py, 9fe67f1).
+
+    Each side (the enrollment model, the test embedding) is scored by cosine against every
+    cohort utterance embedding; of its ``top_k`` highest (all of them when the cohort is
+    smaller) the mean and the *unbiased* (``ddof=1``) standard deviation give
+    ``s = ((s - mu_e) / (sd_e + 1e-9) + (s - mu_t) / (sd_t + 1e-9)) / 2``. A trial whose
+    normalized score is not finite keeps its raw score, as there. A cohort smaller than
+    ``min_cohort_size`` is refused (:class:`CohortTooSmallError`), as VoxATtack refuses it.
+
+    >>> rng = np.random.default_rng(0)
+    >>> e, t, c = rng.normal(size=(3, 4)), rng.normal(size=(3, 4)), rng.normal(size=(20, 4))
+    >>> normalize_scores_voxattack(cosine_scores(e, t), e, t, c, top_k=5).shape
+    (3,)
+    """
+    cohort = np.asarray(cohort, dtype=np.float64)
+    if cohort.shape[0] < min_cohort_size:
+        raise CohortTooSmallError(
+            f"eval_cohort_min_size: the cohort has {cohort.shape[0]} utterances, fewer than "
+            f"{min_cohort_size}; lower eval_cohort_min_size or use a larger training set"
+        )
+    k = min(int(top_k or DEFAULT_TOP_K["as-norm-voxattack"]), cohort.shape[0])
+    cohort_unit = cohort / np.maximum(np.linalg.norm(cohort, axis=1, keepdims=True), 1e-8)
+
+    def stats(vectors):
+        vectors = np.asarray(vectors, dtype=np.float64)
+        unit = vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-8)
+        top = -np.partition(-(unit @ cohort_unit.T), k - 1, axis=1)[:, :k]
+        return top.mean(axis=1), top.std(axis=1, ddof=1)
+
+    mean_e, std_e = stats(enroll_vectors)
+    mean_t, std_t = stats(test_vectors)
+    raw = np.asarray(scores, dtype=np.float64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        normalized = 0.5 * ((raw - mean_e) / (std_e + 1e-9) + (raw - mean_t) / (std_t + 1e-9))
+    return np.where(np.isfinite(normalized), normalized, raw).astype(np.float32)
+
+
+def cohort_utterance_draw(folder: KaldiFolder, size: int, seed: int) -> list[str]:
+    """Up to ``size`` training utterances, balanced over speakers as VoxATtack draws its cohort.
+
+    As ``_cohort_indices`` in VoxATtack's src/modules/audio_vpc.py: each speaker gives up to
+    ``size // speakers`` utterances (at least one), then utterances not yet drawn fill the rest;
+    all of them when the set has fewer than ``size``. Drawn with ``seed`` (ours, not pandas').
+    """
+    by_speaker = group_by_speaker(folder.utterances, folder.utt2spk)
+    rng = np.random.default_rng(seed)
+    per_speaker = max(1, size // max(1, len(by_speaker)))
+    chosen: list[str] = []
+    for spk in sorted(by_speaker):
+        utts = sorted(by_speaker[spk])
+        if len(utts) > per_speaker:
+            utts = rng.choice(utts, size=per_speaker, replace=False).tolist()
+        chosen.extend(utts)
+    taken = set(chosen)
+    rest = sorted(utt for utt in folder.utterances if utt not in taken)
+    missing = min(size - len(chosen), len(rest))
+    if missing > 0:
+        chosen.extend(rng.choice(rest, size=missing, replace=False).tolist())
+    return sorted(chosen[:size])
 
 
 def cohort_utterances(folder: KaldiFolder, per_speaker: int, seed: int) -> dict[str, list[str]]:

@@ -70,8 +70,11 @@ from .intervals import BOOTSTRAP_DEFAULTS, SUBSET_COLUMNS, subset_design, table_
 from .metrics import verification_metrics
 from .privacy import ListPrivacy, PrivacyOptions
 from .scoring import (
+    DEFAULT_TOP_K,
     ENROLL_MEANS,
     SCORE_NORMS,
+    CohortTooSmallError,
+    cohort_utterance_draw,
     cohort_utterances,
     cosine_scores,
     normalize_scores,
@@ -575,7 +578,9 @@ EVAL_DEFAULTS = {
     "eval_enroll_mean": None,
     "eval_score_norm": None,
     "eval_cohort_utts_per_speaker": 5,
-    "eval_cohort_top_k": 200,
+    "eval_cohort_top_k": None,
+    "eval_cohort_size": 40000,
+    "eval_cohort_min_size": 3000,
     "eval_skip_missing_trials": None,
     "eval_allow_pipes": False,
     "eval_p_targets": [0.01, 0.05],
@@ -855,14 +860,36 @@ def evaluate_system(
         train = load_set_folder(
             folder, data_folder, scheme.train_set(language), layout, allow_pipes=allow_pipes
         )
-        chosen = cohort_utterances(
-            train, int(_option(hparams, "eval_cohort_utts_per_speaker")), hparams.get("seed", 0)
-        )
-        wav = {utt: train.wav[utt] for utts in chosen.values() for utt in utts}
-        embeddings = extractor.embed(
-            wav, cache_root / f"cohort-{train.path.name}", train.utt2dur, desc="cohort"
-        )
-        cohort = np.stack(list(speaker_models(chosen, embeddings, mean=enroll_mean).values()))
+        if score_norm == "as-norm-voxattack":
+            # VoxATtack's cohort: training utterances themselves, not speaker means
+            drawn = cohort_utterance_draw(
+                train, int(_option(hparams, "eval_cohort_size")), hparams.get("seed", 0)
+            )
+            min_size = int(_option(hparams, "eval_cohort_min_size"))
+            if len(drawn) < min_size:
+                raise CohortTooSmallError(
+                    f"eval_cohort_min_size: {system}'s training set gives a cohort of {len(drawn)} "
+                    f"utterances, fewer than {min_size}; lower eval_cohort_min_size"
+                )
+            embeddings = extractor.embed(
+                {utt: train.wav[utt] for utt in drawn},
+                cache_root / f"cohort-{train.path.name}",
+                train.utt2dur,
+                desc="cohort",
+            )
+            cohort = np.stack([embeddings[utt] for utt in drawn])
+        else:
+            chosen = cohort_utterances(
+                train, int(_option(hparams, "eval_cohort_utts_per_speaker")), hparams.get("seed", 0)
+            )
+            wav = {utt: train.wav[utt] for utts in chosen.values() for utt in utts}
+            embeddings = extractor.embed(
+                wav, cache_root / f"cohort-{train.path.name}", train.utt2dur, desc="cohort"
+            )
+            cohort = np.stack(list(speaker_models(chosen, embeddings, mean=enroll_mean).values()))
+    cohort_top_k = _option(hparams, "eval_cohort_top_k")
+    if score_norm and cohort_top_k is None:
+        cohort_top_k = DEFAULT_TOP_K.get(score_norm)
 
     options = {
         "protocol": scheme.name,
@@ -875,6 +902,7 @@ def evaluate_system(
         "trim_zeros": trim,
         "enroll_mean": enroll_mean,
         "score_norm": score_norm,
+        **({"cohort_top_k": cohort_top_k, "cohort_size": len(cohort)} if score_norm else {}),
         "skip_missing_trials": skip_missing,
         "trials_from": trials_from,
         "duplicate_trials": duplicate_trials,
@@ -902,7 +930,7 @@ def evaluate_system(
             test_embeddings,
             cohort,
             score_norm,
-            _option(hparams, "eval_cohort_top_k"),
+            cohort_top_k,
         )
         rows = {name: scored}
         if scheme.gender_rows:

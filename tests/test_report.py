@@ -203,3 +203,16 @@ def test_four_column_score_files_stay_readable_and_speakers_are_inferred(tmp_pat
     path.write_text(path.read_text() + "s0 s1-0 nontarget 0.5 s1\n")
     with pytest.raises(ValueError, match=r"old.txt:109: 5 columns"):
         read_score_file(path)
+
+
+def test_voxattacks_published_rows_load_labelled_as_that_papers_attackers():
+    rows = [row for row in load_reference_results() if row["table"].startswith("voxattack-")]
+    table1 = [row for row in rows if row["table"] == "voxattack-table1"]
+    assert len(table1) == 14 and sorted({row["system"] for row in table1}) == sorted(VPAC_SYSTEMS)
+    assert all(row["attacker"].startswith("VoxATtack paper: ") for row in rows)  # never ours
+    assert all("ahmad-aloradi/VoxATtack 9fe67f1" in row["source"] for row in rows)
+    vox = {row["system"]: row["avg"] for row in table1 if row["attacker"] == "VoxATtack paper: VoxATtack"}
+    ecapa = {row["system"]: row["avg"] for row in table1 if row["attacker"].endswith("ECAPA (audio only)")}
+    assert vox["B4"] == 20.6 and ecapa["T8-5"] == 27.4 and all(vox[s] < ecapa[s] for s in vox)
+    (pooled,) = [row for row in rows if row["table"] == "voxattack-fig3"]
+    assert pooled["system"] == "T10-2" and pooled["avg"] == 20.6 and "B4" in pooled["attacker"]

@@ -197,6 +197,15 @@ OPTION_RULES: dict[str, Rule] = {
     # SegReConcat (training, order computation)
     "seed": SEED,
     "mode": Rule(choices=_modes),
+    "train_systems": Rule(
+        optional=True,
+        test=lambda value: (
+            isinstance(value, (list, tuple))
+            and bool(value)
+            and all(isinstance(name, str) and name.strip() for name in value)
+        ),
+        text="a non-empty list of system names (e.g. [T10-2, B4])",
+    ),
     "strategy": Rule(choices=_strategies),
     "segment_policy": Rule(choices=_segment_policies),
     "missing_alignment": Rule(choices=_missing_policies),

@@ -250,3 +250,37 @@ def test_the_full_check_measures_the_chunk_amplitudes_in_its_one_decoding_pass(
     # A rerun of the check reads the chunk amplitudes from its cache.
     again = prepare_vpac_training(root, "T8-5", tmp_path / "full", mode="concat")
     assert again["skipped"]
+
+
+def test_pooled_systems_share_one_dev_split_by_source_utterance(vpac_root, tmp_path):
+    from segreconcat_aug.training.data_prep import PooledSystemsError, pooled_systems, prepare_pooled_training
+
+    root = vpac_root
+    systems = pooled_systems("T8-5", ["B3"])
+    assert systems == ["T8-5", "B3"]
+    out = tmp_path / "out"
+    result = prepare_pooled_training(
+        root, systems, out, mode="none", sentence_len=2.0, dev_ratio=0.3, seed=3, min_chunk_amplitude=None
+    )
+    train, dev = _rows(result["train"]), _rows(result["dev"])
+    assert {row["system"] for row in train} == {"T8-5", "B3"} == {row["system"] for row in dev}
+    assert len({row["ID"] for row in train}) == len(train)  # row ids unique across systems
+    assert all(row["ID"].startswith(row["system"] + "/") for row in train + dev)
+    # One label per source speaker: the same speakers under both systems.
+    speakers = {name: {row["spk_id"] for row in train if row["system"] == name} for name in systems}
+    assert speakers["T8-5"] == speakers["B3"]
+    # No source utterance in training for one system and in dev for the other.
+    assert not {row["utt_id"] for row in train} & {row["utt_id"] for row in dev}
+    # The same held-out utterances under both systems (the attacked system's draw).
+    held = {name: {row["utt_id"] for row in dev if row["system"] == name} for name in systems}
+    assert held["T8-5"] == held["B3"] and held["B3"]
+    with pytest.raises(PooledSystemsError, match=r"^train_systems: system 'B9'"):
+        prepare_pooled_training(root, ["T8-5", "B9"], tmp_path / "bad", mode="none", sentence_len=2.0)
+    assert not (tmp_path / "bad").exists()
+
+
+def test_pooled_training_refuses_segreconcat_modes_in_one_line(tmp_path):
+    from segreconcat_aug.training.data_prep import PooledSystemsError, prepare_from_hparams
+
+    with pytest.raises(PooledSystemsError, match=r"^train_systems: .*mode: none"):
+        prepare_from_hparams({"train_systems": ["B3"], "mode": "concat", "system": "T8-5"})

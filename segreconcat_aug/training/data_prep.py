@@ -365,6 +365,7 @@ def prepare_vpac_training(
     language: str | None = None,
     train_fraction: float = 1.0,
     train_subsample: str = "utterances",
+    dev_utterances: set[str] | None = None,
 ) -> dict:
     """Prepare one system's training data (call it under ``run_on_main``).
 
@@ -409,6 +410,9 @@ def prepare_vpac_training(
     train_fraction : float, train_subsample : {"utterances", "speakers"}
         Train on this share of the training utterances (after the dev split), subsampled per speaker or
         by speakers (:func:`subsample_training`, seeded by ``seed``; 1: all, the default).
+    dev_utterances : set of str, optional
+        The held-out utterance ids, given rather than drawn (:func:`prepare_pooled_training` gives every
+        pooled system the same source utterances); those this set lacks go to training.
 
     Returns
     -------
@@ -461,6 +465,8 @@ def prepare_vpac_training(
         "sample_rate": int(sample_rate),
         "bad_audio_left_out": hashlib.sha256("\n".join(bad).encode()).hexdigest() if bad else None,
     }
+    if dev_utterances is not None:
+        params["dev_utterances"] = hashlib.sha256("\n".join(sorted(dev_utterances)).encode()).hexdigest()
     if float(train_fraction) != 1:  # a full run's signature stays what it was before fractions existed
         params.update(train_fraction=float(train_fraction), train_subsample=train_subsample)
     signature = input_signature(folder, params)
@@ -492,7 +498,10 @@ def prepare_vpac_training(
             )
 
     utt2spk = {utt: kaldi.utt2spk[utt] for utt in kaldi.wav}
-    dev = split_dev(utt2spk, durations, dev_ratio=dev_ratio, min_duration=sentence_len, seed=seed)
+    if dev_utterances is None:
+        dev = split_dev(utt2spk, durations, dev_ratio=dev_ratio, min_duration=sentence_len, seed=seed)
+    else:
+        dev = set(dev_utterances) & set(utt2spk)
     kept = subsample_training(
         {utt: spk for utt, spk in utt2spk.items() if utt not in dev},
         float(train_fraction),
@@ -590,12 +599,110 @@ def prepare_vpac_training(
     return {**paths, "summary": summary, "skipped": False}
 
 
+POOLED_FOLDER = "pooled"
+POOLED_TRAIN_FIELDS = (*TRAIN_FIELDS, "system")
+POOLED_DEV_FIELDS = (*DEV_FIELDS, "system")
+
+
+class PooledSystemsError(DataPrepError):
+    """``train_systems`` names a system this data folder does not have."""
+
+
+def pooled_systems(system: str, train_systems) -> list[str]:
+    """The systems whose training sets are pooled: ``system`` (the attacked one) first, then the others listed.
+
+    ``system`` is added when the list leaves it out: the attacker is always trained on the data of
+    the system it attacks.
+
+    >>> pooled_systems("T10-2", ["B4", "T10-2"]), pooled_systems("T10-2", ["B4"])
+    (['T10-2', 'B4'], ['T10-2', 'B4'])
+    """
+    return list(dict.fromkeys([system, *(train_systems or [])]))
+
+
+def _read_csv(path: Path) -> list[dict]:
+    with open(path, newline="", encoding="utf-8") as fin:
+        return list(csv.DictReader(fin))
+
+
+def prepare_pooled_training(data_folder, systems: list[str], output_folder, **options) -> dict:
+    """Pool several systems' anonymized training sets (``train_systems``) into one pair of manifests.
+
+    The label is the source speaker: VPAC 2024's systems anonymize the same train-clean-360 speakers
+    and utterances under the same ids. The dev split is drawn once, on the first system (the attacked
+    one), by source utterance id, and the same utterances are held out of every system: no source
+    utterance is in training for one system and in dev for another. Each system is prepared on its own
+    in ``<output_folder>/pooled/<system>/`` (its audio check, silent chunks, crops); ``train.csv`` and
+    ``dev.csv`` in ``output_folder`` join them with a ``system`` column and row ids ``<system>/<ID>``
+    (``utt_id`` stays the source utterance id: the key is ``(system, utt_id)``).
+    """
+    output = Path(output_folder)
+    for name in systems:  # every system's training folder, before anything is written
+        try:
+            training_folder(
+                data_folder,
+                name,
+                options.get("folder_overrides"),
+                protocol=options.get("protocol"),
+                language=options.get("language"),
+            )
+        except UserError as exc:
+            first_line = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            raise PooledSystemsError(
+                f"train_systems: system {name!r} has no training set: {first_line}"
+            ) from exc
+    first = prepare_vpac_training(data_folder, systems[0], output / POOLED_FOLDER / systems[0], **options)
+    dev = {row["utt_id"] for row in _read_csv(first["dev"])}
+    parts = {systems[0]: first}
+    for name in systems[1:]:
+        parts[name] = prepare_vpac_training(
+            data_folder, name, output / POOLED_FOLDER / name, dev_utterances=dev, **options
+        )
+    train_rows, dev_rows = [], []
+    for name, part in parts.items():
+        for rows, path in ((train_rows, part["train"]), (dev_rows, part["dev"])):
+            rows.extend({**row, "ID": f"{name}/{row['ID']}", "system": name} for row in _read_csv(path))
+    paths = {"train": output / TRAIN_CSV, "dev": output / DEV_CSV}
+    _write_csv(
+        paths["train"], POOLED_TRAIN_FIELDS, [tuple(r[f] for f in POOLED_TRAIN_FIELDS) for r in train_rows]
+    )
+    _write_csv(paths["dev"], POOLED_DEV_FIELDS, [tuple(r[f] for f in POOLED_DEV_FIELDS) for r in dev_rows])
+    summary = {
+        "systems": list(parts),
+        "per_system": {name: part["summary"] for name, part in parts.items()},
+        "train_rows": len(train_rows),
+        "dev_rows": len(dev_rows),
+        "speakers": len({row["spk_id"] for row in train_rows}),
+    }
+    (output / SUMMARY_FILE).write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+    logger.info(
+        "Pooled training data of %s: %s", list(parts), {k: v for k, v in summary.items() if k != "per_system"}
+    )
+    return {**paths, "summary": summary, "skipped": all(part["skipped"] for part in parts.values())}
+
+
 def prepare_from_hparams(hparams) -> dict:
-    """:func:`prepare_vpac_training` with the training YAML's keys (the recipe runs it under ``run_on_main``)."""
+    """:func:`prepare_vpac_training` with the training YAML's keys (the recipe runs it under ``run_on_main``);
+    :func:`prepare_pooled_training` when ``train_systems`` lists systems."""
+    if hparams.get("train_systems"):
+        if hparams["mode"] != "none":
+            raise PooledSystemsError(
+                f"train_systems: pooled training needs mode: none for now (mode {hparams['mode']!r}: SegReConcat's "
+                "alignment and order caches are read for one system); set --mode=none or train_systems: null"
+            )
+        return prepare_pooled_training(
+            hparams["data_folder"],
+            pooled_systems(hparams["system"], hparams["train_systems"]),
+            hparams["output_folder"],
+            **_prep_options(hparams),
+        )
     return prepare_vpac_training(
-        hparams["data_folder"],
-        hparams["system"],
-        hparams["output_folder"],
+        hparams["data_folder"], hparams["system"], hparams["output_folder"], **_prep_options(hparams)
+    )
+
+
+def _prep_options(hparams) -> dict:
+    return dict(
         folder_overrides=hparams["folder_overrides"],
         mode=hparams["mode"],
         sentence_len=hparams["sentence_len"],

@@ -844,6 +844,24 @@ def evaluate_system(
         padded=batching == "padded",
     )
 
+    if score_norm:  # the cohort is drawn (and a too small one refused) before anything is embedded
+        folder = training_folder(data_folder, system, overrides, protocol=scheme.name, language=language)
+        train = load_set_folder(
+            folder, data_folder, scheme.train_set(language), layout, allow_pipes=allow_pipes
+        )
+        seed = hparams.get("seed", 0)
+        if score_norm == "as-norm-voxattack":
+            # VoxATtack's cohort: training utterances themselves, not speaker means
+            drawn = cohort_utterance_draw(train, int(_option(hparams, "eval_cohort_size")), seed)
+            min_size = int(_option(hparams, "eval_cohort_min_size"))
+            if len(drawn) < min_size:
+                raise CohortTooSmallError(
+                    f"eval_cohort_min_size: {system}'s training set gives a cohort of {len(drawn)} "
+                    f"utterances, fewer than {min_size}; lower eval_cohort_min_size"
+                )
+        else:
+            chosen = cohort_utterances(train, int(_option(hparams, "eval_cohort_utts_per_speaker")), seed)
+
     models = {}
     for part, enrollment in enrollments.items():
         embeddings = extractor.embed(
@@ -855,38 +873,20 @@ def evaluate_system(
         models[part] = speaker_models(enrollment.speakers, embeddings, mean=enroll_mean)
 
     cohort = None
-    if score_norm:
-        folder = training_folder(data_folder, system, overrides, protocol=scheme.name, language=language)
-        train = load_set_folder(
-            folder, data_folder, scheme.train_set(language), layout, allow_pipes=allow_pipes
+    if score_norm == "as-norm-voxattack":
+        embeddings = extractor.embed(
+            {utt: train.wav[utt] for utt in drawn},
+            cache_root / f"cohort-{train.path.name}",
+            train.utt2dur,
+            desc="cohort",
         )
-        if score_norm == "as-norm-voxattack":
-            # VoxATtack's cohort: training utterances themselves, not speaker means
-            drawn = cohort_utterance_draw(
-                train, int(_option(hparams, "eval_cohort_size")), hparams.get("seed", 0)
-            )
-            min_size = int(_option(hparams, "eval_cohort_min_size"))
-            if len(drawn) < min_size:
-                raise CohortTooSmallError(
-                    f"eval_cohort_min_size: {system}'s training set gives a cohort of {len(drawn)} "
-                    f"utterances, fewer than {min_size}; lower eval_cohort_min_size"
-                )
-            embeddings = extractor.embed(
-                {utt: train.wav[utt] for utt in drawn},
-                cache_root / f"cohort-{train.path.name}",
-                train.utt2dur,
-                desc="cohort",
-            )
-            cohort = np.stack([embeddings[utt] for utt in drawn])
-        else:
-            chosen = cohort_utterances(
-                train, int(_option(hparams, "eval_cohort_utts_per_speaker")), hparams.get("seed", 0)
-            )
-            wav = {utt: train.wav[utt] for utts in chosen.values() for utt in utts}
-            embeddings = extractor.embed(
-                wav, cache_root / f"cohort-{train.path.name}", train.utt2dur, desc="cohort"
-            )
-            cohort = np.stack(list(speaker_models(chosen, embeddings, mean=enroll_mean).values()))
+        cohort = np.stack([embeddings[utt] for utt in drawn])
+    elif score_norm:
+        wav = {utt: train.wav[utt] for utts in chosen.values() for utt in utts}
+        embeddings = extractor.embed(
+            wav, cache_root / f"cohort-{train.path.name}", train.utt2dur, desc="cohort"
+        )
+        cohort = np.stack(list(speaker_models(chosen, embeddings, mean=enroll_mean).values()))
     cohort_top_k = _option(hparams, "eval_cohort_top_k")
     if score_norm and cohort_top_k is None:
         cohort_top_k = DEFAULT_TOP_K.get(score_norm)

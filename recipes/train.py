@@ -93,13 +93,18 @@ class SpeakerBrain(sb.core.Brain):
     def compute_forward(self, batch, stage):
         batch = batch.to(self.device)
         wavs, lens = batch.sig
-        feats = self.modules.compute_features(wavs)
-        feats = self.modules.mean_var_norm(feats, lens)
         if stage == sb.Stage.TRAIN:
             # failed_reads: rows dropped because their audio could not be read (SkipFailedReads)
             self.progress.count_batch(wavs.shape[0], getattr(batch, "failed_reads", 0))
-            if self.hparams.specaug:
-                feats, lens = self.hparams.spec_augment(feats, lens)
+        embed_batch = getattr(self.hparams, "embed_batch", None)
+        if embed_batch is not None:  # a model on waveforms (ecapa_ssl): the YAML's hook embeds the rows
+            epoch = self.hparams.epoch_counter.current if stage == sb.Stage.TRAIN else 0
+            embeddings = embed_batch(self.modules, wavs, lens, batch=batch, epoch=epoch)
+            return self.modules.classifier(embeddings), lens
+        feats = self.modules.compute_features(wavs)
+        feats = self.modules.mean_var_norm(feats, lens)
+        if stage == sb.Stage.TRAIN and self.hparams.specaug:
+            feats, lens = self.hparams.spec_augment(feats, lens)
         embeddings = self.modules.embedding_model(feats, lens)
         return self.modules.classifier(embeddings), lens
 
@@ -193,7 +198,8 @@ def dataio_prep(
     sb.dataio.dataset.add_dynamic_item([train_data], train_audio.dynamic_item())
     sb.dataio.dataset.add_dynamic_item([valid_data], chunk_audio_pipeline)
     sb.dataio.dataset.add_dynamic_item([train_data, valid_data], label_pipeline)
-    sb.dataio.dataset.set_output_keys([train_data, valid_data], ["id", "sig", "spk_id_encoded"])
+    # wav: the row's file, for a model that reads it again (ecapa_ssl's ssl_input: file_window)
+    sb.dataio.dataset.set_output_keys([train_data, valid_data], ["id", "sig", "spk_id_encoded", "wav"])
 
     if speakers is None:
         speakers = train_rows.distinct("spk_id")

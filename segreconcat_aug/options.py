@@ -302,6 +302,11 @@ OPTION_RULES: dict[str, Rule] = {
     "attention_channels": number(ge=1, integer=True),
     "lin_neurons": number(ge=1, integer=True),
     "n_mels": number(ge=1, integer=True),
+    "se_channels": number(ge=1, integer=True),
+    "res2net_scale": number(ge=1, integer=True),
+    # The ecapa_ssl attacker (hparams/ecapa_ssl_segreconcat.yaml, docs/attackers-ssl.md)
+    "ssl_input": one_of("same_window", "file_window"),
+    "trusted": FLAG,
 }
 
 #: What a path option must be: a folder, a file, or either (a JSON Lines file or a folder of parts). A path
@@ -319,6 +324,7 @@ PATH_RULES: dict[str, str] = {
     "output": "file or folder",
     "merge_output": "file",
     "orders_cache": "file or folder",
+    "wavlm_checkpoint": "file",
 }
 
 
@@ -373,16 +379,37 @@ def _ecapa_lists(values: Mapping) -> str | None:
             f"channels, kernel_sizes and dilations: one entry per ECAPA-TDNN layer, the same number each "
             f"(at least 3), got {lengths['channels']}, {lengths['kernel_sizes']} and {lengths['dilations']}"
         )
-    inner = [c for c in lists["channels"][1:-1] if isinstance(c, int) and c % _RES2NET_SCALE]
+    scale = values.get("res2net_scale", _RES2NET_SCALE)
+    inner = [
+        c for c in lists["channels"][1:-1] if isinstance(c, int) and isinstance(scale, int) and c % scale
+    ]
     if inner:
         return (
             f"channels: {list(lists['channels'])}: the SE-Res2Net layers (all but the first and last) need "
-            f"a multiple of {_RES2NET_SCALE} channels (its res2net scale), got {inner}"
+            f"a multiple of {scale} channels (res2net_scale), got {inner}"
         )
     return None
 
 
-_RES2NET_SCALE = 8  # SpeechBrain's ECAPA_TDNN default, which the YAML keeps
+_RES2NET_SCALE = 8  # SpeechBrain's ECAPA_TDNN default, which the ECAPA YAML keeps
+
+
+def _waveform_model(values: Mapping) -> str | None:
+    """A YAML whose model embeds waveforms (``embed_batch``: ecapa_ssl) has no feature step to SpecAugment,
+    and needs its WavLM file."""
+    if "embed_batch" not in values:
+        return None
+    if values.get("specaug") is True:
+        return (
+            "specaug: True, but this YAML's model embeds waveforms (embed_batch: WavLM + fbank), so SpecAugment "
+            "has no feature step to work on: set specaug False"
+        )
+    if "wavlm_checkpoint" in values and not values.get("wavlm_checkpoint") and not values.get("init_from"):
+        return (
+            "wavlm_checkpoint: null: give --wavlm_checkpoint=<exp/asv_ssl/WavLM-Large.pt> "
+            "(or --init_from=<exp/asv_ssl>, which sets it)"
+        )
+    return None
 
 
 def _alpha_range(values: Mapping) -> str | None:
@@ -393,7 +420,7 @@ def _alpha_range(values: Mapping) -> str | None:
 
 
 #: How values of several keys must fit together: each check names the problem, or returns None.
-CONSTRAINTS: list[Callable[[Mapping], str | None]] = [_ecapa_lists, _alpha_range]
+CONSTRAINTS: list[Callable[[Mapping], str | None]] = [_ecapa_lists, _alpha_range, _waveform_model]
 
 
 def validate_options(hparams: Mapping, rules: Mapping[str, Rule] | None = None) -> None:

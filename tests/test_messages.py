@@ -19,7 +19,7 @@ REPO = Path(__file__).resolve().parents[1]
 RECIPE_FLAGS = {"help", "traceback", "quick", "table1", "key"}
 #: Names in messages that are fields of other files, not options (a WavLM checkpoint's cfg), or a
 #: library argument not yet in any YAML (ecapa_ssl's ssl_input, until a recipe selects the model).
-NOT_OPTIONS = {"extractor_mode", "ssl_input"}
+NOT_OPTIONS = {"extractor_mode"}
 
 
 def yaml_keys() -> set[str]:

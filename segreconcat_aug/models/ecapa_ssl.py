@@ -430,3 +430,88 @@ def load_challenge_folder(folder, *, wavlm=None, trusted: bool = False, **sizes)
     if mismatch:
         raise CheckpointError(f"{folder}: {mismatch}; its two files do not belong together")
     return EcapaSSLEncoder(model, wavlm).eval()
+
+
+# ---------------------------------------------------------------------------------------------------
+# The attacker as a SpeechBrain model folder's modules (training's hook, exports, evaluation)
+# ---------------------------------------------------------------------------------------------------
+
+_WAVLMS: dict[tuple, WavLMLayers] = {}
+
+
+def cached_wavlm(path, *, trusted: bool = False) -> WavLMLayers:
+    """The WavLM of ``path`` (:func:`load_unilm_wavlm`), loaded once per process for the same file.
+
+    A training YAML is loaded more than once in a run (``n_speakers`` set from the manifest) and its
+    hook and export model name the same file: WavLM-Large's 1.2 GB are read once.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise MissingInputError(
+            f"wavlm_checkpoint: {path} is not a file (the challenge's exp/asv_ssl/{CHALLENGE_WAVLM}, unilm's format)"
+        )
+    stat = path.stat()
+    key = (str(path.resolve()), stat.st_size, stat.st_mtime_ns, bool(trusted))
+    if key not in _WAVLMS:
+        _WAVLMS[key] = load_unilm_wavlm(path, trusted=trusted)
+    return _WAVLMS[key]
+
+
+class WaveformPassThrough(torch.nn.Module):
+    """``compute_features`` / ``mean_var_norm`` of a model on waveforms: the input passes unchanged.
+
+    SpeechBrain's ``EncoderClassifier.encode_batch`` calls ``embedding_model(mean_var_norm(
+    compute_features(wavs), lens), lens)``; with these, :class:`EcapaSSLOnWaves` gets the waveforms.
+
+    >>> WaveformPassThrough()(torch.ones(1, 3), torch.ones(1)).tolist()
+    [[1.0, 1.0, 1.0]]
+    """
+
+    def forward(self, wavs: torch.Tensor, lengths: torch.Tensor | None = None) -> torch.Tensor:
+        return wavs
+
+    def load_state_dict(self, state_dict, strict: bool = True, assign: bool = False):
+        # An export's mean_var_norm.ckpt is the training normalizer's statistics (sentence
+        # normalization keeps none that matter): nothing of it belongs to a pass-through.
+        return torch.nn.modules.module._IncompatibleKeys([], [])
+
+
+class EcapaSSLOnWaves(EcapaSSL):
+    """:class:`EcapaSSL` on waveforms: the model an export's (and a challenge folder's) ``embedding_model`` is.
+
+    Its state dict is :class:`EcapaSSL`'s (the training's ``embedding_model.ckpt`` loads strictly);
+    the WavLM (``wavlm_checkpoint``, read by :func:`cached_wavlm`), the 80-band Fbank and the
+    sentence mean normalization are held outside the module tree, so they are neither saved nor
+    moved by ``.to()`` (moved at the first forward on another device) nor put in training mode.
+    ``forward(wavs, lengths=None)`` is :class:`EcapaSSLEncoder`'s under ``same_window``.
+    """
+
+    def __init__(self, wavlm_checkpoint, *, trusted: bool = False, wavlm: WavLMLayers | None = None, **sizes):
+        super().__init__(**sizes)
+        wavlm = wavlm if wavlm is not None else cached_wavlm(wavlm_checkpoint, trusted=trusted)
+        mismatch = wavlm_mismatch(wavlm, self)
+        if mismatch:
+            raise CheckpointError(f"wavlm_checkpoint: {wavlm_checkpoint}: {mismatch}")
+        front = (
+            wavlm,
+            Fbank(n_mels=self.blocks[0].conv.conv.in_channels),
+            InputNormalization(norm_type="sentence", std_norm=False),
+        )
+        object.__setattr__(self, "_front", front)  # not submodules: not in the state dict
+
+    @property
+    def wavlm(self) -> WavLMLayers:
+        return self._front[0]
+
+    def forward(self, wavs: torch.Tensor, lengths: torch.Tensor | None = None, ssl_wavs=None):
+        if wavs.dim() == 3:  # (batch, frames, features) would be an fbank: this model takes waveforms
+            raise ValueError("EcapaSSLOnWaves takes waveforms (batch, samples), not features")
+        wavlm, fbank, norm = self._front
+        if next(wavlm.parameters()).device != wavs.device:
+            wavlm.to(wavs.device)
+            fbank.to(wavs.device)
+        if lengths is None:
+            lengths = torch.ones(wavs.shape[0], device=wavs.device)
+        features = norm(fbank(wavs), lengths)
+        ssl = layer_norm_waveforms(wavs, lengths) if wavlm.normalize else wavs
+        return super().forward(features, wavlm(ssl if ssl_wavs is None else ssl_wavs), lengths)

@@ -57,6 +57,25 @@ def detached(node):
     return copy
 
 
+def exported_definition(training, key: str):
+    """The definition of the export's module ``key``: the training YAML's ``export_<key>`` if it has one, else ``key``.
+
+    A model whose inference modules differ from its training's (``ecapa_ssl``: the training embeds
+    with a hook; its export takes waveforms) names them ``export_<key>``; one written ``!name:`` (not
+    built with the training) is written ``!new:``, which the export's YAML builds.
+
+    >>> yaml = ruamel.yaml.YAML()
+    >>> training = yaml.load("embedding_model: !new:A {x: 1}\\nexport_embedding_model: !name:B {x: 1}\\n")
+    >>> exported_definition(training, "embedding_model").tag.value
+    '!new:B'
+    """
+    node = detached(training.get(f"export_{key}", training[key]))
+    tag = getattr(getattr(node, "tag", None), "value", None) or ""
+    if tag.startswith("!name:"):
+        node.yaml_set_ctag(ruamel.yaml.comments.Tag(suffix="!new:" + tag[len("!name:") :]))
+    return node
+
+
 def inference_hparams(resolved_training_yaml: str) -> str:
     """The export's ``hyperparams.yaml``: the training YAML's feature, normalization, embedding and
     classifier definitions (as trained, every reference resolved) plus SpeechBrain's ``pretrainer``,
@@ -87,12 +106,12 @@ def inference_hparams(resolved_training_yaml: str) -> str:
     yaml = ruamel.yaml.YAML()
     yaml.indent(mapping=4, sequence=4, offset=2)
     training = yaml.load(resolved_training_yaml)
-    definitions = CommentedMap((key, detached(training[key])) for key in EXPORT_MODULES)
+    definitions = CommentedMap((key, exported_definition(training, key)) for key in EXPORT_MODULES)
     text = io.StringIO()
     yaml.dump(definitions, text)
     modules = "\n".join(f"    {key}: !ref <{key}>" for key in EXPORT_MODULES)
     loadables = "\n".join(f"        {key}: !ref <{key}>" for key, saved in EXPORT_MODULES.items() if saved)
-    return f"""# ECAPA-TDNN speaker encoder trained by segreconcat-aug (recipes/train.py): the best-dev-loss
+    return f"""# Speaker encoder trained by segreconcat-aug (recipes/train.py): the best-dev-loss
 # checkpoint. Load it as any SpeechBrain speaker model (the VPC 2024 evaluation toolkit does the same):
 #   from speechbrain.inference.speaker import EncoderClassifier
 #   encoder = EncoderClassifier.from_hparams(source="<this folder>")

@@ -146,6 +146,18 @@ def load_speaker_model(folder, hparams: dict, *, savedir, device: str = "cpu", s
     if "pretrainer" not in spec:
         if "embedding_model" in spec and checkpoint.is_file():  # 0.1.0 exported the training YAML here
             return _fallback(hparams, folder, f"its {MODEL_HPARAMS} has no pretrainer (a training YAML)")
+    return load_with_encoder_classifier(
+        folder, hparams, spec, overrides, savedir=savedir, device=device, stated=stated
+    )
+
+
+def load_with_encoder_classifier(
+    folder: Path, hparams: dict, spec, overrides, *, savedir, device: str = "cpu", stated=()
+) -> SpeakerModel:
+    """A folder with a speaker model's ``hyperparams.yaml`` (``spec``, read by :func:`read_spec` with its
+    ``overrides``), checked, then loaded by ``EncoderClassifier.from_hparams`` (see :func:`load_speaker_model`)."""
+    folder = Path(folder)
+    yaml_path = folder / MODEL_HPARAMS
     files = speaker_model_files(spec, folder, yaml_path)
     states = {name: read_checkpoint(files[name]) for name in EMBEDDING_MODULES if name in files}
     # Checked: from here on SpeechBrain writes (links in savedir); what it creates goes if loading fails.

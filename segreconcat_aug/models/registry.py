@@ -22,7 +22,7 @@ its name in :data:`FAMILY_MODULES` (imported on the first lookup, as the strateg
     ))
 
 >>> sorted(model_families())
-['ecapa', 'speechbrain']
+['ecapa', 'ecapa_ssl', 'speechbrain']
 >>> model_family("ecapa").classes
 ('speechbrain.lobes.models.ECAPA_TDNN.ECAPA_TDNN',)
 """
@@ -37,7 +37,8 @@ from pathlib import Path
 from ..errors import UserError
 
 #: Modules of this wing that register a family when imported (add a new family's module here).
-FAMILY_MODULES = ("pretrained", "ecapa")
+# ecapa_ssl_folders before ecapa: both recognize a folder with embedding_model.ckpt and no YAML.
+FAMILY_MODULES = ("pretrained", "ecapa_ssl_folders", "ecapa")
 #: The family that reads any SpeechBrain folder whose embedding model no other family claims.
 GENERIC = "speechbrain"
 

@@ -1,0 +1,169 @@
+"""The ``ecapa_ssl`` family: folders of the VPC 2026 challenge's WavLM + ECAPA attacker, read and loaded.
+
+Two kinds of folder are this family's:
+
+- the challenge's ``exp/asv_ssl/`` (``embedding_model.ckpt`` + ``WavLM-Large.pt``, no ``hyperparams.yaml``;
+  :func:`is_challenge_folder`): the checkpoint under the toolkit's parameter names, the WavLM in unilm's format;
+- our export of a trained ``ecapa_ssl`` (:mod:`.export`): a ``hyperparams.yaml`` whose ``embedding_model`` is
+  :class:`~.ecapa_ssl.EcapaSSLOnWaves` (the WavLM by path), which SpeechBrain's ``EncoderClassifier`` loads.
+
+:func:`read_ecapa_ssl_folder` gives fine-tuning (``init_from``) the embedding model's weights under our
+names (``embedding_model``, :func:`~.ecapa_ssl.from_challenge_state_dict`) and sets ``wavlm_checkpoint``;
+:func:`load_ecapa_ssl_folder` gives evaluation the :class:`~.folder.SpeakerModel` of either kind. The
+sizes of a challenge folder's model are read off its checkpoint (:func:`ecapa_ssl_sizes`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+
+from .ecapa_ssl import (
+    CHALLENGE_CHECKPOINT,
+    CHALLENGE_WAVLM,
+    EcapaSSLOnWaves,
+    WaveformPassThrough,
+    from_challenge_state_dict,
+    load_challenge_checkpoint,
+)
+from .folder import MODEL_CHECKPOINT, MODEL_HPARAMS, SpeakerModel, load_with_encoder_classifier, read_spec
+from .registry import ModelFamily, PretrainedModel, register_model_family
+from .state_dicts import CheckpointError, read_torch_file, tensor_mapping
+
+ECAPA_SSL_CLASSES = (
+    "segreconcat_aug.models.ecapa_ssl.EcapaSSL",
+    "segreconcat_aug.models.ecapa_ssl.EcapaSSLOnWaves",
+)
+SAMPLE_RATE = 16000  # WavLM-Large's and the toolkit's
+
+
+def is_challenge_folder(folder: Path) -> bool:
+    """The challenge's ``exp/asv_ssl/``: both of its files, no ``hyperparams.yaml``."""
+    folder = Path(folder)
+    return (
+        (folder / CHALLENGE_CHECKPOINT).is_file()
+        and (folder / CHALLENGE_WAVLM).is_file()
+        and not (folder / MODEL_HPARAMS).is_file()
+    )
+
+
+def challenge_state(path: Path, *, trusted: bool = False) -> dict:
+    """The embedding weights of a challenge checkpoint (bare or ``{"state_dict"}``) under our names."""
+    loaded = read_torch_file(path, what="ecapa_ssl embedding model", trusted=trusted)
+    if isinstance(loaded, Mapping) and "state_dict" in loaded:
+        loaded = loaded["state_dict"]
+    return from_challenge_state_dict(tensor_mapping(loaded, source=path, what="ecapa_ssl embedding model"))
+
+
+def ecapa_ssl_sizes(state: Mapping) -> dict:
+    """The :class:`~.ecapa_ssl.EcapaSSL` arguments a state dict (our names) was made with (dilations:
+    the toolkit's, which no weight shows).
+
+    >>> from segreconcat_aug.models.ecapa_ssl import EcapaSSL
+    >>> sizes = {"channels": [16, 16, 16, 16, 48], "attention_channels": 8, "se_channels": 8, "lin_neurons": 12}
+    >>> found = ecapa_ssl_sizes(EcapaSSL(**sizes).state_dict())
+    >>> {key: found[key] for key in sizes} == sizes, found["res2net_scale"], found["kernel_sizes"]
+    (True, 8, [5, 3, 3, 3, 1])
+    """
+    if "blocks.0.conv.conv.weight" not in state or "ssl_layer_sum.weights" not in state:
+        raise CheckpointError(
+            "not an ecapa_ssl embedding model's weights (no blocks.0.conv.conv.weight or "
+            "weighted_sum.layer_weights)"
+        )
+    first = state["blocks.0.conv.conv.weight"]
+    inner = sorted({int(key.split(".")[1]) for key in state if key.startswith("blocks.")} - {0})
+    channels = [int(first.shape[0])] + [
+        int(state[f"blocks.{i}.tdnn2.conv.conv.weight"].shape[0]) for i in inner
+    ]
+    channels.append(int(state["mfa.conv.conv.weight"].shape[0]))
+    kernels = [int(first.shape[2])]
+    kernels += [int(state[f"blocks.{i}.res2net_block.blocks.0.conv.conv.weight"].shape[2]) for i in inner]
+    kernels.append(int(state["mfa.conv.conv.weight"].shape[2]))
+    res2net = {key.split(".")[4] for key in state if key.startswith("blocks.1.res2net_block.blocks.")}
+    attention = state["asp.tdnn.conv.conv.weight"]
+    return {
+        "input_size": int(first.shape[1]),
+        "channels": channels,
+        "kernel_sizes": kernels,
+        "dilations": [1, 2, 3, 4, 1] if len(channels) == 5 else [1] * len(channels),
+        "attention_channels": int(attention.shape[0]),
+        "res2net_scale": len(res2net) + 1,
+        "se_channels": int(state["blocks.1.se_block.conv1.conv.weight"].shape[0]),
+        "global_context": int(attention.shape[1]) == 3 * channels[-1],
+        "lin_neurons": int(state["fc.conv.weight"].shape[0]),
+        "ssl_layers": int(state["ssl_layer_sum.weights"].numel()),
+    }
+
+
+def _export_wavlm(spec, yaml_path: Path) -> str:
+    model = spec.get("embedding_model")
+    path = model.get("wavlm_checkpoint") if isinstance(model, Mapping) else None
+    if not path:
+        raise CheckpointError(f"{yaml_path}: its embedding_model names no wavlm_checkpoint")
+    return str(path)
+
+
+def read_ecapa_ssl_folder(folder: Path, spec) -> PretrainedModel:
+    """What ``init_from`` takes from an ``ecapa_ssl`` folder: ``embedding_model``'s weights (our names) and
+    ``wavlm_checkpoint`` (the folder's ``WavLM-Large.pt``, or the one our export names)."""
+    folder = Path(folder)
+    if spec is None:
+        checkpoint = folder / CHALLENGE_CHECKPOINT
+        state = challenge_state(checkpoint)
+        ecapa_ssl_sizes(state)  # refused in one line if it is not this model's
+        wavlm = str(folder / CHALLENGE_WAVLM)
+    else:
+        from .folder import read_checkpoint
+
+        checkpoint = folder / MODEL_CHECKPOINT
+        state = read_checkpoint(checkpoint)
+        wavlm = _export_wavlm(spec, folder / MODEL_HPARAMS)
+    return PretrainedModel(
+        folder=folder,
+        family="ecapa_ssl",
+        source=checkpoint if spec is None else folder / MODEL_HPARAMS,
+        states={"embedding_model": state},
+        files={"embedding_model": checkpoint},
+        sample_rate=SAMPLE_RATE,
+        hparams={"wavlm_checkpoint": wavlm},
+    )
+
+
+def load_ecapa_ssl_folder(folder, hparams: dict, *, savedir, device: str = "cpu", stated=()) -> SpeakerModel:
+    """Evaluation's :class:`SpeakerModel` of an ``ecapa_ssl`` folder: our export through
+    ``EncoderClassifier``; the challenge's ``exp/asv_ssl/`` as :class:`EcapaSSLOnWaves` of the sizes its
+    checkpoint shows, its weights loaded strictly (one line naming those that do not fit)."""
+    folder = Path(folder)
+    yaml_path = folder / MODEL_HPARAMS
+    if yaml_path.is_file():
+        spec, overrides = read_spec(yaml_path, folder)
+        return load_with_encoder_classifier(
+            folder, hparams, spec, overrides, savedir=savedir, device=device, stated=stated
+        )
+    trusted = bool(hparams.get("trusted", False))
+    checkpoint = folder / CHALLENGE_CHECKPOINT
+    sizes = ecapa_ssl_sizes(challenge_state(checkpoint, trusted=trusted))
+    model = EcapaSSLOnWaves(folder / CHALLENGE_WAVLM, trusted=trusted, **sizes)
+    load_challenge_checkpoint(model, checkpoint, trusted=trusted)
+    shown = {key: sizes[key] for key in ("channels", "attention_channels", "lin_neurons")}
+    return SpeakerModel(
+        folder=folder,
+        compute_features=WaveformPassThrough(),
+        mean_var_norm=WaveformPassThrough(),
+        embedding_model=model.to(device),
+        checkpoint=checkpoint,
+        loader="ecapa_ssl",
+        sizes={"sample_rate": SAMPLE_RATE, "n_mels": sizes["input_size"], **shown},
+    )
+
+
+register_model_family(
+    ModelFamily(
+        "ecapa_ssl",
+        read=read_ecapa_ssl_folder,
+        classes=ECAPA_SSL_CLASSES,
+        recognizes=is_challenge_folder,
+        load=load_ecapa_ssl_folder,
+        description="the VPC 2026 challenge's WavLM-Large + ECAPA attacker (exp/asv_ssl/, our ecapa_ssl exports)",
+    )
+)

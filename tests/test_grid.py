@@ -496,7 +496,7 @@ def test_the_attacker_grid_pairs_every_row_with_the_papers_attacker_and_each_con
     configs = grid["configurations"]
     assert grid["comparison"]["baseline"] == "scratch_concat"
     assert set(grid["comparison"]["compared"]) | {"scratch_concat"} == set(configs)
-    for name, spec in configs.items():
+    for spec in configs.values():
         if "--mode=concat" in spec["overrides"]:  # each SegReConcat row against the same attacker without it
             twin = configs[spec["versus"]]
             assert set(spec["overrides"].split()) - set(twin["overrides"].split()) == {

@@ -1,10 +1,12 @@
 """``run_demo.py --attackers``: the original training speech it pretrains on, and the attacker table end to end."""
 
 import importlib.util
+import json
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import soundfile
 
 from segreconcat_aug.data.kaldi import load_kaldi_folder
@@ -68,3 +70,45 @@ def test_attackers_quick_prints_every_row_with_intervals_and_the_pairs(tmp_path)
     logged = (out / "MCADAMS" / "ft_concat_asnorm" / "grid_eval.log").read_text()
     assert f"--eval_model_folder={(out / 'MCADAMS' / 'ft_concat' / 'export').as_posix()}" in logged
     assert "--eval_score_norm=as-norm-voxattack" in logged
+
+
+def test_init_from_fine_tunes_the_model_the_demo_pretrains(tmp_path):
+    """``init_from`` on the folder ``run_demo.py --attackers`` pretrains (its tiny --quick version): the
+    fine-tuned model starts from those weights, so after one epoch at a low rate it is still close to them
+    (a random start would be uncorrelated)."""
+    pytest.importorskip("segreconcat_aug.training.init_from")
+    import torch
+
+    from segreconcat_aug.grid import load_grid
+
+    grid = load_grid(REPO / "hparams" / "demo.yaml", {"data_folder": str(DATA)})
+    extra = {**grid["extra_overrides"], **run_demo.QUICK_OVERRIDES, "decoded_cache_mb": 0}
+    export = run_demo.pretrain_on_original_speech(grid, extra, tmp_path / "pretrained")
+    assert (export / "hyperparams.yaml").is_file()
+    assert "--system=ORIGINAL" in (tmp_path / "pretrained" / "pretrain.log").read_text()
+    tuned = tmp_path / "tuned"
+    command = [
+        sys.executable,
+        str(REPO / "recipes" / "train.py"),
+        str(REPO / "hparams" / "ecapa_segreconcat.yaml"),
+        f"--data_folder={DATA}",
+        "--system=MCADAMS",
+        f"--output_folder={tuned}",
+        "--evaluate_after_training=False",
+        "--mode=none",
+        f"--init_from={export}",
+        "--lr=0.0005",
+        *(f"--{key}={json.dumps(value).replace(' ', '')}" for key, value in extra.items()),
+    ]
+    run = subprocess.run(command, capture_output=True, text=True, cwd=tmp_path, timeout=600)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    before = torch.load(export / "embedding_model.ckpt", map_location="cpu")
+    after = torch.load(tuned / "export" / "embedding_model.ckpt", map_location="cpu")
+    weights = [name for name, value in before.items() if value.dim() >= 2]
+    correlations = [
+        torch.corrcoef(torch.stack([before[name].flatten().float(), after[name].flatten().float()]))[
+            0, 1
+        ].item()
+        for name in weights
+    ]
+    assert weights and min(correlations) > 0.5, correlations

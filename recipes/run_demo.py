@@ -154,12 +154,22 @@ def attackers_overrides(grid, init_from) -> list[str]:
     The first row is also paired with the second (``versus``: SegReConcat from scratch against the
     baseline from scratch), beside the ``versus`` pairs the configurations name.
 
-    >>> grid = {"attackers_rows": ["rr_concat", "baseline"], "configurations": {"rr_concat": {}, "baseline": {}}}
-    >>> attackers_overrides(grid, "/m")[:2]
-    ['--init_from=/m', '--comparison={"baseline": "rr_concat", "compared": ["baseline"]}']
+    >>> grid = {"attackers_rows": ["rr_concat", "baseline"],
+    ...         "configurations": {"rr_concat": {"overrides": "--mode=concat"}, "baseline": {}}}
+    >>> attackers_overrides(grid, "/m")
+    ['--init_from=/m', '--comparison={"baseline": "rr_concat", "compared": ["baseline"]}', '--configurations={"rr_concat": {"overrides": {"mode": "concat"}, "versus": "baseline"}, "baseline": {}}']
     """
+    import shlex
+
+    import yaml
+
     rows = list(grid["attackers_rows"])
     configurations = {name: dict(spec or {}) for name, spec in grid["configurations"].items()}
+    for spec in configurations.values():
+        # As mappings: SpeechBrain's parser would split a "--key=value" inside an override's value.
+        if isinstance(spec.get("overrides"), str):
+            pairs = (part[2:].split("=", 1) for part in shlex.split(spec["overrides"]))
+            spec["overrides"] = {key: yaml.safe_load(value) for key, value in pairs}
     configurations[rows[0]].setdefault("versus", rows[1])
     for name, label in (grid.get("attackers_labels") or {}).items():
         configurations[name]["label"] = label

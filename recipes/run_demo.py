@@ -7,6 +7,7 @@ Usage (from anywhere; paths are resolved from the repository root)::
     python recipes/run_demo.py --quick              # one epoch of a tiny model: checks the install (~1 min)
     python recipes/run_demo.py --table1             # the Table-1 rows: baseline, RR, AR, SR, each +- concat
     python recipes/run_demo.py --learning_curve     # both runs also on 25 % and 50 % of the training speakers
+    python recipes/run_demo.py --attackers          # pretrained, fine-tuned and AS-norm attackers (docs/attackers.md)
     python recipes/run_demo.py --output_folder=/tmp/demo --seed=7   # any hparams/demo.yaml key
 
 It runs ``recipes/run_grid.py hparams/demo.yaml``: for each of the two runs,
@@ -33,6 +34,16 @@ interval per row) and ``table2_comparison.md`` (every row against the baseline, 
 curve (``learning_curve.md``: average EER with its interval against training hours; the figure
 ``learning_curve_MCADAMS.png``) and its verdict per run: whether the attacker on all the data beats the
 one on half of it, paired on the same speaker resamples (docs/evaluation.md#learning-curves).
+
+``--attackers`` compares attackers (docs/attackers.md): it first pretrains the demo's small ECAPA on
+the ORIGINAL training speech (``demo/data/ORIGINAL/``: what the VPC 2026 checkpoint is trained on; no
+speaker-pretrained weights can be installed offline) into ``results/demo-attackers/pretrained/``
+(:func:`pretrain_on_original_speech`), then runs ``attackers_rows`` of ``hparams/demo.yaml``: from scratch
+without and with SegReConcat, the pretrained model evaluated as it is, fine-tuned from it
+(``--init_from``) without and with SegReConcat, and the latter scored with VoxATtack's AS-norm. Every
+row is paired with the paper's attacker (SegReConcat from scratch) in ``table2_comparison.md``, and each
+SegReConcat row with the same attacker without it in ``table_pairs.md``. ``--attackers --quick``: the
+same with tiny one-epoch models (what the tests run).
 
 After the comparison's verdict a line per run names its attacker's convergence flags (best epoch the
 last, dev loss still falling, train/dev gap, augmentation fallback; docs/evaluation.md#convergence-flags).
@@ -65,6 +76,8 @@ DEMO_HELP = """Demo options:
   --table1 the Table-1 rows (baseline, RR, AR, SR, each with and without concatenation); results/demo-table1
   --learning_curve both runs also on 25 % and 50 % of the training speakers: the EER against training
            hours, and whether more data still helps; results/demo-learning_curve
+  --attackers pretrain on the original speech, then from-scratch, pretrained, fine-tuned and AS-norm
+           attackers with and without SegReConcat (docs/attackers.md); results/demo-attackers
 Any key of hparams/ecapa_segreconcat.yaml not listed above (--seed=7, --number_of_epochs=3, ...) is passed
 to both training runs (`segreconcat-train --help` lists them)."""
 # Keys of hparams/demo.yaml itself (run_grid.py's); every other --key=value is a training override.
@@ -86,8 +99,13 @@ GRID_KEYS = {
     "learning_curve_fractions",
     "learning_curve_subsample",
     "learning_curve_configurations",
+    "init_from",
+    "finetune_lr",
+    "attackers_rows",
+    "attackers_labels",
 }
-FLAGS = ("quick", "table1", "learning_curve")
+FLAGS = ("quick", "table1", "learning_curve", "attackers")
+ORIGINAL_SYSTEM = "ORIGINAL"  # demo/data/ORIGINAL/: the training speech before anonymization
 
 
 def split_arguments(argv: list[str]) -> tuple[set, list[str], dict]:
@@ -107,7 +125,7 @@ def split_arguments(argv: list[str]) -> tuple[set, list[str], dict]:
             continue
         if not argument.startswith("--") or "=" not in argument:
             raise UnknownOptionError(
-                f"expected --quick, --table1, --learning_curve or --key=value, got {argument!r} "
+                f"expected --quick, --table1, --learning_curve, --attackers or --key=value, got {argument!r} "
                 "(--help lists the keys)"
             )
         key, value = argument[2:].split("=", 1)
@@ -130,15 +148,90 @@ def table1_overrides(grid) -> list[str]:
     return [f"--comparison={json.dumps(comparison)}", f"--ablation={json.dumps(ablation)}"]
 
 
-def check_corpus(data_folder: Path, orders: bool = False) -> None:
+def attackers_overrides(grid, init_from) -> list[str]:
+    """The grid overrides of ``--attackers``: ``attackers_rows`` against the first, the paper's attacker.
+
+    The first row is also paired with the second (``versus``: SegReConcat from scratch against the
+    baseline from scratch), beside the ``versus`` pairs the configurations name.
+
+    >>> grid = {"attackers_rows": ["rr_concat", "baseline"],
+    ...         "configurations": {"rr_concat": {"overrides": "--mode=concat"}, "baseline": {}}}
+    >>> attackers_overrides(grid, "/m")
+    ['--init_from=/m', '--comparison={"baseline": "rr_concat", "compared": ["baseline"]}', '--configurations={"rr_concat": {"overrides": {"mode": "concat"}, "versus": "baseline"}, "baseline": {}}']
+    """
+    import shlex
+
+    import yaml
+
+    rows = list(grid["attackers_rows"])
+    configurations = {name: dict(spec or {}) for name, spec in grid["configurations"].items()}
+    for spec in configurations.values():
+        # As mappings: SpeechBrain's parser would split a "--key=value" inside an override's value.
+        if isinstance(spec.get("overrides"), str):
+            pairs = (part[2:].split("=", 1) for part in shlex.split(spec["overrides"]))
+            spec["overrides"] = {key: yaml.safe_load(value) for key, value in pairs}
+    configurations[rows[0]].setdefault("versus", rows[1])
+    for name, label in (grid.get("attackers_labels") or {}).items():
+        configurations[name]["label"] = label
+    comparison = {"baseline": rows[0], "compared": rows[1:]}
+    return [
+        f"--init_from={init_from}",
+        f"--comparison={json.dumps(comparison)}",
+        f"--configurations={json.dumps(configurations)}",
+    ]
+
+
+def pretrain_on_original_speech(grid, extra: dict, folder) -> Path:
+    """Train the demo's speaker model on the ORIGINAL training speech; its export folder (for ``init_from``).
+
+    Runs the grid's ``train_command`` (``recipes/train.py`` with the demo's training overrides
+    ``extra``) on ``--system=ORIGINAL`` with no augmentation into ``folder``; a finished export is kept
+    (a rerun resumes, as the grid's runs do). What the VPC 2026 checkpoint is to the anonymized
+    data, this model is to the demo's: a speaker model of the same speakers' original speech.
+    """
+    import subprocess
+
+    from segreconcat_aug.cli import checkout_path
+    from segreconcat_aug.grid.plan import run_environment
+    from segreconcat_aug.grid.runner import format_command, overrides_string
+    from segreconcat_aug.models.export import EXPORT_HPARAMS
+
+    folder = Path(folder)
+    export = folder / "export"
+    if (export / EXPORT_HPARAMS).is_file():
+        return export
+    folder.mkdir(parents=True, exist_ok=True)
+    command = format_command(
+        grid["train_command"],
+        {
+            "python": grid.get("python") or sys.executable,
+            "recipes": REPO / "recipes",
+            "hparams": checkout_path(grid["train_hparams"]),
+            "data_folder": grid["data_folder"],
+            "system": ORIGINAL_SYSTEM,
+            "output_folder": folder,
+            "overrides": "--mode=none",
+            "extra": overrides_string(extra),
+        },
+    )
+    print(f"pretraining on the original speech: {' '.join(map(str, command))}", flush=True)
+    with open(folder / "pretrain.log", "a", encoding="utf-8") as log:
+        subprocess.run(command, check=True, stdout=log, stderr=subprocess.STDOUT, env=run_environment(grid))
+    return export
+
+
+def check_corpus(data_folder: Path, orders: bool = False, original: bool = False) -> None:
     """The bundled corpus must be there (a clone without it, e.g. a shallow sparse checkout, is told how).
 
-    ``orders``: the AR and SR orders too (``--table1``).
+    ``orders``: the AR and SR orders too (``--table1``); ``original``: the original training speech
+    (``--attackers``).
     """
     needed = [
         data_folder / "MCADAMS" / "data" / "train-clean-360_MCADAMS",
         data_folder / "alignments" / "MCADAMS.jsonl",
     ]
+    if original:
+        needed.append(data_folder / ORIGINAL_SYSTEM / "data" / f"train-clean-360_{ORIGINAL_SYSTEM}")
     if orders:
         needed += [
             data_folder / "orders" / f"MCADAMS-{strategy}.jsonl" for strategy in ("acoustic", "semantic")
@@ -171,6 +264,17 @@ def verdicts(grid) -> list[str]:
                 continue
             lines.append(verdict(cell["difference"]["avg"], labels[config], labels[baseline]))
     return lines
+
+
+def pair_verdicts(grid) -> list[str]:
+    """One line per ``versus`` pair (``grid_results.json``'s ``versus``): the row against its own pairing."""
+    saved = json.loads((Path(grid["output_folder"]) / "grid_results.json").read_text(encoding="utf-8"))
+    labels = {name: spec.get("label", name) for name, spec in grid["configurations"].items()}
+    return [
+        verdict(cell["versus"], labels[key.split("/", 1)[1]], labels[cell["versus"]["configuration"]])
+        for key, cell in saved.items()
+        if cell.get("versus")
+    ]
 
 
 def flag_verdicts(grid) -> list[str]:
@@ -239,7 +343,8 @@ def main(argv=None) -> int:
     if flags and not any(a.startswith("--output_folder=") for a in grid_overrides):
         # Its own folder: finished runs are skipped on rerun, so a quick run must not stand in for a full one.
         name = "-".join(
-            ["results/demo"] + [flag for flag in ("table1", "learning_curve", "quick") if flag in flags]
+            ["results/demo"]
+            + [flag for flag in ("table1", "learning_curve", "attackers", "quick") if flag in flags]
         )
         grid_overrides.append(f"--output_folder={name}")
     os.chdir(REPO)  # demo.yaml's paths (demo/data, recipes/...) are relative to the repository root
@@ -254,16 +359,26 @@ def main(argv=None) -> int:
     if "learning_curve" in flags:
         grid_overrides.append("--learning_curve=True")
     grid = load_grid(DEMO_HPARAMS, "\n".join(a[2:].replace("=", ": ", 1) for a in grid_overrides))
-    check_corpus(Path(grid["data_folder"]), orders="table1" in flags)
+    check_corpus(Path(grid["data_folder"]), orders="table1" in flags, original="attackers" in flags)
     extra = dict(grid.get("extra_overrides") or {})
     if quick:
         extra.update(QUICK_OVERRIDES)
     check_override_keys(REPO / grid["train_hparams"], training)
     extra.update(training)
     start = time.perf_counter()
+    if "attackers" in flags:
+        export = pretrain_on_original_speech(grid, extra, Path(grid["output_folder"]) / "pretrained")
+        print(f"pretrained: {time.perf_counter() - start:.0f} s; {export}", flush=True)
+        with_model = [a for a in grid_overrides if not a.startswith("--init_from=")] + [
+            f"--init_from={export}"
+        ]
+        grid = load_grid(DEMO_HPARAMS, "\n".join(a[2:].replace("=", ": ", 1) for a in with_model))
+        grid_overrides = [a for a in grid_overrides if not a.startswith("--init_from=")]
+        grid_overrides += attackers_overrides(grid, export)
+        grid = load_grid(DEMO_HPARAMS, "\n".join(a[2:].replace("=", ": ", 1) for a in grid_overrides))
     code = run_grid.main([DEMO_HPARAMS, *grid_overrides, f"--extra_overrides={json.dumps(extra)}"])
     if (Path(grid["output_folder"]) / "grid_results.json").is_file() and grid.get("bootstrap_resamples", 1):
-        print("\n".join(verdicts(grid) + flag_verdicts(grid) + curve_verdicts(grid)))
+        print("\n".join(verdicts(grid) + pair_verdicts(grid) + flag_verdicts(grid) + curve_verdicts(grid)))
     figures = sorted(Path(grid["output_folder"]).glob("privacy_*.png"))
     if figures:
         print(

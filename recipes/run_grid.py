@@ -52,6 +52,8 @@ def main(argv=None) -> int:
     print(written["table2"].read_text(encoding="utf-8"))
     if "table1" in written:
         print(written["table1"].read_text(encoding="utf-8"))
+    if "pairs" in written:
+        print(written["pairs"].read_text(encoding="utf-8"))
     if "learning_curve" in written:
         print(written["learning_curve"].read_text(encoding="utf-8"))
     if failed:

@@ -291,7 +291,7 @@ OPTION_RULES: dict[str, Rule] = {
     "encoder_batch_size": number(ge=1, integer=True),
     "shard": SHARD,
     # McAdams anonymization (segreconcat_aug.anonymizers.mcadams)
-    "audio_format": one_of("wav", "flac", "ogg"),
+    "audio_format": one_of("wav", "flac", "ogg", "opus"),
     "alpha_low": number(gt=0),
     "alpha_high": number(gt=0),
     "compression_level": number(ge=0, le=1, optional=True),

@@ -16,7 +16,7 @@ import ruamel.yaml
 
 REPO = Path(__file__).resolve().parents[1]
 #: Flags the recipes take that are no YAML key (and the placeholder of "--key=value").
-RECIPE_FLAGS = {"help", "traceback", "quick", "table1", "key"}
+RECIPE_FLAGS = {"help", "traceback", "quick", "table1", "attackers", "key"}
 #: Names in messages that are fields of other files, not options (a WavLM checkpoint's cfg), or a
 #: library argument not yet in any YAML (ecapa_ssl's ssl_input, until a recipe selects the model).
 NOT_OPTIONS = {"extractor_mode"}

@@ -33,7 +33,13 @@ from . import Anonymizer
 logger = logging.getLogger(__name__)
 
 AUDIO_EXTENSIONS = (".wav", ".flac", ".ogg")
-AUDIO_FORMATS = {"wav": ("wav", "PCM_16"), "flac": ("flac", "PCM_16"), "ogg": ("ogg", "VORBIS")}
+# opus: Ogg/Opus, for speech at a few kB/s (the demo's original training speech).
+AUDIO_FORMATS = {
+    "wav": ("wav", "PCM_16"),
+    "flac": ("flac", "PCM_16"),
+    "ogg": ("ogg", "VORBIS"),
+    "opus": ("ogg", "OPUS"),
+}
 _LIBRI_TRANS = re.compile(r"^(\S+)\s+(.*)$")
 
 
@@ -193,9 +199,10 @@ def anonymize_folder(
         Must not be the input folder.
     utterances : iterable of str, optional
         A subset (in this order) instead of every utterance of the source.
-    audio_format : {"wav", "flac", "ogg"}
+    audio_format : {"wav", "flac", "ogg", "opus"}
         ``wav``: 16-bit PCM as the challenge ships; ``flac`` lossless and smaller;
-        ``ogg``: Vorbis, lossy and smallest (the bundled demo corpus).
+        ``ogg``: Vorbis, lossy and small (the bundled demo corpus); ``opus``: Ogg/Opus (``.ogg``),
+        smallest for speech (the demo's original training speech).
     compression_level : float, optional
         libsndfile's 0 (best quality, largest) .. 1 (smallest) for flac and ogg; codec default if None.
     scp_root : path, optional

@@ -40,6 +40,13 @@ def load_grid(path, overrides=None) -> dict:
     unknown = sorted({name for name in named if name not in configs})
     if unknown:
         raise OptionError(f"{path}: configuration(s) {unknown} are used but not defined under configurations")
+    for name, spec in configs.items():
+        source = (spec or {}).get("model_of")
+        if source is not None and (source not in configs or (configs[source] or {}).get("model_of")):
+            raise OptionError(
+                f"{path}: configurations.{name}.model_of must name a configuration that trains its own model, "
+                f"got {source!r}"
+            )
     for where, seeds in [("seeds", grid.get("seeds"))] + [
         (f"configurations.{name}.seeds", spec.get("seeds")) for name, spec in configs.items()
     ]:

@@ -325,6 +325,22 @@ def assemble(grid) -> dict[str, Path]:
             encoding="utf-8",
         )
 
+    pairs = versus_pairs(grid, {key: runs for key, runs in results.items() if key[1] not in curve_points})
+    if pairs:
+        written["pairs"] = out / "table_pairs.md"
+        written["pairs"].write_text(
+            "# Paired differences of each row's own pairing (versus)\n\n"
+            + pairs_table(pairs, labels)
+            + "\n\ndiff = attacker - versus, average EER (%), paired speaker bootstrap on the same trials. "
+            + bootstrap_note(settings)
+            + "\n",
+            encoding="utf-8",
+        )
+        for pair in pairs:
+            cells[(pair["system"], pair["config"])]["versus"] = {
+                "configuration": pair["versus"],
+                **pair["difference"],
+            }
     written.update(write_grid_results(out, cells, columns, privacy_columns))
     if curve_enabled(grid):
         written.update(write_learning_curves(grid, results, grid_units(grid), bootstrap_note(settings)))
@@ -396,6 +412,68 @@ def grid_privacy_panels(results: dict, system: str, configs, labels: dict) -> di
             )
         runs[labels.get(config, config)] = panels
     return runs
+
+
+def versus_pairs(grid, results: dict) -> list[dict]:
+    """Each configuration with ``versus: <configuration>`` paired with that one on every unit both ran.
+
+    The grid's comparison pairs every row with one baseline (``comparison.baseline``); ``versus`` adds
+    a second, row-specific pairing, e.g. an attacker with SegReConcat against the same attacker without it
+    (hparams/attackers.yaml). Each pair: ``{"system", "config", "versus", "difference": {"difference",
+    "low", "high", "p_value", "significant"}}`` for the average EER, from the grid's bootstrap settings.
+    """
+    resamples = int(grid.get("bootstrap_resamples", BOOTSTRAP_DEFAULTS["resamples"]))
+    seed = int(grid.get("bootstrap_seed", BOOTSTRAP_DEFAULTS["seed"]))
+    table = get_protocol(grid.get("protocol")).table
+    pairs = []
+    for system, config in results:
+        versus = (grid["configurations"].get(config) or {}).get("versus")
+        if not versus or (system, versus) not in results or not resamples:
+            continue
+        both = {
+            name: [
+                {key: run[key] for key in ("seed", "table", "scores", "metrics")}
+                for run in results[(system, name)]
+            ]
+            for name in (versus, config)
+        }
+        summary = compare_runs(both, versus, resamples, seed, key=f"{system}:{config}:{versus}", table=table)
+        pairs.append(
+            {
+                "system": system,
+                "config": config,
+                "versus": versus,
+                "difference": summary[config]["difference"]["avg"],
+            }
+        )
+    return pairs
+
+
+def pairs_table(pairs: list[dict], labels: dict) -> str:
+    """The ``versus`` pairs as a Markdown table: difference of the average EER, its interval and p.
+
+    >>> print(pairs_table([{"system": "B4", "config": "c", "versus": "n", "difference": {"difference": -1.5,
+    ...     "low": -3.0, "high": -0.2, "p_value": 0.03, "significant": True}}], {"c": "C", "n": "N"}))
+    | system | attacker | versus | diff avg EER [95 % CI] | p | significant |
+    |---|---|---|---|---|---|
+    | B4 | C | N | -1.50 [-3.00, -0.20] | 0.03 | yes |
+    """
+    lines = [
+        "| system | attacker | versus | diff avg EER [95 % CI] | p | significant |",
+        "|---|---|---|---|---|---|",
+    ]
+    for pair in pairs:
+        d = pair["difference"]
+        if d.get("low") is None:
+            cell, p_value, significant = f"{d['difference']:+.2f} (no interval)", "-", "-"
+        else:
+            cell = f"{d['difference']:.2f} [{d['low']:.2f}, {d['high']:.2f}]"
+            p_value, significant = f"{d['p_value']:.2g}", "yes" if d["significant"] else "no"
+        lines.append(
+            f"| {pair['system']} | {labels.get(pair['config'], pair['config'])} | "
+            f"{labels.get(pair['versus'], pair['versus'])} | {cell} | {p_value} | {significant} |"
+        )
+    return "\n".join(lines)
 
 
 def write_grid_results(out: Path, cells: dict, columns, privacy_columns=()) -> dict[str, Path]:

@@ -153,6 +153,39 @@ def run_logged(command: list[str], log, prefix: str = "", env: dict | None = Non
     return process.wait()
 
 
+def config_setting(grid, config: str, key: str):
+    """A configuration's own ``train_hparams``, ``train_command`` or ``eval_command``, else the grid's.
+
+    A configuration with ``train_command: ""`` trains nothing: its evaluation reads a given model
+    (e.g. ``--eval_model_folder=<pretrained model>``, hparams/attackers.yaml's ``pretrained``).
+
+    >>> grid = {"train_command": "train", "configurations": {"a": {}, "b": {"train_command": ""}}}
+    >>> config_setting(grid, "a", "train_command"), config_setting(grid, "b", "train_command")
+    ('train', '')
+    """
+    spec = grid["configurations"][config] or {}
+    if key == "train_command" and spec.get("model_of"):
+        return ""  # it evaluates another configuration's model
+    return spec[key] if key in spec and spec[key] is not None else grid[key]
+
+
+def model_of_override(grid, system: str, config: str, seed: int | None) -> str:
+    """``--eval_model_folder=<that cell's export>`` for a configuration with ``model_of``, else ``""``.
+
+    ``model_of: <configuration>``: this configuration trains nothing and evaluates the model that
+    configuration trained (same unit and seed) with its own overrides, e.g. the same fine-tuned
+    attacker scored with AS-norm (hparams/attackers.yaml).
+
+    >>> grid = {"output_folder": "g", "configurations": {"ft": {}, "ft_asnorm": {"model_of": "ft"}}}
+    >>> model_of_override(grid, "B4", "ft_asnorm", None), model_of_override(grid, "B4", "ft", None)
+    ('--eval_model_folder=g/B4/ft/export', '')
+    """
+    source = (grid["configurations"][config] or {}).get("model_of")
+    if not source:
+        return ""
+    return f"--eval_model_folder={(cell_folder(grid, system, source, seed) / 'export').as_posix()}"
+
+
 def run_cell(grid, system: str, config: str, seed: int | None = None) -> str:
     """Train and evaluate one cell (one seed) unless done; returns ``"skipped"``, ``"done"`` or ``"failed"``."""
     folder = cell_folder(grid, system, config, seed)
@@ -160,22 +193,26 @@ def run_cell(grid, system: str, config: str, seed: int | None = None) -> str:
     status = _status(folder)
     if status.get("eval") == "done" and (folder / EVAL_SUBFOLDER / "results.json").is_file():
         return "skipped"
+    model_override = model_of_override(grid, system, config, seed)
     system, language = split_unit(system)
     fields = {
         "python": grid.get("python") or sys.executable,
-        "hparams": checkout_path(grid["train_hparams"]),
+        "hparams": checkout_path(config_setting(grid, config, "train_hparams")),
         "recipes": REPO / "recipes",
         "data_folder": grid["data_folder"],
         "system": system,
         "protocol": get_protocol(grid.get("protocol")).name,
         "language": f"--language={language}" if language else "",
         "configuration": config,
+        # The system pooled with this one (pool_with: {system: other}; hparams/attackers.yaml), else empty.
+        "pool_with": (grid.get("pool_with") or {}).get(system, ""),
         "output_folder": folder,
         "overrides": " ".join(
             part
             for part in (
                 overrides_string(grid["configurations"][config].get("overrides")),
                 f"--seed={seed}" if seed is not None else "",
+                model_override,
             )
             if part
         ),
@@ -186,9 +223,10 @@ def run_cell(grid, system: str, config: str, seed: int | None = None) -> str:
     assignments = "".join(
         f"{name}={shlex.quote(environment[name])} " for name in grid.get("environment") or {}
     )
-    for step, template in (("train", grid["train_command"]), ("eval", grid["eval_command"])):
-        if step == "train" and status.get("train") == "done":
-            continue
+    for step in ("train", "eval"):
+        template = config_setting(grid, config, f"{step}_command")
+        if step == "train" and (status.get("train") == "done" or not template):
+            continue  # trained before, or nothing to train (a configuration that evaluates a given model)
         command = format_command(template, fields)
         logger.info("%s/%s %s: %s%s", system, config, step, assignments, shlex.join(command))
         with open(folder / f"grid_{step}.log", "a", encoding="utf-8") as log:
@@ -220,25 +258,38 @@ def run_all(grid) -> list[str]:
     nothing they compute; ``parallel: 2`` fills two cores with runs of one math thread each.
     With ``stop_on_error`` a failure starts no further run (those started finish).
     """
-    from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
+    from concurrent.futures import ThreadPoolExecutor
 
-    runs = list(grid_runs(grid))
+    every = list(grid_runs(grid))
+    # Two waves: the runs that evaluate another configuration's model (model_of) after all the others.
+    waves = [
+        [run for run in every if not (grid["configurations"][run[1]] or {}).get("model_of")],
+        [run for run in every if (grid["configurations"][run[1]] or {}).get("model_of")],
+    ]
     parallel = max(1, int(grid.get("parallel") or 1))
     failed, pending = [], {}
-    with tqdm(total=len(runs), desc="grid", unit="run") as bar, ThreadPoolExecutor(parallel) as pool:
-        while runs or pending:
-            while runs and len(pending) < parallel and not (failed and grid.get("stop_on_error")):
-                system, config, seed = runs.pop(0)
-                where = f"{system}/{config}" + (f"/seed{seed}" if seed is not None else "")
-                pending[pool.submit(run_cell, grid, system, config, seed)] = where
-            if not pending:
-                break
-            done, _ = wait(pending, return_when=FIRST_COMPLETED)
-            for future in done:
-                where = pending.pop(future)
-                outcome = future.result()
-                logger.info("%s: %s", where, outcome)
-                bar.update()
-                if outcome == "failed":
-                    failed.append(where)
+    with tqdm(total=len(every), desc="grid", unit="run") as bar, ThreadPoolExecutor(parallel) as pool:
+        for runs in waves:
+            _run_wave(grid, runs, pool, pending, failed, bar, parallel)
     return failed
+
+
+def _run_wave(grid, runs, pool, pending, failed, bar, parallel) -> None:
+    """Run ``runs`` ``parallel`` at a time until all have finished (``failed`` gets the failures)."""
+    from concurrent.futures import FIRST_COMPLETED, wait
+
+    while runs or pending:
+        while runs and len(pending) < parallel and not (failed and grid.get("stop_on_error")):
+            system, config, seed = runs.pop(0)
+            where = f"{system}/{config}" + (f"/seed{seed}" if seed is not None else "")
+            pending[pool.submit(run_cell, grid, system, config, seed)] = where
+        if not pending:
+            break
+        done, _ = wait(pending, return_when=FIRST_COMPLETED)
+        for future in done:
+            where = pending.pop(future)
+            outcome = future.result()
+            logger.info("%s: %s", where, outcome)
+            bar.update()
+            if outcome == "failed":
+                failed.append(where)

@@ -1,0 +1,124 @@
+"""``run_demo.py --attackers``: the original training speech it pretrains on, and the attacker table end to end."""
+
+import importlib.util
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import soundfile
+
+from segreconcat_aug.data.kaldi import load_kaldi_folder
+
+REPO = Path(__file__).resolve().parents[1]
+DATA = REPO / "demo" / "data"
+spec = importlib.util.spec_from_file_location("run_demo", REPO / "recipes" / "run_demo.py")
+run_demo = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(run_demo)
+
+
+def test_the_original_speech_is_the_anonymized_training_set_before_anonymization():
+    original = load_kaldi_folder(DATA / "ORIGINAL" / "data" / "train-clean-360_ORIGINAL")
+    anonymized = load_kaldi_folder(DATA / "MCADAMS" / "data" / "train-clean-360_MCADAMS")
+    assert sorted(original.utterances) == sorted(anonymized.utterances) and len(original.utterances) == 338
+    assert original.utt2spk == anonymized.utt2spk
+    size = sum(path.stat().st_size for path in (DATA / "ORIGINAL").rglob("*") if path.is_file())
+    assert size < 6_000_000  # shipped in the repository: Ogg/Opus at about 9 kbit/s
+    first = sorted(original.utterances)[0]
+    info = soundfile.info(original.wav[first])
+    assert (info.format, info.subtype, info.samplerate) == ("OGG", "OPUS", 16000)
+    # Same lengths as the anonymized copies (McAdams keeps the length): the same utterances.
+    assert abs(info.duration - soundfile.info(anonymized.wav[first]).duration) < 0.05
+
+
+def _fine_tuning_merged() -> bool:
+    """``init_from`` and ``as-norm-voxattack`` (issue #29's other parts) are in this checkout."""
+    from segreconcat_aug.cli import yaml_keys
+    from segreconcat_aug.options import OPTION_RULES
+
+    keys = yaml_keys(REPO / "hparams" / "ecapa_segreconcat.yaml")
+    return "init_from" in keys and OPTION_RULES["eval_score_norm"].accepts("as-norm-voxattack")
+
+
+@pytest.mark.skipif(not _fine_tuning_merged(), reason="needs init_from and as-norm-voxattack (#29)")
+def test_attackers_quick_prints_every_row_with_intervals_and_the_pairs(tmp_path):
+    out = tmp_path / "attackers"
+    run = subprocess.run(
+        [
+            sys.executable,
+            str(REPO / "recipes" / "run_demo.py"),
+            "--attackers",
+            "--quick",
+            f"--output_folder={out}",
+            "--bootstrap_resamples=200",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=900,
+    )
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    rows = [line for line in run.stdout.splitlines() if line.startswith("| MCADAMS")]
+    labels = [line.split("|")[2].strip().rstrip(" †") for line in rows if "[" in line.split("|")[8]]
+    assert labels[:6] == [
+        "From scratch + SegReConcat (the paper's attacker)",
+        "From scratch",
+        "Pretrained on original speech, not fine-tuned",
+        "Fine-tuned",
+        "Fine-tuned + SegReConcat",
+        "Fine-tuned + SegReConcat + AS-norm",
+    ]
+    pairs = (out / "table_pairs.md").read_text()
+    assert "| MCADAMS | From scratch + SegReConcat (the paper's attacker) | From scratch |" in pairs
+    assert "| MCADAMS | Fine-tuned + SegReConcat | Fine-tuned |" in pairs
+    export = out / "pretrained" / "export"
+    assert "--system=ORIGINAL" in (out / "pretrained" / "pretrain.log").read_text()
+    assert f"--init_from={export}" in (out / "MCADAMS" / "ft_concat" / "grid_train.log").read_text()
+    assert not (out / "MCADAMS" / "pretrained" / "grid_train.log").exists()  # evaluated as it is
+    assert not (out / "MCADAMS" / "ft_concat_asnorm" / "grid_train.log").exists()  # ft_concat's model
+    logged = (out / "MCADAMS" / "ft_concat_asnorm" / "grid_eval.log").read_text()
+    assert f"--eval_model_folder={(out / 'MCADAMS' / 'ft_concat' / 'export').as_posix()}" in logged
+    assert "--eval_score_norm=as-norm-voxattack" in logged
+
+
+def test_init_from_fine_tunes_the_model_the_demo_pretrains(tmp_path):
+    """``init_from`` on the folder ``run_demo.py --attackers`` pretrains (its tiny --quick version): the
+    fine-tuned model starts from those weights, so after one epoch at a low rate it is still close to them
+    (a random start would be uncorrelated)."""
+    pytest.importorskip("segreconcat_aug.training.init_from")
+    import torch
+
+    from segreconcat_aug.grid import load_grid
+
+    grid = load_grid(REPO / "hparams" / "demo.yaml", {"data_folder": str(DATA)})
+    extra = {**grid["extra_overrides"], **run_demo.QUICK_OVERRIDES, "decoded_cache_mb": 0}
+    export = run_demo.pretrain_on_original_speech(grid, extra, tmp_path / "pretrained")
+    assert (export / "hyperparams.yaml").is_file()
+    assert "--system=ORIGINAL" in (tmp_path / "pretrained" / "pretrain.log").read_text()
+    tuned = tmp_path / "tuned"
+    command = [
+        sys.executable,
+        str(REPO / "recipes" / "train.py"),
+        str(REPO / "hparams" / "ecapa_segreconcat.yaml"),
+        f"--data_folder={DATA}",
+        "--system=MCADAMS",
+        f"--output_folder={tuned}",
+        "--evaluate_after_training=False",
+        "--mode=none",
+        f"--init_from={export}",
+        "--lr=0.0005",
+        *(f"--{key}={json.dumps(value).replace(' ', '')}" for key, value in extra.items()),
+    ]
+    run = subprocess.run(command, capture_output=True, text=True, cwd=tmp_path, timeout=600)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    before = torch.load(export / "embedding_model.ckpt", map_location="cpu")
+    after = torch.load(tuned / "export" / "embedding_model.ckpt", map_location="cpu")
+    weights = [name for name, value in before.items() if value.dim() >= 2]
+    correlations = [
+        torch.corrcoef(torch.stack([before[name].flatten().float(), after[name].flatten().float()]))[
+            0, 1
+        ].item()
+        for name in weights
+    ]
+    assert weights and min(correlations) > 0.5, correlations

@@ -38,11 +38,15 @@ from segreconcat_aug.evaluation.system import (
     evaluation_folder,
     load_evaluation_model,
 )
+from segreconcat_aug.training.init_from import training_overrides
 
 
 def main(argv=None):
     hparams_file, run_opts, overrides, hparams = load_recipe_hparams(
-        argv, configure_logging=False, new_folders=("output_folder", "save_folder", "eval_folder")
+        argv,
+        configure_logging=False,
+        new_folders=("output_folder", "save_folder", "eval_folder"),
+        derive=training_overrides,  # the training's YAML as the run had it (preset, init_from's sizes)
     )
     eval_folder = evaluation_folder(hparams)
     check_evaluation_folder(hparams)  # before anything is written there

@@ -152,32 +152,27 @@ def attackers_overrides(grid, init_from) -> list[str]:
     """The grid overrides of ``--attackers``: ``attackers_rows`` against the first, the paper's attacker.
 
     The first row is also paired with the second (``versus``: SegReConcat from scratch against the
-    baseline from scratch), beside the ``versus`` pairs the configurations name.
+    baseline from scratch), beside the ``versus`` pairs the configurations name. Only what changes is
+    overridden (labels, ``versus``): the configurations' own overrides stay in the YAML, whose
+    ``!ref <init_from>`` takes the pretrained folder (SpeechBrain's parser would split a ``--key=value``
+    inside an override's value).
 
-    >>> grid = {"attackers_rows": ["rr_concat", "baseline"],
+    >>> grid = {"attackers_rows": ["rr_concat", "baseline"], "attackers_labels": {"baseline": "From scratch"},
     ...         "configurations": {"rr_concat": {"overrides": "--mode=concat"}, "baseline": {}}}
     >>> attackers_overrides(grid, "/m")
-    ['--init_from=/m', '--comparison={"baseline": "rr_concat", "compared": ["baseline"]}', '--configurations={"rr_concat": {"overrides": {"mode": "concat"}, "versus": "baseline"}, "baseline": {}}']
+    ['--init_from=/m', '--comparison={"baseline": "rr_concat", "compared": ["baseline"]}', '--configurations={"rr_concat": {"versus": "baseline"}, "baseline": {"label": "From scratch"}}']
     """
-    import shlex
-
-    import yaml
-
     rows = list(grid["attackers_rows"])
-    configurations = {name: dict(spec or {}) for name, spec in grid["configurations"].items()}
-    for spec in configurations.values():
-        # As mappings: SpeechBrain's parser would split a "--key=value" inside an override's value.
-        if isinstance(spec.get("overrides"), str):
-            pairs = (part[2:].split("=", 1) for part in shlex.split(spec["overrides"]))
-            spec["overrides"] = {key: yaml.safe_load(value) for key, value in pairs}
-    configurations[rows[0]].setdefault("versus", rows[1])
+    changes: dict[str, dict] = {}
+    if not (grid["configurations"][rows[0]] or {}).get("versus"):
+        changes.setdefault(rows[0], {})["versus"] = rows[1]
     for name, label in (grid.get("attackers_labels") or {}).items():
-        configurations[name]["label"] = label
+        changes.setdefault(name, {})["label"] = label
     comparison = {"baseline": rows[0], "compared": rows[1:]}
     return [
         f"--init_from={init_from}",
         f"--comparison={json.dumps(comparison)}",
-        f"--configurations={json.dumps(configurations)}",
+        f"--configurations={json.dumps(changes)}",
     ]
 
 

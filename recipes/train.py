@@ -21,6 +21,7 @@ See docs/training.md.
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import logging
 import os
@@ -44,6 +45,7 @@ from segreconcat_aug.cli import (
 from segreconcat_aug.models.export import export_best_model
 from segreconcat_aug.training.augmenter import build_train_audio, warm_up_before_workers
 from segreconcat_aug.training.data_prep import DataPrepError, prepare_from_hparams
+from segreconcat_aug.training.init_from import load_init_weights, training_overrides
 from segreconcat_aug.training.manifest import ManifestDataset, read_manifest
 from segreconcat_aug.training.pipeline import SkipFailedReads, TrainAudioPipeline, chunk_audio_pipeline
 from segreconcat_aug.training.progress import (
@@ -96,17 +98,36 @@ class SpeakerBrain(sb.core.Brain):
         if stage == sb.Stage.TRAIN:
             # failed_reads: rows dropped because their audio could not be read (SkipFailedReads)
             self.progress.count_batch(wavs.shape[0], getattr(batch, "failed_reads", 0))
-        embed_batch = getattr(self.hparams, "embed_batch", None)
-        if embed_batch is not None:  # a model on waveforms (ecapa_ssl): the YAML's hook embeds the rows
-            epoch = self.hparams.epoch_counter.current if stage == sb.Stage.TRAIN else 0
-            embeddings = embed_batch(self.modules, wavs, lens, batch=batch, epoch=epoch)
-            return self.modules.classifier(embeddings), lens
-        feats = self.modules.compute_features(wavs)
-        feats = self.modules.mean_var_norm(feats, lens)
-        if stage == sb.Stage.TRAIN and self.hparams.specaug:
-            feats, lens = self.hparams.spec_augment(feats, lens)
-        embeddings = self.modules.embedding_model(feats, lens)
+        with self.embedding_frozen(stage):
+            embed_batch = getattr(self.hparams, "embed_batch", None)
+            if embed_batch is not None:  # a model on waveforms (ecapa_ssl): the YAML's hook embeds the rows
+                epoch = self.hparams.epoch_counter.current if stage == sb.Stage.TRAIN else 0
+                embeddings = embed_batch(self.modules, wavs, lens, batch=batch, epoch=epoch)
+                return self.modules.classifier(embeddings), lens
+            feats = self.modules.compute_features(wavs)
+            feats = self.modules.mean_var_norm(feats, lens)
+            if stage == sb.Stage.TRAIN and self.hparams.specaug:
+                feats, lens = self.hparams.spec_augment(feats, lens)
+            embeddings = self.modules.embedding_model(feats, lens)
         return self.modules.classifier(embeddings), lens
+
+    @contextlib.contextmanager
+    def embedding_frozen(self, stage):
+        """During the first ``init_freeze_epochs`` training epochs the embedding model is frozen: no
+        gradient and eval mode (its BatchNorm statistics kept), so only the new classifier head learns."""
+        frozen = stage == sb.Stage.TRAIN and self.hparams.epoch_counter.current <= getattr(
+            self.hparams, "init_freeze_epochs", 0
+        )
+        if not frozen:
+            yield
+            return
+        model = self.modules.embedding_model
+        model.eval()
+        try:
+            with torch.no_grad():
+                yield
+        finally:
+            model.train()
 
     def compute_objectives(self, predictions, batch, stage):
         predictions, lens = predictions
@@ -225,6 +246,7 @@ def main(argv=None) -> SpeakerBrain:
         configure_logging=False,
         new_folders=("output_folder", "save_folder"),
         check=check_before_training,
+        derive=training_overrides,  # a preset, and the init_from folder's model sizes
     )
     hold_output_folder(hparams["output_folder"], "a training run")  # one trainer per folder
     sb.utils.distributed.ddp_init_group(run_opts)
@@ -236,8 +258,20 @@ def main(argv=None) -> SpeakerBrain:
     train_rows = read_manifest(hparams["train_annotation"])  # ~1 M rows: one read
     speakers = train_rows.distinct("spk_id")
     overrides = {**overrides_mapping(overrides), "n_speakers": len(speakers)}
-    if len(speakers) != hparams["n_speakers"]:
+    reload = len(speakers) != hparams["n_speakers"]
+    if reload:
         logger.info("n_speakers set to %d (training speakers in the manifest)", len(speakers))
+    if hparams.get("step_size_epochs"):
+        # The cyclic half-period in epochs (a preset's): optimizer steps of this training set.
+        steps = len(train_rows) // (hparams["batch_size"] * int(os.environ.get("WORLD_SIZE", 1)))
+        overrides["step_size"] = max(1, round(hparams["step_size_epochs"] * max(1, steps)))
+        reload = reload or overrides["step_size"] != hparams["step_size"]
+        logger.info(
+            "step_size set to %d (%s epochs of optimizer steps)",
+            overrides["step_size"],
+            hparams["step_size_epochs"],
+        )
+    if reload:
         with open(hparams_file, encoding="utf-8") as fin:
             hparams = load_hyperpyyaml(fin, overrides)
 
@@ -258,6 +292,9 @@ def main(argv=None) -> SpeakerBrain:
     warm_up_before_workers(train_data, augmenter)
     # Everything built so far lives as long as training: the cyclic garbage collector need never visit
     # it, and a forked DataLoader worker then leaves those pages shared instead of copying them.
+    if hparams.get("init_from") and not has_checkpoints(hparams["save_folder"]):
+        # A new fine-tuning: the folder's weights (a resumed one: its checkpoints, which the Brain recovers).
+        load_init_weights(hparams["init_from"], hparams["modules"], training=hparams_file)
     gc.collect()
     gc.freeze()
     brain = SpeakerBrain(

@@ -179,7 +179,12 @@ def parse_recipe_arguments(argv=None):
 
 
 def load_recipe_hparams(
-    argv=None, *, configure_logging: bool = True, new_folders: tuple[str, ...] = (), check=None
+    argv=None,
+    *,
+    configure_logging: bool = True,
+    new_folders: tuple[str, ...] = (),
+    check=None,
+    derive=None,
 ):
     """The start of every recipe: ``hparams.yaml --key=value ...`` -> its loaded hyperparameters.
 
@@ -190,7 +195,10 @@ def load_recipe_hparams(
     (a recipe that creates a SpeechBrain experiment folder lets that configure it).
     ``new_folders``: keys of folders to remove if this run creates them and stops on a user error.
     ``check``: the recipe's own checks of the option values (a callable given them), run before
-    anything is written.
+    anything is written. ``derive``: a callable ``(hparams_file, values, stated) -> overrides`` whose
+    values go UNDER the user's own (a preset, an ``init_from`` folder's model sizes:
+    :func:`segreconcat_aug.training.init_from.training_overrides`); the returned ``overrides`` are then
+    a mapping holding both.
     """
     from hyperpyyaml import load_hyperpyyaml
 
@@ -198,6 +206,12 @@ def load_recipe_hparams(
 
     hparams_file, run_opts, overrides = parse_recipe_arguments(argv)
     values = validate_hparams_file(hparams_file, overrides)  # every option value, before anything is written
+    if derive is not None:
+        stated = overrides_mapping(overrides)
+        derived = derive(hparams_file, values, stated)
+        if derived:
+            overrides = {**derived, **stated}
+            values = validate_hparams_file(hparams_file, overrides)
     if check is not None:
         check(values)
     remember_new_folders(values, *new_folders)

@@ -244,6 +244,12 @@ OPTION_RULES: dict[str, Rule] = {
     "ckpt_interval_minutes": number(ge=0),
     "skip_prep": FLAG,
     "evaluate_after_training": FLAG,
+    # Fine-tuning and presets (segreconcat_aug.training.init_from, .presets)
+    "init_freeze_epochs": number(ge=0, integer=True),
+    "optimizer": one_of("adam", "adamw"),
+    "step_size_epochs": number(gt=0, optional=True),
+    "aam_margin": number(ge=0),
+    "aam_scale": number(gt=0),
     # Evaluation (segreconcat_aug.evaluation.system)
     "eval_subsets": Rule(choices=_subsets, each=True, optional=True),
     "eval_p_targets": Rule(low=0, high=1, low_open=True, high_open=True, each=True),

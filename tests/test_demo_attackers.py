@@ -1,7 +1,6 @@
 """``run_demo.py --attackers``: the original training speech it pretrains on, and the attacker table end to end."""
 
 import importlib.util
-import json
 import subprocess
 import sys
 from pathlib import Path
@@ -60,7 +59,11 @@ def test_attackers_quick_prints_every_row_with_intervals_and_the_pairs(tmp_path)
     )
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     rows = [line for line in run.stdout.splitlines() if line.startswith("| MCADAMS")]
-    labels = [line.split("|")[2].strip().rstrip(" †") for line in rows if "[" in line.split("|")[8]]
+    labels = [
+        cells[2].strip().rstrip(" †")
+        for cells in (line.split("|") for line in rows)
+        if len(cells) > 8 and "[" in cells[8]
+    ]
     assert labels[:6] == [
         "From scratch + SegReConcat (the paper's attacker)",
         "From scratch",
@@ -73,47 +76,20 @@ def test_attackers_quick_prints_every_row_with_intervals_and_the_pairs(tmp_path)
     assert "| MCADAMS | From scratch + SegReConcat (the paper's attacker) | From scratch |" in pairs
     assert "| MCADAMS | Fine-tuned + SegReConcat | Fine-tuned |" in pairs
     export = out / "pretrained" / "export"
-    assert "--system=ORIGINAL" in (out / "pretrained" / "pretrain.log").read_text()
+    assert "pretraining on the original speech:" in run.stdout and "--system=ORIGINAL" in run.stdout
+    assert (out / "pretrained" / "pretrain.log").stat().st_size > 0
     assert f"--init_from={export}" in (out / "MCADAMS" / "ft_concat" / "grid_train.log").read_text()
     assert not (out / "MCADAMS" / "pretrained" / "grid_train.log").exists()  # evaluated as it is
     assert not (out / "MCADAMS" / "ft_concat_asnorm" / "grid_train.log").exists()  # ft_concat's model
     logged = (out / "MCADAMS" / "ft_concat_asnorm" / "grid_eval.log").read_text()
     assert f"--eval_model_folder={(out / 'MCADAMS' / 'ft_concat' / 'export').as_posix()}" in logged
     assert "--eval_score_norm=as-norm-voxattack" in logged
-
-
-def test_init_from_fine_tunes_the_model_the_demo_pretrains(tmp_path):
-    """``init_from`` on the folder ``run_demo.py --attackers`` pretrains (its tiny --quick version): the
-    fine-tuned model starts from those weights, so after one epoch at a low rate it is still close to them
-    (a random start would be uncorrelated)."""
-    pytest.importorskip("segreconcat_aug.training.init_from")
+    # init_from on the folder the demo pretrains: the fine-tuned model started from those weights, so after
+    # one epoch at a low rate it is still close to them (a random start would be uncorrelated).
     import torch
 
-    from segreconcat_aug.grid import load_grid
-
-    grid = load_grid(REPO / "hparams" / "demo.yaml", {"data_folder": str(DATA)})
-    extra = {**grid["extra_overrides"], **run_demo.QUICK_OVERRIDES, "decoded_cache_mb": 0}
-    export = run_demo.pretrain_on_original_speech(grid, extra, tmp_path / "pretrained")
-    assert (export / "hyperparams.yaml").is_file()
-    assert "--system=ORIGINAL" in (tmp_path / "pretrained" / "pretrain.log").read_text()
-    tuned = tmp_path / "tuned"
-    command = [
-        sys.executable,
-        str(REPO / "recipes" / "train.py"),
-        str(REPO / "hparams" / "ecapa_segreconcat.yaml"),
-        f"--data_folder={DATA}",
-        "--system=MCADAMS",
-        f"--output_folder={tuned}",
-        "--evaluate_after_training=False",
-        "--mode=none",
-        f"--init_from={export}",
-        "--lr=0.0005",
-        *(f"--{key}={json.dumps(value).replace(' ', '')}" for key, value in extra.items()),
-    ]
-    run = subprocess.run(command, capture_output=True, text=True, cwd=tmp_path, timeout=600)
-    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     before = torch.load(export / "embedding_model.ckpt", map_location="cpu")
-    after = torch.load(tuned / "export" / "embedding_model.ckpt", map_location="cpu")
+    after = torch.load(out / "MCADAMS" / "ft_none" / "export" / "embedding_model.ckpt", map_location="cpu")
     weights = [name for name, value in before.items() if value.dim() >= 2]
     correlations = [
         torch.corrcoef(torch.stack([before[name].flatten().float(), after[name].flatten().float()]))[

@@ -123,12 +123,17 @@ def test_fine_tune_from_a_challenge_folder_resumes_exports_and_evaluates(data_ro
     torch.testing.assert_close(direct, theirs, rtol=1e-5, atol=1e-6)
 
     out = tmp_path / "run"
-    train_recipe.main(_argv(data_root, out, wavlm, "--number_of_epochs=1"))
+    # recipes/train.py --init_from=<exp/asv_ssl>: the challenge's weights, its WavLM, its sizes.
+    train_recipe.main(_argv(data_root, out, wavlm, "--number_of_epochs=1", f"--init_from={challenge}"))
+    settings = json.loads((out / "run_settings.json").read_text())
+    assert settings["init_from"] == str(challenge) and settings["channels"] == [16, 16, 16, 16, 48]
     saved = sorted((out / "save").glob("CKPT*"))
     assert len(saved) == 1 and not any("wavlm" in path.name for path in saved[0].iterdir())
     ckpt = torch.load(saved[0] / "embedding_model.ckpt", map_location="cpu")
     assert not any(key.startswith(("wavlm", "model.")) for key in ckpt)  # WavLM is not checkpointed
-    train_recipe.main(_argv(data_root, out, wavlm, "--number_of_epochs=2"))  # more epochs: a resume
+    train_recipe.main(
+        _argv(data_root, out, wavlm, "--number_of_epochs=2", f"--init_from={challenge}")
+    )  # more epochs: a resume
     epochs = [json.loads(line)["epoch"] for line in (out / "epochs.jsonl").read_text().splitlines()]
     assert epochs == [1, 2]
     export = out / "export"

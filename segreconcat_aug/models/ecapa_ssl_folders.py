@@ -103,6 +103,19 @@ def _export_wavlm(spec, yaml_path: Path) -> str:
     return str(path)
 
 
+#: The sizes of :func:`ecapa_ssl_sizes` a training YAML sets, under its key names.
+SIZED = (
+    "input_size",
+    "channels",
+    "kernel_sizes",
+    "attention_channels",
+    "lin_neurons",
+    "se_channels",
+    "res2net_scale",
+)
+TRAINING_SIZE_KEYS = {"input_size": "n_mels"}
+
+
 def read_ecapa_ssl_folder(folder: Path, spec) -> PretrainedModel:
     """What ``init_from`` takes from an ``ecapa_ssl`` folder: ``embedding_model``'s weights (our names) and
     ``wavlm_checkpoint`` (the folder's ``WavLM-Large.pt``, or the one our export names)."""
@@ -110,7 +123,6 @@ def read_ecapa_ssl_folder(folder: Path, spec) -> PretrainedModel:
     if spec is None:
         checkpoint = folder / CHALLENGE_CHECKPOINT
         state = challenge_state(checkpoint)
-        ecapa_ssl_sizes(state)  # refused in one line if it is not this model's
         wavlm = str(folder / CHALLENGE_WAVLM)
     else:
         from .folder import read_checkpoint
@@ -118,6 +130,9 @@ def read_ecapa_ssl_folder(folder: Path, spec) -> PretrainedModel:
         checkpoint = folder / MODEL_CHECKPOINT
         state = read_checkpoint(checkpoint)
         wavlm = _export_wavlm(spec, folder / MODEL_HPARAMS)
+    # The sizes the training YAML must build (refused in one line if these are not this model's weights).
+    sizes = ecapa_ssl_sizes(state)
+    sizes = {TRAINING_SIZE_KEYS.get(key, key): value for key, value in sizes.items() if key in SIZED}
     return PretrainedModel(
         folder=folder,
         family="ecapa_ssl",
@@ -125,7 +140,7 @@ def read_ecapa_ssl_folder(folder: Path, spec) -> PretrainedModel:
         states={"embedding_model": state},
         files={"embedding_model": checkpoint},
         sample_rate=SAMPLE_RATE,
-        hparams={"wavlm_checkpoint": wavlm},
+        hparams={"wavlm_checkpoint": wavlm, **sizes},
     )
 
 

@@ -54,6 +54,13 @@ RUN_SETTING_KEYS = (
     "base_lr",
     "step_size",
     "weight_decay",
+    "optimizer",
+    "aam_margin",
+    "aam_scale",
+    "init_from",
+    "init_freeze_epochs",
+    "train_systems",
+    "step_size_epochs",
 )
 # Keys left out of run_settings.json at these values, so the folders of runs made before the keys
 # existed (VPAC 2024, no language) resume as before.
@@ -62,6 +69,13 @@ RUN_SETTING_DEFAULTS = {
     "language": None,
     "train_fraction": 1.0,
     "train_subsample": "utterances",
+    "optimizer": "adam",
+    "aam_margin": 0.2,
+    "aam_scale": 30,
+    "init_from": None,
+    "init_freeze_epochs": 0,
+    "train_systems": None,
+    "step_size_epochs": None,
 }
 
 
@@ -90,6 +104,8 @@ def run_settings(hparams) -> dict:
         for key in RUN_SETTING_KEYS
         if key in hparams and not (key in RUN_SETTING_DEFAULTS and hparams[key] == RUN_SETTING_DEFAULTS[key])
     }
+    if hparams.get("step_size_epochs"):  # step_size is then derived from the training set's size
+        values.pop("step_size", None)
     return json.loads(json.dumps(values, default=str))
 
 

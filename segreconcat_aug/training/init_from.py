@@ -1,0 +1,118 @@
+"""Fine-tuning from a speaker-model folder (``init_from``), and the training presets, applied to a run.
+
+:func:`training_overrides` is what a recipe derives from the user's option values before the YAML is
+loaded, under the user's own overrides: the preset's values (:mod:`.presets`), then the model sizes of
+the ``init_from`` folder and the values its family sets (e.g. ecapa_ssl's ``wavlm_checkpoint``), so the
+training builds the folder's model. A size the user stated that contradicts the folder is refused in
+one line. :func:`load_init_weights` then loads the folder's weights into the built modules, held to the
+folder's own model (:func:`segreconcat_aug.models.pretrained.check_training_model`); the classifier head
+stays new, sized for the training speakers. A run that has checkpoints resumes from them instead:
+the folder then only gives the sizes.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+from ..models.pretrained import PretrainedModelError, check_training_model, read_pretrained
+from ..models.registry import PretrainedModel
+from .presets import preset_overrides
+
+logger = logging.getLogger(__name__)
+
+#: An embedding model's constructor argument -> the training YAML key that sets it.
+SIZE_KEYS = {
+    "input_size": "n_mels",
+    "channels": "channels",
+    "kernel_sizes": "kernel_sizes",
+    "dilations": "dilations",
+    "attention_channels": "attention_channels",
+    "lin_neurons": "lin_neurons",
+    "se_channels": "se_channels",
+    "res2net_scale": "res2net_scale",
+}
+
+_READ: dict[tuple, PretrainedModel] = {}  # one read per folder state and process
+
+
+def read_init_from(folder) -> PretrainedModel:
+    """:func:`read_pretrained` of ``folder``, read once per process while its files stay as they are."""
+    folder = Path(folder)
+    key = (
+        (str(folder.resolve()),)
+        + tuple(
+            (path.name, path.stat().st_size, path.stat().st_mtime_ns)
+            for path in sorted(folder.glob("*"))
+            if path.is_file()
+        )
+        if folder.is_dir()
+        else (str(folder),)
+    )
+    if key not in _READ:
+        _READ.clear()
+        _READ[key] = read_pretrained(folder)
+    return _READ[key]
+
+
+def folder_values(pretrained: PretrainedModel, yaml_keys) -> dict:
+    """The training-YAML values the folder decides: its embedding model's sizes and its family's values."""
+    values = {}
+    definition = pretrained.definitions.get("embedding_model")
+    if definition is not None:
+        for argument, key in SIZE_KEYS.items():
+            if argument in definition.kwargs and key in yaml_keys:
+                value = definition.kwargs[argument]
+                values[key] = list(value) if isinstance(value, (list, tuple)) else value
+    values.update({key: value for key, value in pretrained.hparams.items() if key in yaml_keys})
+    return values
+
+
+def training_overrides(hparams_file, values, stated) -> dict:
+    """The overrides a run derives from its options (``values``: the checked values; ``stated``: the
+    user's overrides): the preset's, then the ``init_from`` folder's. Raises one-line errors."""
+    derived = preset_overrides(values.get("preset"), values.keys()) if "preset" in values else {}
+    if derived:
+        logger.info("preset %s: %s (the command line's own values win)", values["preset"], derived)
+    folder = values.get("init_from")
+    if not folder:
+        return derived
+    pretrained = read_init_from(folder)
+    from_folder = folder_values(pretrained, values.keys())
+    for key, value in from_folder.items():
+        if key in stated and _plain(stated[key]) != _plain(value):
+            raise PretrainedModelError(
+                f"--{key}={stated[key]} contradicts init_from: {folder}, whose model has {key} {value}; "
+                f"leave --{key} out (the folder decides the model's sizes)"
+            )
+    logger.info(
+        "init_from %s (%s family): the model's sizes from the folder: %s",
+        folder,
+        pretrained.family,
+        from_folder,
+    )
+    return {**derived, **from_folder}
+
+
+def _plain(value):
+    if isinstance(value, (list, tuple)):
+        return [_plain(item) for item in value]
+    if isinstance(value, str):
+        try:
+            return float(value)
+        except ValueError:
+            return value
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else value
+
+
+def load_init_weights(folder, modules, *, training) -> PretrainedModel:
+    """Load the ``init_from`` folder's weights into the training's ``modules`` (a new run, no checkpoint)."""
+    pretrained = read_init_from(folder)
+    check_training_model(pretrained, modules, training=str(training))
+    logger.info(
+        "init_from %s: %s loaded (%s); the classifier head is new",
+        folder,
+        ", ".join(pretrained.states),
+        ", ".join(str(path) for path in pretrained.files.values()),
+    )
+    return pretrained

@@ -216,7 +216,13 @@ def run_cell(grid, system: str, config: str, seed: int | None = None) -> str:
             )
             if part
         ),
-        "extra": overrides_string(grid.get("extra_overrides")),
+        # The grid's extra_overrides, then the configuration's own (a fine-tuning's lr over a demo's lr).
+        "extra": overrides_string(
+            {
+                **(grid.get("extra_overrides") or {}),
+                **((grid["configurations"][config] or {}).get("extra_overrides") or {}),
+            }
+        ),
     }
     environment = run_environment(grid)
     # The grid's variables as the processes get them, so a logged command reruns as it ran.

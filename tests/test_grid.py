@@ -509,3 +509,21 @@ def test_the_attacker_grid_pairs_every_row_with_the_papers_attacker_and_each_con
     )
     assert set(grid["pool_with"]) == set(grid["systems"]) and grid["pool_with"]["T10-2"] == "B4"
     assert all(system != other for system, other in grid["pool_with"].items())
+
+
+def test_a_configurations_own_extra_overrides_go_over_the_grids(grid_overrides, tmp_path):
+    """The demo's fine-tuned rows set their lr over the grid-wide lr of extra_overrides."""
+    grid_overrides["train_command"] += " {extra}"
+    grid_overrides.update(
+        ablation=None,
+        bootstrap_resamples=0,
+        extra_overrides={"lr": 0.005, "seed": 3},
+        configurations={"rr_concat": {"extra_overrides": {"lr": 0.001}}},
+    )
+    assert run_grid.main(_argv(grid_overrides)) == 0
+    logged = {
+        config: (tmp_path / "grid" / "B3" / config / "grid_train.log").read_text().splitlines()[0]
+        for config in ("baseline", "rr_concat")
+    }
+    assert logged["baseline"].endswith("--lr=0.005 --seed=3")
+    assert logged["rr_concat"].endswith("--lr=0.001 --seed=3")

@@ -2,7 +2,6 @@
 the challenge's format, resumed, exported, evaluated; what WavLM sees under each ``ssl_input``; wrong
 checkpoints refused. Tiny random models (segreconcat_aug.testing) on the VPC 2026 Track 1 fixture layout."""
 
-import importlib.util
 import json
 import types
 from pathlib import Path
@@ -39,14 +38,7 @@ TINY = [
 ]
 
 
-def _recipe(name):
-    spec = importlib.util.spec_from_file_location(f"{name}_recipe_ssl", REPO / "recipes" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-train_recipe = _recipe("train")
+from test_vpc2026 import train_recipe  # noqa: E402  (recipes/train.py, loaded once)
 
 
 @pytest.fixture(scope="module")

@@ -281,7 +281,10 @@ def test_2_read_errors_policy(root):
         ("--sentence_len=0", "sentence_len: 0 is not a number > 0"),
         ("--check_audio=partial", "check_audio: 'partial' is not one of 'header', 'full'"),
         ("--bad_audio=ignore", "bad_audio: 'ignore' is not one of 'error', 'skip'"),
-        ("--eval_score_norm=z-norm", "eval_score_norm: 'z-norm' is not one of 's-norm', 'as-norm', 'as-norm-voxattack' (or null)"),
+        (
+            "--eval_score_norm=z-norm",
+            "eval_score_norm: 'z-norm' is not one of 's-norm', 'as-norm', 'as-norm-voxattack' (or null)",
+        ),
     ],
 )
 def test_3_bad_option_values_are_refused_before_anything_is_written(root, tmp_path, override, named):

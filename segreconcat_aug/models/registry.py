@@ -161,7 +161,14 @@ def family_of(folder: Path, spec: Mapping | None) -> ModelFamily | None:
             if cls is not None and cls in family.classes:
                 return family
         return families[GENERIC]
-    for family in families.values():
+
+    # In FAMILY_MODULES order (a challenge exp/asv_ssl/ folder is also a bare ECAPA checkpoint's layout),
+    # whatever order the modules happened to be imported in; other families after, as registered.
+    def rank(family: ModelFamily) -> int:
+        module = getattr(family.read, "__module__", "").rpartition(".")[2]
+        return FAMILY_MODULES.index(module) if module in FAMILY_MODULES else len(FAMILY_MODULES)
+
+    for family in sorted(families.values(), key=rank):
         if family.recognizes is not None and family.recognizes(Path(folder)):
             return family
     return None

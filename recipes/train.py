@@ -290,11 +290,11 @@ def main(argv=None) -> SpeakerBrain:
 
     keep_new_folders()  # the inputs are checked: from here on the output folder holds work
     warm_up_before_workers(train_data, augmenter)
-    # Everything built so far lives as long as training: the cyclic garbage collector need never visit
-    # it, and a forked DataLoader worker then leaves those pages shared instead of copying them.
     if hparams.get("init_from") and not has_checkpoints(hparams["save_folder"]):
         # A new fine-tuning: the folder's weights (a resumed one: its checkpoints, which the Brain recovers).
         load_init_weights(hparams["init_from"], hparams["modules"], training=hparams_file)
+    # Everything built so far lives as long as training: the cyclic garbage collector need never visit
+    # it, and a forked DataLoader worker then leaves those pages shared instead of copying them.
     gc.collect()
     gc.freeze()
     brain = SpeakerBrain(

@@ -44,8 +44,7 @@ def checkpoint_definition(state: dict) -> Definition:
     if len(kernels) == len(sizes["channels"]):
         kwargs["kernel_sizes"] = kernels
     kwargs.update({key: sizes[key] for key in ("attention_channels", "lin_neurons") if key in sizes})
-    text = "module: !new:" + ECAPA_CLASS + " {" + ", ".join(f"{k}: {v}" for k, v in kwargs.items()) + "}\n"
-    return Definition(ECAPA_CLASS, kwargs, text)
+    return Definition.of(ECAPA_CLASS, kwargs)
 
 
 def read_ecapa_folder(folder: Path, spec) -> PretrainedModel:

@@ -27,7 +27,7 @@ from .ecapa_ssl import (
     load_challenge_checkpoint,
 )
 from .folder import MODEL_CHECKPOINT, MODEL_HPARAMS, SpeakerModel, load_with_encoder_classifier, read_spec
-from .registry import ModelFamily, PretrainedModel, register_model_family
+from .registry import Definition, ModelFamily, PretrainedModel, register_model_family
 from .state_dicts import CheckpointError, read_torch_file, tensor_mapping
 
 ECAPA_SSL_CLASSES = (
@@ -103,8 +103,9 @@ def _export_wavlm(spec, yaml_path: Path) -> str:
     return str(path)
 
 
-#: The sizes of :func:`ecapa_ssl_sizes` a training YAML sets, under its key names.
-SIZED = (
+#: The arguments of :func:`ecapa_ssl_sizes` the checkpoint decides (its dilations are the toolkit's, which no
+#: weight shows, and the other two follow from these): the model's definition, as an ECAPA checkpoint's.
+DEFINED_SIZES = (
     "input_size",
     "channels",
     "kernel_sizes",
@@ -113,7 +114,14 @@ SIZED = (
     "se_channels",
     "res2net_scale",
 )
-TRAINING_SIZE_KEYS = {"input_size": "n_mels"}
+
+
+def checkpoint_definition(state: Mapping) -> Definition:
+    """The :class:`~.ecapa_ssl.EcapaSSL` a state dict (our names) fits, as :mod:`.ecapa`'s
+    ``checkpoint_definition`` gives an ECAPA's (refused in one line if these are not this model's weights)."""
+    sizes = ecapa_ssl_sizes(state)
+    kwargs = {key: sizes[key] for key in DEFINED_SIZES}
+    return Definition.of(ECAPA_SSL_CLASSES[0], kwargs)
 
 
 def read_ecapa_ssl_folder(folder: Path, spec) -> PretrainedModel:
@@ -130,17 +138,15 @@ def read_ecapa_ssl_folder(folder: Path, spec) -> PretrainedModel:
         checkpoint = folder / MODEL_CHECKPOINT
         state = read_checkpoint(checkpoint)
         wavlm = _export_wavlm(spec, folder / MODEL_HPARAMS)
-    # The sizes the training YAML must build (refused in one line if these are not this model's weights).
-    sizes = ecapa_ssl_sizes(state)
-    sizes = {TRAINING_SIZE_KEYS.get(key, key): value for key, value in sizes.items() if key in SIZED}
     return PretrainedModel(
         folder=folder,
         family="ecapa_ssl",
         source=checkpoint if spec is None else folder / MODEL_HPARAMS,
         states={"embedding_model": state},
         files={"embedding_model": checkpoint},
+        definitions={"embedding_model": checkpoint_definition(state)},  # init_from takes its sizes
         sample_rate=SAMPLE_RATE,
-        hparams={"wavlm_checkpoint": wavlm, **sizes},
+        hparams={"wavlm_checkpoint": wavlm},
     )
 
 

@@ -61,6 +61,16 @@ class Definition:
     kwargs: dict  # plain values (a tagged value as its tag and text), for messages
     text: str  # ``module: !new:<cls> ...``: what :meth:`build` instantiates
 
+    @classmethod
+    def of(cls, dotted: str, kwargs: dict) -> Definition:
+        """The definition of ``dotted(**kwargs)`` for plain values (numbers, lists of them).
+
+        >>> Definition.of("torch.nn.Linear", {"in_features": 2, "out_features": 3}).build().weight.shape
+        torch.Size([3, 2])
+        """
+        arguments = ", ".join(f"{key}: {value}" for key, value in kwargs.items())
+        return cls(dotted, kwargs, f"module: !new:{dotted} {{{arguments}}}\n")
+
     def build(self):
         """The module, built on the CPU from the folder's definition (no weights loaded)."""
         from hyperpyyaml import load_hyperpyyaml

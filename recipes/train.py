@@ -43,11 +43,13 @@ from segreconcat_aug.cli import (
     run_main,
 )
 from segreconcat_aug.models.export import export_best_model
+from segreconcat_aug.options import validate_hparams_file
 from segreconcat_aug.training.augmenter import build_train_audio, warm_up_before_workers
 from segreconcat_aug.training.data_prep import DataPrepError, prepare_from_hparams
 from segreconcat_aug.training.init_from import load_init_weights, training_overrides
 from segreconcat_aug.training.manifest import ManifestDataset, read_manifest
 from segreconcat_aug.training.pipeline import SkipFailedReads, TrainAudioPipeline, chunk_audio_pipeline
+from segreconcat_aug.training.pooled import coverage_keys, pooled_cache_overrides
 from segreconcat_aug.training.progress import (
     EpochProgress,
     append_epoch_record,
@@ -238,6 +240,17 @@ def dataio_prep(
     return train_data, valid_data, label_encoder
 
 
+def derive_overrides(hparams_file, values, stated) -> dict:
+    """What a run derives from its options, under the user's own: a preset's values and the
+    ``init_from`` folder's model sizes, and a pooled SegReConcat run's other systems' caches."""
+    derived = training_overrides(hparams_file, values, stated)
+
+    def resolve(system):  # the YAML's values with another pooled system as ``system``
+        return validate_hparams_file(hparams_file, {**derived, **stated, "system": system})
+
+    return {**derived, **pooled_cache_overrides(values, stated, resolve)}
+
+
 def main(argv=None) -> SpeakerBrain:
     # Every option value is checked before anything is written (loading the YAML makes the
     # checkpointer's folder), and so are the output folder's settings and the inputs.
@@ -246,7 +259,7 @@ def main(argv=None) -> SpeakerBrain:
         configure_logging=False,
         new_folders=("output_folder", "save_folder"),
         check=check_before_training,
-        derive=training_overrides,  # a preset, and the init_from folder's model sizes
+        derive=derive_overrides,  # a preset, init_from's model sizes, a pooled run's caches
     )
     hold_output_folder(hparams["output_folder"], "a training run")  # one trainer per folder
     sb.utils.distributed.ddp_init_group(run_opts)
@@ -286,7 +299,7 @@ def main(argv=None) -> SpeakerBrain:
         )
     if augmenter is not None:
         # Before any training: a missing alignment (or AR/SR order) stops here under the default policy.
-        augmenter.check_coverage(train_rows.distinct("utt_id"))
+        augmenter.check_coverage(coverage_keys(train_rows, augmenter))
 
     keep_new_folders()  # the inputs are checked: from here on the output folder holds work
     warm_up_before_workers(train_data, augmenter)

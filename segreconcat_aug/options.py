@@ -202,9 +202,20 @@ OPTION_RULES: dict[str, Rule] = {
         test=lambda value: (
             isinstance(value, (list, tuple))
             and bool(value)
-            and all(isinstance(name, str) and name.strip() for name in value)
+            and all(isinstance(name, str) and name.strip() and "/" not in name for name in value)
         ),
         text="a non-empty list of system names (e.g. [T10-2, B4])",
+    ),
+    "train_system_caches": Rule(
+        optional=True,
+        test=lambda value: (
+            isinstance(value, Mapping)
+            and all(
+                isinstance(entry, Mapping) and set(entry) <= {"alignment_cache", "orders_cache"}
+                for entry in value.values()
+            )
+        ),
+        text="a mapping of pooled system -> {alignment_cache: <file>, orders_cache: <file>}",
     ),
     "strategy": Rule(choices=_strategies),
     "segment_policy": Rule(choices=_segment_policies),

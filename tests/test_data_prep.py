@@ -278,9 +278,3 @@ def test_pooled_systems_share_one_dev_split_by_source_utterance(vpac_root, tmp_p
         prepare_pooled_training(root, ["T8-5", "B9"], tmp_path / "bad", mode="none", sentence_len=2.0)
     assert not (tmp_path / "bad").exists()
 
-
-def test_pooled_training_refuses_segreconcat_modes_in_one_line(tmp_path):
-    from segreconcat_aug.training.data_prep import PooledSystemsError, prepare_from_hparams
-
-    with pytest.raises(PooledSystemsError, match=r"^train_systems: .*mode: none"):
-        prepare_from_hparams({"train_systems": ["B3"], "mode": "concat", "system": "T8-5"})

@@ -1,7 +1,7 @@
 """SegReConcat and the training set's audio pipeline, built from the training YAML.
 
-:func:`build_train_audio` gives the augmenter (:func:`build_augmenter`: None for ``mode: none``)
-and the :class:`~segreconcat_aug.training.pipeline.TrainAudioPipeline` that applies it;
+:func:`build_train_audio` gives the augmenter (:func:`build_augmenter`: None for ``mode: none``;
+a pooled run's :class:`~segreconcat_aug.training.pooled.PooledSegReConcat`, one per system) and the :class:`~segreconcat_aug.training.pipeline.TrainAudioPipeline` that applies it;
 :func:`warm_up_before_workers` loads what every DataLoader worker would otherwise load on its own.
 """
 
@@ -13,13 +13,22 @@ from segreconcat_aug.align.cache import load_alignments
 from segreconcat_aug.method.augment import SegReConcat
 from segreconcat_aug.method.strategies import get_strategy
 from segreconcat_aug.training.pipeline import TrainAudioPipeline
+from segreconcat_aug.training.pooled import PooledSegReConcat, augments_pooled, other_systems, system_hparams
 
 logger = logging.getLogger(__name__)
 
 
-def build_train_audio(hparams) -> tuple[SegReConcat | None, TrainAudioPipeline]:
-    """The augmenter (None for the baseline) and the training set's audio pipeline, from the YAML."""
-    augmenter = build_augmenter(hparams)
+def build_train_audio(hparams) -> tuple[SegReConcat | PooledSegReConcat | None, TrainAudioPipeline]:
+    """The augmenter (None for the baseline) and the training set's audio pipeline, from the YAML.
+
+    With ``train_systems`` (pooled training sets) the augmenter is one SegReConcat per pooled system,
+    each with that system's caches (``train_system_caches``, :mod:`segreconcat_aug.training.pooled`).
+    """
+    if augments_pooled(hparams):
+        systems = [hparams["system"], *other_systems(hparams)]
+        augmenter = PooledSegReConcat({name: build_augmenter(system_hparams(hparams, name)) for name in systems})
+    else:
+        augmenter = build_augmenter(hparams)
     train_audio = TrainAudioPipeline(
         augmenter=augmenter,
         sentence_len=hparams["sentence_len"],

@@ -685,11 +685,6 @@ def prepare_from_hparams(hparams) -> dict:
     """:func:`prepare_vpac_training` with the training YAML's keys (the recipe runs it under ``run_on_main``);
     :func:`prepare_pooled_training` when ``train_systems`` lists systems."""
     if hparams.get("train_systems"):
-        if hparams["mode"] != "none":
-            raise PooledSystemsError(
-                f"train_systems: pooled training needs mode: none for now (mode {hparams['mode']!r}: SegReConcat's "
-                "alignment and order caches are read for one system); set --mode=none or train_systems: null"
-            )
         return prepare_pooled_training(
             hparams["data_folder"],
             pooled_systems(hparams["system"], hparams["train_systems"]),

@@ -18,8 +18,8 @@ Example
 >>> rows = read_manifest(path)
 >>> len(rows), rows.ids[1], rows["u1@1"]
 (2, 'u1@1', {'utt_id': 'u1', 'wav': 'a.wav', 'duration': 7.5, 'spk_id': 's1'})
->>> rows.distinct("spk_id")
-['s1']
+>>> rows.distinct("spk_id"), rows.distinct("utt_id", "spk_id")
+(['s1'], [('u1', 's1')])
 """
 
 from __future__ import annotations
@@ -78,12 +78,20 @@ class ManifestRows(Mapping):
     def row(self, index: int) -> tuple[str, dict]:
         return self.ids[index], {name: values[codes[index]] for name, codes, values in self._columns}
 
-    def distinct(self, column: str) -> list:
-        """The distinct values of a column, sorted."""
-        for name, codes, values in self._columns:
-            if name == column:
-                return sorted({values[k] for k in np.unique(codes).tolist()})
-        raise KeyError(column)
+    def distinct(self, column: str, *more: str) -> list:
+        """The distinct values of a column, sorted; of several columns, their distinct tuples, sorted."""
+        coded = {name: (codes, values) for name, codes, values in self._columns}
+        for name in (column, *more):
+            if name not in coded:
+                raise KeyError(name)
+        if not more:
+            codes, values = coded[column]
+            return sorted({values[k] for k in np.unique(codes).tolist()})
+        names = (column, *more)
+        combinations = np.unique(np.stack([coded[name][0] for name in names], axis=1), axis=0)
+        return sorted(
+            tuple(coded[name][1][k] for name, k in zip(names, row)) for row in combinations.tolist()
+        )
 
     def __len__(self) -> int:
         return len(self.ids)

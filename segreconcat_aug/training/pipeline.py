@@ -4,7 +4,8 @@ A recipe attaches :class:`TrainAudioPipeline` to the *training* set only; dev
 and test sets use :func:`chunk_audio_pipeline` / whole-file reading, unaugmented.
 
 Training manifest columns used here (see ``docs/data.md``): ``ID`` (one row per
-crop, ``<utt>@<k>``), ``utt_id`` and ``wav``.
+crop, ``<utt>@<k>``), ``utt_id`` and ``wav``; and ``system`` in a pooled manifest whose rows
+are augmented by their own system (:class:`~segreconcat_aug.training.pooled.PooledSegReConcat`).
 
 Example
 -------
@@ -28,6 +29,7 @@ from speechbrain.dataio.batch import PaddedBatch
 from ..data.audio import SAMPLE_RATE, AudioFile, AudioReadError, DecodedCache, read_audio
 from ..method.augment import SegReConcat, render
 from ..seeding import KeyedRandom
+from .pooled import PooledSegReConcat, pooled_key
 
 logger = logging.getLogger(__name__)
 
@@ -72,8 +74,9 @@ class TrainAudioPipeline:
 
     Parameters
     ----------
-    augmenter : SegReConcat or None
-        None trains on the original audio (the baseline).
+    augmenter : SegReConcat, PooledSegReConcat or None
+        None trains on the original audio (the baseline). A :class:`PooledSegReConcat` augments
+        each row with its own system's alignments: the pipeline then also takes the ``system`` column.
     sentence_len : float
         Crop length in seconds (3.0 as in the VoxCeleb recipe and VPC baseline).
     sample_rate : int
@@ -92,7 +95,7 @@ class TrainAudioPipeline:
 
     def __init__(
         self,
-        augmenter: SegReConcat | None = None,
+        augmenter: SegReConcat | PooledSegReConcat | None = None,
         sentence_len: float = 3.0,
         sample_rate: int = SAMPLE_RATE,
         seed: int = 1986,
@@ -105,6 +108,7 @@ class TrainAudioPipeline:
             )
         self.read_errors = read_errors
         self.augmenter = augmenter
+        self.by_system = isinstance(augmenter, PooledSegReConcat)
         self.crop_samples = int(round(sentence_len * sample_rate))
         self.sample_rate = sample_rate
         self.seed = int(seed)
@@ -120,9 +124,10 @@ class TrainAudioPipeline:
         # Reading through numpy is ~30x cheaper than indexing the tensor.
         return int(self._epoch.numpy()[0])
 
-    def __call__(self, row_id: str, utt_id: str, wav: str) -> torch.Tensor | None:
+    def __call__(self, row_id: str, utt_id: str, wav: str, system: str | None = None) -> torch.Tensor | None:
+        key = utt_id if system is None else pooled_key(system, utt_id)  # the augmenter's key
         try:
-            crop = self._crop(row_id, utt_id, wav)
+            crop = self._crop(row_id, key, wav)
             if not torch.isfinite(crop).all():
                 raise AudioReadError(f"{wav}: NaN or infinite samples")
         except (AudioReadError, OSError, soundfile.LibsndfileError) as err:
@@ -135,16 +140,16 @@ class TrainAudioPipeline:
             return None
         return crop
 
-    def _crop(self, row_id: str, utt_id: str, wav: str) -> torch.Tensor:
+    def _crop(self, row_id: str, key: str, wav: str) -> torch.Tensor:
         epoch = self.epoch
         rng = self._draw(epoch, row_id, stream=_CROP_STREAM)
         if self.augmenter is not None and not self.augmenter.plans_from_length:
-            return self._crop_after_full_read(epoch, rng, utt_id, wav)
+            return self._crop_after_full_read(epoch, rng, key, wav)
         # Plan from the header's length and read only the samples the crop is made of:
         # a 3 s crop of a 12 s file reads 3 s, in one piece or in a few (its words).
         with AudioFile(wav, self.sample_rate, cache=self._decoded) as source:
             length = source.frames
-            plan = self.augmenter.plan(None, utt_id, epoch, num_samples=length) if self.augmenter else None
+            plan = self.augmenter.plan(None, key, epoch, num_samples=length) if self.augmenter else None
             if plan is None:
                 start = crop_start(length, self.crop_samples, rng)
                 crop = source.read(start, start + self.crop_samples)
@@ -156,11 +161,11 @@ class TrainAudioPipeline:
                 crop = render(source.read_ranges(ranges), plan, start, stop, audio_start=audio_start)
         return torch.from_numpy(crop)
 
-    def _crop_after_full_read(self, epoch, rng, utt_id, wav) -> torch.Tensor:
+    def _crop_after_full_read(self, epoch, rng, key, wav) -> torch.Tensor:
         # A plan that looks at the samples (SR's peak, a plug-in strategy) is made from the
         # whole file; same draws, same crop.
         audio = read_audio(wav, sample_rate=self.sample_rate)
-        plan = self.augmenter.plan(audio, utt_id, epoch)
+        plan = self.augmenter.plan(audio, key, epoch)
         if plan is None:
             crop = random_crop(audio, self.crop_samples, rng)
         else:
@@ -168,8 +173,11 @@ class TrainAudioPipeline:
             crop = render(audio, plan, start, start + self.crop_samples)
         return torch.from_numpy(np.ascontiguousarray(crop))
 
-    def dynamic_item(self, takes=("id", "utt_id", "wav"), provides="sig"):
-        """This pipeline as a SpeechBrain ``@takes/@provides`` dynamic item."""
+    def dynamic_item(self, takes=None, provides="sig"):
+        """This pipeline as a SpeechBrain ``@takes/@provides`` dynamic item (``takes``: the manifest's
+        ``id``, ``utt_id`` and ``wav``, and ``system`` for a pooled augmenter)."""
+        if takes is None:
+            takes = ("id", "utt_id", "wav", "system") if self.by_system else ("id", "utt_id", "wav")
         return sb.utils.data_pipeline.takes(*takes)(sb.utils.data_pipeline.provides(provides)(self))
 
 

@@ -21,6 +21,7 @@ from segreconcat_aug.data.jsonl_files import cache_files
 from segreconcat_aug.data.vpac import training_folder
 from segreconcat_aug.errors import UserError
 from segreconcat_aug.method.strategies import get_strategy
+from segreconcat_aug.training.pooled import check_pooled_caches
 
 RUN_SETTINGS_FILE = "run_settings.json"
 EXPERIMENT_HPARAMS = "hyperparams.yaml"  # what SpeechBrain's experiment folder keeps of the YAML as run
@@ -191,7 +192,8 @@ def save_run_settings(output_folder, settings: dict) -> None:
 
 def check_training_inputs(hparams) -> None:
     """What the run reads is there, before anything is written: the system's training folder (unless
-    ``skip_prep``), and the alignment cache (and, for AR/SR, the order cache) SegReConcat reads."""
+    ``skip_prep``), and the alignment cache (and, for AR/SR, the order cache) SegReConcat reads; with
+    ``train_systems``, each pooled system's too (:func:`segreconcat_aug.training.pooled.check_pooled_caches`)."""
     if not hparams.get("skip_prep"):
         training_folder(
             hparams["data_folder"],
@@ -205,6 +207,7 @@ def check_training_inputs(hparams) -> None:
     cache_files(hparams["alignment_cache"], what="alignment cache (recipes/align.py writes it)")
     if get_strategy(hparams["strategy"]).precomputed:
         cache_files(hparams["orders_cache"], what="order cache (recipes/compute_orders.py writes it)")
+    check_pooled_caches(hparams)
 
 
 class CheckpointDamagedError(UserError, RuntimeError):

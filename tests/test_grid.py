@@ -507,6 +507,8 @@ def test_the_attacker_grid_pairs_every_row_with_the_papers_attacker_and_each_con
         configs["pretrained"]["train_command"] == ""
         and "--eval_model_folder=/model" in configs["pretrained"]["overrides"]
     )
+    assert configs["pooled_concat"]["train_command"] == configs["pooled_none"]["train_command"]
+    assert "--train_systems=[{system},{pool_with}]" in configs["pooled_concat"]["train_command"]
     assert set(grid["pool_with"]) == set(grid["systems"]) and grid["pool_with"]["T10-2"] == "B4"
     assert all(system != other for system, other in grid["pool_with"].items())
 

@@ -277,4 +277,3 @@ def test_pooled_systems_share_one_dev_split_by_source_utterance(vpac_root, tmp_p
     with pytest.raises(PooledSystemsError, match=r"^train_systems: system 'B9'"):
         prepare_pooled_training(root, ["T8-5", "B9"], tmp_path / "bad", mode="none", sentence_len=2.0)
     assert not (tmp_path / "bad").exists()
-

@@ -26,7 +26,9 @@ def build_train_audio(hparams) -> tuple[SegReConcat | PooledSegReConcat | None, 
     """
     if augments_pooled(hparams):
         systems = [hparams["system"], *other_systems(hparams)]
-        augmenter = PooledSegReConcat({name: build_augmenter(system_hparams(hparams, name)) for name in systems})
+        augmenter = PooledSegReConcat(
+            {name: build_augmenter(system_hparams(hparams, name)) for name in systems}
+        )
     else:
         augmenter = build_augmenter(hparams)
     train_audio = TrainAudioPipeline(

@@ -106,7 +106,7 @@ def test_fine_tune_from_a_challenge_folder_resumes_exports_and_evaluates(data_ro
     torch.testing.assert_close(ours, theirs, rtol=1e-5, atol=1e-6)
     # Evaluation loads the challenge folder itself (no hyperparams.yaml) through the family.
     speaker = load_speaker_model(challenge, {"sample_rate": 16000}, savedir=tmp_path / "links")
-    assert speaker.loader == "ecapa_ssl"
+    assert speaker.loader == "ecapa_ssl" and challenge / "WavLM-Large.pt" in speaker.files
     speaker.embedding_model.eval()  # as EmbeddingExtractor puts it
     with torch.no_grad():
         direct = speaker.embedding_model(
@@ -131,7 +131,7 @@ def test_fine_tune_from_a_challenge_folder_resumes_exports_and_evaluates(data_ro
     export = out / "export"
     assert "EcapaSSLOnWaves" in (export / "hyperparams.yaml").read_text()
     model = load_speaker_model(export, {"sample_rate": 16000}, savedir=tmp_path / "links2")
-    assert model.loader == "EncoderClassifier"
+    assert model.loader == "EncoderClassifier" and Path(wavlm) in model.files  # in the cache's name
     extractor = EmbeddingExtractor(
         model.compute_features, model.mean_var_norm, model.embedding_model, normalize_wave="vpc2026"
     )
@@ -244,3 +244,19 @@ def test_options_refuse_specaug_and_a_missing_wavlm(data_root, tmp_path):
     with pytest.raises(UserError, match="ssl_input"):
         train_recipe.main(_argv(data_root, tmp_path / "c", tmp_path / "none.pt", "--ssl_input=elsewhere"))
     assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
+
+
+def test_another_wavlm_behind_the_same_checkpoint_gets_another_embedding_cache(challenge, tmp_path):
+    """The embedding cache is named by every file that decides the embeddings: the WavLM's bytes too, so a
+    WavLM swapped behind an unchanged embedding_model.ckpt is embedded again, not read from the old cache."""
+    import shutil
+
+    from segreconcat_aug.models.wavlm import unilm_checkpoint
+
+    folder = tmp_path / "asv_ssl"
+    shutil.copytree(challenge, folder)
+    before = load_speaker_model(folder, {"sample_rate": 16000}, savedir=tmp_path / "a").cache_options()
+    again = load_speaker_model(folder, {"sample_rate": 16000}, savedir=tmp_path / "b").cache_options()
+    torch.save(unilm_checkpoint(tiny_wavlm(seed=4)), folder / "WavLM-Large.pt")
+    swapped = load_speaker_model(folder, {"sample_rate": 16000}, savedir=tmp_path / "c").cache_options()
+    assert before == again and swapped != before

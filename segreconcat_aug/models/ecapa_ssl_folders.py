@@ -15,6 +15,7 @@ sizes of a challenge folder's model are read off its checkpoint (:func:`ecapa_ss
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -158,9 +159,11 @@ def load_ecapa_ssl_folder(folder, hparams: dict, *, savedir, device: str = "cpu"
     yaml_path = folder / MODEL_HPARAMS
     if yaml_path.is_file():
         spec, overrides = read_spec(yaml_path, folder)
-        return load_with_encoder_classifier(
+        model = load_with_encoder_classifier(
             folder, hparams, spec, overrides, savedir=savedir, device=device, stated=stated
         )
+        # The frozen WavLM decides the embeddings too: its bytes name the embedding cache with the rest.
+        return dataclasses.replace(model, files=(*model.files, Path(_export_wavlm(spec, yaml_path))))
     trusted = bool(hparams.get("trusted", False))
     checkpoint = folder / CHALLENGE_CHECKPOINT
     sizes = ecapa_ssl_sizes(challenge_state(checkpoint, trusted=trusted))
@@ -174,6 +177,7 @@ def load_ecapa_ssl_folder(folder, hparams: dict, *, savedir, device: str = "cpu"
         embedding_model=model.to(device),
         checkpoint=checkpoint,
         loader="ecapa_ssl",
+        files=(folder / CHALLENGE_WAVLM,),  # the WavLM decides the embeddings too (the cache's name)
         sizes={"sample_rate": SAMPLE_RATE, "n_mels": sizes["input_size"], **shown},
     )
 

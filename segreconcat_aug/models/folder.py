@@ -71,7 +71,8 @@ class SpeakerModel:
     checkpoint: Path  # the embedding model's weights
     loader: str  # "EncoderClassifier" (the folder's hyperparams.yaml) or "fallback" (the YAML's modules)
     # Files besides the checkpoint whose bytes decide the embeddings (hyperparams.yaml, normalizer
-    # statistics): part of the embedding cache's name. Empty for the fallback, whose name is as in 0.1.0.
+    # statistics, an ecapa_ssl model's WavLM): part of the embedding cache's name. Empty for the fallback,
+    # whose name is as in 0.1.0.
     files: tuple[Path, ...] = ()
     sizes: dict = field(default_factory=dict)  # sample_rate, n_mels and the ECAPA sizes found
 
@@ -81,7 +82,10 @@ class SpeakerModel:
             return {}
         digest = hashlib.sha1()
         for path in self.files:
-            digest.update(path.name.encode() + b"\0" + path.read_bytes())
+            digest.update(path.name.encode() + b"\0")
+            with open(path, "rb") as handle:  # in blocks: a WavLM-Large file is 1.2 GB
+                for block in iter(lambda: handle.read(1 << 20), b""):
+                    digest.update(block)
         return {"model_files": digest.hexdigest()[:16]}
 
 

@@ -168,3 +168,44 @@ def test_pooled_segreconcat_refuses_a_shared_missing_or_partial_cache(vpac_root,
             )
         )
     assert _epochs(tmp_path / "p") == []
+
+
+def test_ar_and_sr_need_each_pooled_systems_own_order_cache(vpac_root, tmp_path):
+    """A precomputed strategy (AR, SR) reads an order cache per pooled system as well, checked like the alignments."""
+    from segreconcat_aug.training.pooled import check_pooled_caches
+
+    orders = {name: tmp_path / f"{name}-acoustic.jsonl" for name in ("T8-5", "B3")}
+    for path in orders.values():
+        path.write_text("")
+    b3_alignments = str(vpac_root / "alignments" / "B3.jsonl")
+    values = {
+        "system": "T8-5",
+        "train_systems": ["B3"],
+        "mode": "concat",
+        "strategy": "acoustic",
+        "alignment_cache": str(vpac_root / "alignments" / "T8-5.jsonl"),
+        "orders_cache": str(orders["T8-5"]),
+    }
+    check_pooled_caches(
+        {
+            **values,
+            "train_system_caches": {
+                "B3": {"alignment_cache": b3_alignments, "orders_cache": str(orders["B3"])}
+            },
+        }
+    )
+    with pytest.raises(PooledCachesError, match="pooled system 'B3' has no orders_cache"):
+        check_pooled_caches({**values, "train_system_caches": {"B3": {"alignment_cache": b3_alignments}}})
+    with pytest.raises(PooledCachesError, match="is the cache of both T8-5 and B3"):
+        check_pooled_caches(
+            {
+                **values,
+                "train_system_caches": {
+                    "B3": {"alignment_cache": b3_alignments, "orders_cache": str(orders["T8-5"])}
+                },
+            }
+        )
+    # Random rearrangement reads no orders: only the alignments are asked for.
+    check_pooled_caches(
+        {**values, "strategy": "random", "train_system_caches": {"B3": {"alignment_cache": b3_alignments}}}
+    )

@@ -13,7 +13,7 @@ from segreconcat_aug.align.cache import load_alignments
 from segreconcat_aug.method.augment import SegReConcat
 from segreconcat_aug.method.strategies import get_strategy
 from segreconcat_aug.training.pipeline import TrainAudioPipeline
-from segreconcat_aug.training.pooled import PooledSegReConcat, augments_pooled, other_systems, system_hparams
+from segreconcat_aug.training.pooled import PooledSegReConcat, augments_pooled, pooled_systems, system_hparams
 
 logger = logging.getLogger(__name__)
 
@@ -25,7 +25,7 @@ def build_train_audio(hparams) -> tuple[SegReConcat | PooledSegReConcat | None, 
     each with that system's caches (``train_system_caches``, :mod:`segreconcat_aug.training.pooled`).
     """
     if augments_pooled(hparams):
-        systems = [hparams["system"], *other_systems(hparams)]
+        systems = pooled_systems(hparams["system"], hparams["train_systems"])
         augmenter = PooledSegReConcat(
             {name: build_augmenter(system_hparams(hparams, name)) for name in systems}
         )

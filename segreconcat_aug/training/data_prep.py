@@ -90,6 +90,7 @@ from ..data.vpac import detect_layout, load_set_folder, training_folder
 from ..errors import UserError, cite
 from ..method.augment import MODES
 from ..seeding import seeded_rng
+from .pooled import pooled_systems
 
 logger = logging.getLogger(__name__)
 
@@ -606,18 +607,6 @@ POOLED_DEV_FIELDS = (*DEV_FIELDS, "system")
 
 class PooledSystemsError(DataPrepError):
     """``train_systems`` names a system this data folder does not have."""
-
-
-def pooled_systems(system: str, train_systems) -> list[str]:
-    """The systems whose training sets are pooled: ``system`` (the attacked one) first, then the others listed.
-
-    ``system`` is added when the list leaves it out: the attacker is always trained on the data of
-    the system it attacks.
-
-    >>> pooled_systems("T10-2", ["B4", "T10-2"]), pooled_systems("T10-2", ["B4"])
-    (['T10-2', 'B4'], ['T10-2', 'B4'])
-    """
-    return list(dict.fromkeys([system, *(train_systems or [])]))
 
 
 def _read_csv(path: Path) -> list[dict]:

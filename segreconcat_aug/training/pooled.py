@@ -52,14 +52,25 @@ def split_pooled_key(key: str) -> tuple[str, str]:
     return system, utt_id
 
 
+def pooled_systems(system: str, train_systems) -> list[str]:
+    """The systems whose training sets are pooled: ``system`` (the attacked one) first, then the others listed.
+
+    ``system`` is added when the list leaves it out: the attacker is always trained on the data of
+    the system it attacks.
+
+    >>> pooled_systems("T10-2", ["B4", "T10-2"]), pooled_systems("T10-2", ["B4"])
+    (['T10-2', 'B4'], ['T10-2', 'B4'])
+    """
+    return list(dict.fromkeys([system, *(train_systems or [])]))
+
+
 def other_systems(values: Mapping) -> list[str]:
     """The pooled systems besides the attacked one, in ``train_systems`` order.
 
     >>> other_systems({"system": "T10-2", "train_systems": ["T10-2", "B4", "B4"]})
     ['B4']
     """
-    names = dict.fromkeys([values["system"], *(values.get("train_systems") or [])])
-    return [name for name in names if name != values["system"]]
+    return pooled_systems(values["system"], values.get("train_systems"))[1:]
 
 
 def augments_pooled(values: Mapping) -> bool:
@@ -108,11 +119,7 @@ def check_pooled_caches(values: Mapping) -> None:
             f"train_system_caches: {unknown} {'is' if len(unknown) == 1 else 'are'} not pooled with "
             f"{values['system']} (train_systems: {list(values['train_systems'])}); list only the other pooled systems"
         )
-    keys = (
-        ("alignment_cache", "orders_cache")
-        if get_strategy(values["strategy"]).precomputed
-        else CACHE_KEYS[:1]
-    )
+    keys = CACHE_KEYS if get_strategy(values["strategy"]).precomputed else CACHE_KEYS[:1]
     seen = {key: {str(values[key]): values["system"]} for key in keys}
     for name in others:
         entry = caches.get(name) or {}

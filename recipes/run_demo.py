@@ -186,9 +186,8 @@ def pretrain_on_original_speech(grid, extra: dict, folder) -> Path:
     """
     import subprocess
 
-    from segreconcat_aug.cli import checkout_path
     from segreconcat_aug.grid.plan import run_environment
-    from segreconcat_aug.grid.runner import format_command, overrides_string
+    from segreconcat_aug.grid.runner import command_fields, format_command, overrides_string
     from segreconcat_aug.models.export import EXPORT_HPARAMS
 
     folder = Path(folder)
@@ -198,16 +197,14 @@ def pretrain_on_original_speech(grid, extra: dict, folder) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     command = format_command(
         grid["train_command"],
-        {
-            "python": grid.get("python") or sys.executable,
-            "recipes": REPO / "recipes",
-            "hparams": checkout_path(grid["train_hparams"]),
-            "data_folder": grid["data_folder"],
-            "system": ORIGINAL_SYSTEM,
-            "output_folder": folder,
-            "overrides": "--mode=none",
-            "extra": overrides_string(extra),
-        },
+        command_fields(
+            grid,
+            ORIGINAL_SYSTEM,
+            folder,
+            hparams=grid["train_hparams"],
+            overrides="--mode=none",
+            extra=overrides_string(extra),
+        ),
     )
     print(f"pretraining on the original speech: {' '.join(map(str, command))}", flush=True)
     with open(folder / "pretrain.log", "a", encoding="utf-8") as log:

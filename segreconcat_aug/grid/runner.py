@@ -186,6 +186,35 @@ def model_of_override(grid, system: str, config: str, seed: int | None) -> str:
     return f"--eval_model_folder={(cell_folder(grid, system, source, seed) / 'export').as_posix()}"
 
 
+def command_fields(
+    grid,
+    system: str,
+    output_folder,
+    *,
+    hparams,
+    overrides: str = "",
+    extra: str = "",
+    language=None,
+    configuration="",
+) -> dict:
+    """The fields a grid's ``train_command`` / ``eval_command`` template is filled with (:func:`format_command`)."""
+    return {
+        "python": grid.get("python") or sys.executable,
+        "hparams": checkout_path(hparams),
+        "recipes": REPO / "recipes",
+        "data_folder": grid["data_folder"],
+        "system": system,
+        "protocol": get_protocol(grid.get("protocol")).name,
+        "language": f"--language={language}" if language else "",
+        "configuration": configuration,
+        # The system pooled with this one (pool_with: {system: other}; hparams/attackers.yaml), else empty.
+        "pool_with": (grid.get("pool_with") or {}).get(system, ""),
+        "output_folder": output_folder,
+        "overrides": overrides,
+        "extra": extra,
+    }
+
+
 def run_cell(grid, system: str, config: str, seed: int | None = None) -> str:
     """Train and evaluate one cell (one seed) unless done; returns ``"skipped"``, ``"done"`` or ``"failed"``."""
     folder = cell_folder(grid, system, config, seed)
@@ -195,19 +224,12 @@ def run_cell(grid, system: str, config: str, seed: int | None = None) -> str:
         return "skipped"
     model_override = model_of_override(grid, system, config, seed)
     system, language = split_unit(system)
-    fields = {
-        "python": grid.get("python") or sys.executable,
-        "hparams": checkout_path(config_setting(grid, config, "train_hparams")),
-        "recipes": REPO / "recipes",
-        "data_folder": grid["data_folder"],
-        "system": system,
-        "protocol": get_protocol(grid.get("protocol")).name,
-        "language": f"--language={language}" if language else "",
-        "configuration": config,
-        # The system pooled with this one (pool_with: {system: other}; hparams/attackers.yaml), else empty.
-        "pool_with": (grid.get("pool_with") or {}).get(system, ""),
-        "output_folder": folder,
-        "overrides": " ".join(
+    fields = command_fields(
+        grid,
+        system,
+        folder,
+        hparams=config_setting(grid, config, "train_hparams"),
+        overrides=" ".join(
             part
             for part in (
                 overrides_string(grid["configurations"][config].get("overrides")),
@@ -217,13 +239,15 @@ def run_cell(grid, system: str, config: str, seed: int | None = None) -> str:
             if part
         ),
         # The grid's extra_overrides, then the configuration's own (a fine-tuning's lr over a demo's lr).
-        "extra": overrides_string(
+        extra=overrides_string(
             {
                 **(grid.get("extra_overrides") or {}),
                 **((grid["configurations"][config] or {}).get("extra_overrides") or {}),
             }
         ),
-    }
+        language=language,
+        configuration=config,
+    )
     environment = run_environment(grid)
     # The grid's variables as the processes get them, so a logged command reruns as it ran.
     assignments = "".join(
@@ -273,17 +297,18 @@ def run_all(grid) -> list[str]:
         [run for run in every if (grid["configurations"][run[1]] or {}).get("model_of")],
     ]
     parallel = max(1, int(grid.get("parallel") or 1))
-    failed, pending = [], {}
+    failed: list[str] = []
     with tqdm(total=len(every), desc="grid", unit="run") as bar, ThreadPoolExecutor(parallel) as pool:
         for runs in waves:
-            _run_wave(grid, runs, pool, pending, failed, bar, parallel)
+            _run_wave(grid, runs, pool, failed, bar, parallel)
     return failed
 
 
-def _run_wave(grid, runs, pool, pending, failed, bar, parallel) -> None:
+def _run_wave(grid, runs, pool, failed, bar, parallel) -> None:
     """Run ``runs`` ``parallel`` at a time until all have finished (``failed`` gets the failures)."""
     from concurrent.futures import FIRST_COMPLETED, wait
 
+    pending: dict = {}
     while runs or pending:
         while runs and len(pending) < parallel and not (failed and grid.get("stop_on_error")):
             system, config, seed = runs.pop(0)

@@ -457,6 +457,18 @@ def cached_wavlm(path, *, trusted: bool = False) -> WavLMLayers:
     return _WAVLMS[key]
 
 
+def wavlm_for(
+    embedding_model: EcapaSSL, wavlm_checkpoint, *, trusted: bool = False, wavlm=None
+) -> WavLMLayers:
+    """The WavLM that feeds ``embedding_model``: ``wavlm``, else :func:`cached_wavlm` of ``wavlm_checkpoint``;
+    one whose width or layer count does not fit is refused in one line naming ``wavlm_checkpoint``."""
+    wavlm = wavlm if wavlm is not None else cached_wavlm(wavlm_checkpoint, trusted=trusted)
+    mismatch = wavlm_mismatch(wavlm, embedding_model)
+    if mismatch:
+        raise CheckpointError(f"wavlm_checkpoint: {wavlm_checkpoint}: {mismatch}")
+    return wavlm
+
+
 class WaveformPassThrough(torch.nn.Module):
     """``compute_features`` / ``mean_var_norm`` of a model on waveforms: the input passes unchanged.
 
@@ -488,10 +500,7 @@ class EcapaSSLOnWaves(EcapaSSL):
 
     def __init__(self, wavlm_checkpoint, *, trusted: bool = False, wavlm: WavLMLayers | None = None, **sizes):
         super().__init__(**sizes)
-        wavlm = wavlm if wavlm is not None else cached_wavlm(wavlm_checkpoint, trusted=trusted)
-        mismatch = wavlm_mismatch(wavlm, self)
-        if mismatch:
-            raise CheckpointError(f"wavlm_checkpoint: {wavlm_checkpoint}: {mismatch}")
+        wavlm = wavlm_for(self, wavlm_checkpoint, trusted=trusted, wavlm=wavlm)
         front = (
             wavlm,
             Fbank(n_mels=self.blocks[0].conv.conv.in_channels),

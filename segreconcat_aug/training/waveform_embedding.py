@@ -16,8 +16,7 @@ import functools
 import torch
 
 from ..data.audio import read_audio
-from ..models.ecapa_ssl import SSL_INPUTS, EcapaSSLEncoder, cached_wavlm, wavlm_mismatch
-from ..models.state_dicts import CheckpointError
+from ..models.ecapa_ssl import SSL_INPUTS, EcapaSSLEncoder, wavlm_for
 
 
 class EcapaSSLBatchEmbedder:
@@ -40,10 +39,7 @@ class EcapaSSLBatchEmbedder:
     ):
         if ssl_input not in SSL_INPUTS:
             raise ValueError(f"ssl_input {ssl_input!r}: one of {SSL_INPUTS}")
-        self.wavlm = cached_wavlm(wavlm_checkpoint, trusted=trusted)
-        mismatch = wavlm_mismatch(self.wavlm, embedding_model)
-        if mismatch:
-            raise CheckpointError(f"wavlm_checkpoint: {wavlm_checkpoint}: {mismatch}")
+        self.wavlm = wavlm_for(embedding_model, wavlm_checkpoint, trusted=trusted)
         self.ssl_input = ssl_input
         self.seed = int(seed)
         self.read = functools.partial(read_audio, sample_rate=sample_rate)

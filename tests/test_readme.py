@@ -89,3 +89,8 @@ def test_doc_links_reach_a_page_and_heading(source, target, anchor):
     assert page.is_file(), f"{source}: links to {target}, which does not exist"
     if anchor:
         assert anchor in heading_anchors(page), f"{source}: {target}#{anchor} is no heading of {target}"
+
+
+def test_readme_indexes_every_docs_page():
+    indexed = set(re.findall(r"\]\(docs/([\w-]+\.md)\) \|", README))
+    assert indexed == {page.name for page in (REPO / "docs").glob("*.md")}

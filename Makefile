@@ -32,7 +32,7 @@ demo: $(RUNTIME_STAMP)
 	$(BIN)/python recipes/run_demo.py
 
 test: $(STAMP)
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q --durations=15
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

@@ -6,13 +6,13 @@ import soundfile
 import speechbrain as sb
 import torch
 
-from segreconcat_aug import pipeline as pipeline_module
 from segreconcat_aug.align.cache import load_alignments
 from segreconcat_aug.data.audio import AudioFile, read_audio, write_audio
 from segreconcat_aug.data.kaldi import read_wav_scp
 from segreconcat_aug.method.augment import SegReConcat, render
 from segreconcat_aug.method.strategies import STRATEGIES, register_strategy
 from segreconcat_aug.seeding import KeyedRandom
+from segreconcat_aug.training import pipeline as pipeline_module
 from segreconcat_aug.training.pipeline import (
     _CROP_STREAM,
     _MERGE_GAP,

@@ -171,7 +171,7 @@ def whisper_alignment(device: str, batches: list[int], tiny: bool) -> dict:
     from segreconcat_aug.align.aligners.faster_whisper import FasterWhisperAligner
     from segreconcat_aug.align.aligners.openai_whisper import OpenAIWhisperAligner
     from segreconcat_aug.align.aligners.whisper import WhisperAligner
-    from segreconcat_aug.align.whisper import encoder_features
+    from segreconcat_aug.align.whisper_encoder import encoder_features
     from segreconcat_aug.testing import (
         openai_sizes,
         tiny_faster_whisper,

@@ -136,13 +136,13 @@ def stage_load(root: Path, output: Path) -> dict:
 
 
 def stage_prep(root: Path, output: Path) -> dict:
-    from segreconcat_aug.training.data_prep import prepare_vpac_training
+    from segreconcat_aug.training.data_prep import PrepOptions, prepare_vpac_training
 
     start = time.perf_counter()
-    result = prepare_vpac_training(root, SYSTEM, output, mode="concat", check_workers=8)
+    result = prepare_vpac_training(root, SYSTEM, output, PrepOptions(mode="concat", check_workers=8))
     first = time.perf_counter() - start
     start = time.perf_counter()
-    again = prepare_vpac_training(root, SYSTEM, output, mode="concat", check_workers=8)
+    again = prepare_vpac_training(root, SYSTEM, output, PrepOptions(mode="concat", check_workers=8))
     return {
         "seconds": first,
         "rerun_seconds": time.perf_counter() - start,
@@ -190,7 +190,7 @@ def stage_loader(
     augmenter, train_audio = build_train_audio(hparams)
     train_data, _, _ = recipe.dataio_prep(hparams, train_audio, speakers, train_rows)
     train_audio.set_epoch(1)
-    warm_up_before_workers(train_data, augmenter)  # as recipes/train.py does before training
+    warm_up_before_workers(train_data)  # as recipes/train.py does before training
     gc.freeze()
     main_mib = _rollup_mib(os.getpid())
     results = {"rows": len(train_data), "main": main_mib}
@@ -278,7 +278,7 @@ def stage_orders(root: Path, output: Path) -> dict:
     from segreconcat_aug.align.cache import load_alignments
     from segreconcat_aug.data.audio import read_audio
     from segreconcat_aug.data.kaldi import read_wav_scp
-    from segreconcat_aug.method.orders import OrderComputer
+    from segreconcat_aug.method.order_computer import OrderComputer
 
     alignments = load_alignments(root / "alignments" / f"{SYSTEM}.jsonl")
     wav = read_wav_scp(root / SYSTEM / "data" / f"train-clean-360_{SYSTEM}" / "wav.scp")

@@ -9,7 +9,7 @@ with random weights (the hub cannot be reached; the cost per window is the same)
   segments together, ``--encoder_batch`` windows per pass;
 - reference: the same segments one per encoder pass, as the authors' script runs them;
 - the utterance context (one window per utterance) for scale;
-- the CTranslate2 encoder (:func:`segreconcat_aug.align.whisper.load_ctranslate2_encoder`) of the *same*
+- the CTranslate2 encoder (:func:`segreconcat_aug.align.whisper_encoder.load_ctranslate2_encoder`) of the *same*
   model, converted by CTranslate2's converter (:func:`segreconcat_aug.testing.tiny_faster_whisper`),
   batched as ours, at ``--compute_type`` (default: float16 on GPU, int8 on CPU, as the aligner), with
   how far its pooled features are from the transformers encoder's (largest absolute difference,
@@ -34,7 +34,7 @@ import time
 import numpy as np
 import torch
 
-from segreconcat_aug.align.whisper import encoder_pooled, load_ctranslate2_encoder
+from segreconcat_aug.align.whisper_encoder import encoder_pooled, load_ctranslate2_encoder
 from segreconcat_aug.method.segments import word_segments
 from segreconcat_aug.method.similarity import semantic_order, sr_vectors
 from segreconcat_aug.testing import tiny_faster_whisper, tiny_whisper, transformers_sizes

@@ -23,7 +23,7 @@ from segreconcat_aug.align.cache import load_alignments
 from segreconcat_aug.cli import load_recipe_hparams, run_main
 from segreconcat_aug.data.jobs import read_inputs, resolve_shard
 from segreconcat_aug.data.vpac import training_folder
-from segreconcat_aug.method.orders import OrderComputer, OrderOptionError, run_order_job
+from segreconcat_aug.method.order_computer import OrderComputer, OrderOptionError, run_order_job
 
 logger = logging.getLogger(__name__)
 
@@ -55,7 +55,7 @@ def build_computer(hparams, alignments, device=None) -> OrderComputer:
                 f"semantic_options.context={options['context']!r} contradicts sr_context={context!r}; "
                 "set sr_context only"
             )
-        from segreconcat_aug.align.whisper import load_encoder
+        from segreconcat_aug.align.whisper_encoder import load_encoder
 
         # The encoder of the model that segments: faster-whisper (CTranslate2) as recipes/align.py's
         # default backend, or transformers.

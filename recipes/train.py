@@ -156,8 +156,8 @@ class SpeakerBrain(sb.core.Brain):
 
     def on_stage_end(self, stage, stage_loss, epoch=None):
         if stage == sb.Stage.TRAIN:  # counts summed over processes, logged; SegReConcat's restart
-            augmenter = self.train_audio.augmenter
-            self.train_stats = self.progress.end_training(epoch, stage_loss, augmenter, self.device)
+            counted = self.train_audio if self.train_audio.augmenter is not None else None
+            self.train_stats = self.progress.end_training(epoch, stage_loss, counted, self.device)
             return
         if stage != sb.Stage.VALID:
             return
@@ -302,7 +302,7 @@ def main(argv=None) -> SpeakerBrain:
         augmenter.check_coverage(coverage_keys(train_rows, augmenter))
 
     keep_new_folders()  # the inputs are checked: from here on the output folder holds work
-    warm_up_before_workers(train_data, augmenter)
+    warm_up_before_workers(train_data)
     if hparams.get("init_from") and not has_checkpoints(hparams["save_folder"]):
         # A new fine-tuning: the folder's weights (a resumed one: its checkpoints, which the Brain recovers).
         load_init_weights(hparams["init_from"], hparams["modules"], training=hparams_file)

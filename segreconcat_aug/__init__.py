@@ -8,13 +8,9 @@ The method reads top to bottom in :mod:`segreconcat_aug.method.augment`
 attackers, which runs the recipes) sit at the top.
 """
 
-from . import _moved
-
-_moved.install()  # the module paths of 0.1.0 (segreconcat_aug.augment, ...) keep importing
-
-from .align.cache import AlignmentIndex, UtteranceAlignment, Word, load_alignments  # noqa: E402
-from .method.augment import SegReConcat  # noqa: E402
-from .method.strategies import STRATEGIES, get_strategy, register_strategy  # noqa: E402
+from .align.cache import AlignmentIndex, UtteranceAlignment, Word, load_alignments
+from .method.augment import SegReConcat
+from .method.strategies import STRATEGIES, get_strategy, register_strategy
 
 __version__ = "0.1.0"
 

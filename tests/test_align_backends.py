@@ -18,7 +18,7 @@ import pytest
 import soundfile
 from vpac_fixture import FIXTURES, fixture_audio, kill_when_written
 
-from segreconcat_aug import whisper
+from segreconcat_aug.align import whisper
 from segreconcat_aug.align.aligners import AlignmentFailed, make_aligner
 from segreconcat_aug.align.aligners.faster_whisper import FasterWhisperAligner
 from segreconcat_aug.align.aligners.openai_whisper import OpenAIWhisperAligner

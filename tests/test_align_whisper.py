@@ -12,14 +12,8 @@ from vpac_fixture import fixture_audio
 from segreconcat_aug.align.aligners import AlignmentFailed
 from segreconcat_aug.align.aligners.whisper import WhisperAligner, tokens_to_words
 from segreconcat_aug.align.cache import Word
-from segreconcat_aug.align.whisper import (
-    WhisperLoadError,
-    check_alignment_heads,
-    encoder_features,
-    load_whisper,
-    n_frames,
-    resolve_dtype,
-)
+from segreconcat_aug.align.whisper import WhisperLoadError, check_alignment_heads, load_whisper, resolve_dtype
+from segreconcat_aug.align.whisper_encoder import encoder_features, n_frames
 from segreconcat_aug.testing import tiny_whisper
 
 UTTS = ("19-198-0001", "26-495-0007", "1998-15444-0001")

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from segreconcat_aug import alignment
+from segreconcat_aug.align import cache as alignment
 from segreconcat_aug.align.cache import index_locations, load_alignments
 from segreconcat_aug.data.jobs import Shard, merge_jsonl, shard_path
 

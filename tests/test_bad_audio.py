@@ -27,10 +27,15 @@ from segreconcat_aug.data.jobs import ItemError, Job, JobItem, read_item_audio
 from segreconcat_aug.data.kaldi import read_kaldi_map, write_kaldi_map
 from segreconcat_aug.evaluation.embeddings import EmbeddingError
 from segreconcat_aug.evaluation.system import EvaluationAudioError, evaluate_system
-from segreconcat_aug.method.orders import OrderComputer
+from segreconcat_aug.method.order_computer import OrderComputer
 from segreconcat_aug.options import OPTION_RULES, OptionError, validate_options
 from segreconcat_aug.training.augmenter import build_augmenter
-from segreconcat_aug.training.data_prep import PROBLEMS_FILE, AudioCheckError, prepare_vpac_training
+from segreconcat_aug.training.data_prep import (
+    PROBLEMS_FILE,
+    AudioCheckError,
+    PrepOptions,
+    prepare_vpac_training,
+)
 from segreconcat_aug.training.pipeline import SkipFailedReads, TrainAudioPipeline
 
 TRAIN = Path("T8-5/data/train-clean-360_T8-5")
@@ -105,7 +110,9 @@ def test_1_bad_audio_skip_leaves_the_file_out_and_counts_it(root, tmp_path):
     victim = utterances(root, TRAIN)[3]
     original = make_nan(wav_of(root, TRAIN, victim))
     out = tmp_path / "out"
-    prepared = prepare_vpac_training(root, "T8-5", out, sentence_len=2.0, dev_ratio=0.1, bad_audio="skip")
+    prepared = prepare_vpac_training(
+        root, "T8-5", out, PrepOptions(sentence_len=2.0, dev_ratio=0.1, bad_audio="skip")
+    )
     assert prepared["summary"]["bad_audio_left_out"] == 1
     rows = [row["utt_id"] for name in ("train", "dev") for row in _rows(prepared[name])]
     assert victim not in rows and rows
@@ -116,7 +123,9 @@ def test_1_bad_audio_skip_leaves_the_file_out_and_counts_it(root, tmp_path):
     # Once repaired (a changed file), it is checked again and trained on.
     write_audio(wav_of(root, TRAIN, victim), original)
     assert check_audio_files(wav, cache=cache, progress=False).from_cache == len(wav) - 1
-    redone = prepare_vpac_training(root, "T8-5", out, sentence_len=2.0, dev_ratio=0.1, bad_audio="skip")
+    redone = prepare_vpac_training(
+        root, "T8-5", out, PrepOptions(sentence_len=2.0, dev_ratio=0.1, bad_audio="skip")
+    )
     assert redone["skipped"] is False and redone["summary"]["bad_audio_left_out"] == 0
     assert victim in {row["utt_id"] for name in ("train", "dev") for row in _rows(redone[name])}
 
@@ -220,22 +229,19 @@ def test_2_truncated_flac_fails_the_full_check_not_the_header_check(root, tmp_pa
     with pytest.raises(
         AudioCheckError, match=rf"{victim} {flac}: truncated \(\d+ of the header's \d+ samples"
     ):
-        prepare_vpac_training(root, "T8-5", tmp_path / "a", sentence_len=2.0, dev_ratio=0.1)
+        prepare_vpac_training(root, "T8-5", tmp_path / "a", PrepOptions(sentence_len=2.0, dev_ratio=0.1))
     # Opening the header alone does not see it (why check_audio defaults to full)...
     header_only = prepare_vpac_training(
         root,
         "T8-5",
         tmp_path / "b",
-        sentence_len=2.0,
-        dev_ratio=0.1,
-        check_audio="header",
-        min_chunk_amplitude=None,
+        PrepOptions(sentence_len=2.0, dev_ratio=0.1, check_audio="header", min_chunk_amplitude=None),
     )
     assert header_only["summary"]["bad_audio_left_out"] == 0
     # ...but VPC's chunk-amplitude filter decodes every file, and names this one before training.
     with pytest.raises(AudioCheckError, match=rf"{victim} {flac}: cannot read the samples"):
         prepare_vpac_training(
-            root, "T8-5", tmp_path / "c", sentence_len=2.0, dev_ratio=0.1, check_audio="header"
+            root, "T8-5", tmp_path / "c", PrepOptions(sentence_len=2.0, dev_ratio=0.1, check_audio="header")
         )
     assert snapshot(root) == before
 
@@ -243,11 +249,11 @@ def test_2_truncated_flac_fails_the_full_check_not_the_header_check(root, tmp_pa
 def test_2_a_file_truncated_after_the_check_is_skipped_and_counted_not_a_crash(root, tmp_path):
     torch.set_num_threads(1)
     out = tmp_path / "out"
-    prepared = prepare_vpac_training(root, "T8-5", out, sentence_len=2.0, dev_ratio=0.1)
+    prepared = prepare_vpac_training(root, "T8-5", out, PrepOptions(sentence_len=2.0, dev_ratio=0.1))
     dev = {row["utt_id"] for row in _rows(prepared["dev"])}
     victim = next(row["utt_id"] for row in _rows(prepared["train"]) if row["utt_id"] not in dev)
     flac = make_truncated_flac(root, TRAIN, victim, keep=1.0)  # intact when checked
-    prepare_vpac_training(root, "T8-5", out, sentence_len=2.0, dev_ratio=0.1)  # the same split
+    prepare_vpac_training(root, "T8-5", out, PrepOptions(sentence_len=2.0, dev_ratio=0.1))  # the same split
     data = flac.read_bytes()
     flac.write_bytes(data[: len(data) // 20])  # changed after the check: no 2 s crop of it reads
     train_recipe.main(_args(root, out, "--number_of_epochs=1", "--skip_prep=True", "--mode=none"))

@@ -11,13 +11,14 @@ import soundfile
 from segreconcat_aug.data.kaldi import KaldiFormatError, read_kaldi_map, read_wav_scp
 from segreconcat_aug.data.vpac import VPACLayoutError
 from segreconcat_aug.training.data_prep import (
-    DEV_RATIO,
     PROBLEMS_FILE,
     AudioCheckError,
+    PrepOptions,
+    dev_chunks,
     prepare_vpac_training,
-    split_dev,
 )
 from segreconcat_aug.training.pipeline import chunk_audio_pipeline
+from segreconcat_aug.training.splits import DEV_RATIO, split_dev
 
 SR = 16000
 TRAIN = "T8-5/data/train-clean-360_T8-5"
@@ -44,7 +45,10 @@ def _true_frames(root):
 def test_manifests_rows_and_fixed_dev_chunks(vpac_root, tmp_path, mode, factor):
     out = tmp_path / "out"
     result = prepare_vpac_training(
-        vpac_root, "T8-5", out, mode=mode, sentence_len=2.0, dev_ratio=0.1, seed=3, min_chunk_amplitude=None
+        vpac_root,
+        "T8-5",
+        out,
+        PrepOptions(mode=mode, sentence_len=2.0, dev_ratio=0.1, seed=3, min_chunk_amplitude=None),
     )
     assert result["skipped"] is False
     frames = _true_frames(vpac_root)
@@ -100,18 +104,21 @@ def test_dev_split_is_seeded_and_keeps_a_training_utterance_per_speaker():
 def test_rerun_with_same_inputs_skips_and_changed_inputs_redo(vpac_root, tmp_path):
     root = _copy_system(vpac_root, tmp_path)
     out = tmp_path / "out"
-    first = prepare_vpac_training(root, "T8-5", out, sentence_len=2.0, dev_ratio=0.1)
+    first = prepare_vpac_training(root, "T8-5", out, PrepOptions(sentence_len=2.0, dev_ratio=0.1))
     stamp = first["train"].stat().st_mtime_ns
-    again = prepare_vpac_training(root, "T8-5", out, sentence_len=2.0, dev_ratio=0.1)
+    again = prepare_vpac_training(root, "T8-5", out, PrepOptions(sentence_len=2.0, dev_ratio=0.1))
     assert again["skipped"] is True and again["summary"] == first["summary"]
     assert first["train"].stat().st_mtime_ns == stamp
     # Another parameter, then another list file content: prepared again.
-    assert prepare_vpac_training(root, "T8-5", out, sentence_len=2.0, dev_ratio=0.2)["skipped"] is False
+    assert (
+        prepare_vpac_training(root, "T8-5", out, PrepOptions(sentence_len=2.0, dev_ratio=0.2))["skipped"]
+        is False
+    )
     utt2spk = root / TRAIN / "utt2spk"
     lines = utt2spk.read_text().splitlines()
     utt = lines[0].split()[0]
     utt2spk.write_text("\n".join([f"{utt} 999", *lines[1:]]) + "\n")
-    redone = prepare_vpac_training(root, "T8-5", out, sentence_len=2.0, dev_ratio=0.2)
+    redone = prepare_vpac_training(root, "T8-5", out, PrepOptions(sentence_len=2.0, dev_ratio=0.2))
     assert redone["skipped"] is False
     rows = [row for name in ("train", "dev") for row in _rows(redone[name]) if row["utt_id"] == utt]
     assert rows and {row["spk_id"] for row in rows} == {"999"}
@@ -147,10 +154,14 @@ def test_empty_utt2spk_and_unknown_system_give_clear_errors(vpac_root, tmp_path)
 
 def test_durations_computed_without_utt2dur_and_paths_relative_to_root(vpac_root, tmp_path, monkeypatch):
     root = _copy_system(vpac_root, tmp_path)
-    with_dur = prepare_vpac_training(root, "T8-5", tmp_path / "a", sentence_len=2.0, dev_ratio=0.1)
+    with_dur = prepare_vpac_training(
+        root, "T8-5", tmp_path / "a", PrepOptions(sentence_len=2.0, dev_ratio=0.1)
+    )
     (root / TRAIN / "utt2dur").unlink()
     monkeypatch.chdir(tmp_path)  # wav.scp paths are relative to the data root, not the cwd
-    without = prepare_vpac_training(root, "T8-5", tmp_path / "b", sentence_len=2.0, dev_ratio=0.1)
+    without = prepare_vpac_training(
+        root, "T8-5", tmp_path / "b", PrepOptions(sentence_len=2.0, dev_ratio=0.1)
+    )
     assert _rows(without["train"]) == _rows(with_dur["train"])
     assert _rows(without["dev"]) == _rows(with_dur["dev"])
     frames = _true_frames(root)
@@ -168,7 +179,10 @@ def test_folder_override_finds_a_renamed_training_folder(vpac_root, tmp_path):
     scp = folder / "wav.scp"
     scp.write_text(scp.read_text().replace("train-clean-360_T8-5", "libri360_anon_T8-5"))
     result = prepare_vpac_training(
-        root, "T8-5", tmp_path / "out", folder_overrides={"T8-5": {"train-clean-360": "libri360_anon_T8-5"}}
+        root,
+        "T8-5",
+        tmp_path / "out",
+        PrepOptions(folder_overrides={"T8-5": {"train-clean-360": "libri360_anon_T8-5"}}),
     )
     summary = json.loads((tmp_path / "out" / "prep_summary.json").read_text())
     assert summary["folder"] == str(folder) and result["summary"]["utterances"] == 24
@@ -185,7 +199,9 @@ def test_default_dev_share_is_vpc_ten_percent():
 @pytest.mark.parametrize("mode, factor", [("none", 1), ("concat", 2)])
 def test_default_amplitude_filter_drops_a_silent_chunk(vpac_root, tmp_path, mode, factor):
     root = _copy_system(vpac_root, tmp_path)
-    kept = prepare_vpac_training(root, "T8-5", tmp_path / "all", mode=mode, min_chunk_amplitude=None)
+    kept = prepare_vpac_training(
+        root, "T8-5", tmp_path / "all", PrepOptions(mode=mode, min_chunk_amplitude=None)
+    )
     dev_utts = {row["utt_id"] for row in _rows(kept["dev"])}
     frames = _true_frames(root)
     wavs = read_wav_scp(root / TRAIN / "wav.scp", root=root)
@@ -196,7 +212,9 @@ def test_default_amplitude_filter_drops_a_silent_chunk(vpac_root, tmp_path, mode
     soundfile.write(wavs[utt], audio, rate, subtype="FLOAT")
     before = [row for row in _rows(kept["train"]) if row["utt_id"] == utt]
 
-    filtered = prepare_vpac_training(root, "T8-5", tmp_path / "vpc", mode=mode)  # the default: VPC's filter
+    filtered = prepare_vpac_training(
+        root, "T8-5", tmp_path / "vpc", PrepOptions(mode=mode)
+    )  # the default: VPC's filter
     after = [row for row in _rows(filtered["train"]) if row["utt_id"] == utt]
     assert len(after) == len(before) - factor == int(factor * (frames[utt] / SR - 3.0) / 3.0)
     assert filtered["summary"]["silent_train_chunks_dropped"] == 1
@@ -207,14 +225,16 @@ def test_default_amplitude_filter_drops_a_silent_chunk(vpac_root, tmp_path, mode
 
 def test_amplitude_filter_drops_silent_dev_chunks(vpac_root, tmp_path):
     root = _copy_system(vpac_root, tmp_path)
-    first = prepare_vpac_training(root, "T8-5", tmp_path / "a", sentence_len=1.0, min_chunk_amplitude=None)
+    first = prepare_vpac_training(
+        root, "T8-5", tmp_path / "a", PrepOptions(sentence_len=1.0, min_chunk_amplitude=None)
+    )
     dev = _rows(first["dev"])
     row = dev[0]
     wavs = read_wav_scp(root / TRAIN / "wav.scp", root=root)
     audio, rate = soundfile.read(wavs[row["utt_id"]], dtype="float32")
     audio[int(row["start"]) : int(row["stop"])] = 0.0
     soundfile.write(wavs[row["utt_id"]], audio, rate, subtype="FLOAT")
-    second = prepare_vpac_training(root, "T8-5", tmp_path / "b", sentence_len=1.0)
+    second = prepare_vpac_training(root, "T8-5", tmp_path / "b", PrepOptions(sentence_len=1.0))
     assert sorted(r["ID"] for r in _rows(second["dev"])) == sorted(r["ID"] for r in dev[1:])
     assert second["summary"]["silent_dev_chunks_dropped"] == 1
 
@@ -235,20 +255,26 @@ def test_the_full_check_measures_the_chunk_amplitudes_in_its_one_decoding_pass(
     # Blocks that do not divide the chunk: chunk sums carried across block boundaries.
     monkeypatch.setattr(audio_check, "_BLOCK", 10007)
     measured = audio_check.measure_file(str(wavs[utt]), chunk=3 * SR)["chunk_means"][str(3 * SR)]
-    np.testing.assert_allclose(measured, data_prep.chunk_amplitudes(audio, 3 * SR), rtol=1e-9)
+    # VPC 2024's measure: the mean |x| of each fixed chunk, the tail shorter than a chunk left out
+    direct = [np.abs(audio[a:b]).mean(dtype=np.float64) for a, b in dev_chunks(len(audio), 3 * SR)]
+    np.testing.assert_allclose(measured, direct, rtol=1e-9)
 
-    header = prepare_vpac_training(root, "T8-5", tmp_path / "header", mode="concat", check_audio="header")
+    header = prepare_vpac_training(
+        root, "T8-5", tmp_path / "header", PrepOptions(mode="concat", check_audio="header")
+    )
 
     def second_pass(*args, **kwargs):
         raise AssertionError("the full check already measured the chunks: no second decoding pass")
 
     monkeypatch.setattr(data_prep, "silent_chunk_flags", second_pass)
-    full = prepare_vpac_training(root, "T8-5", tmp_path / "full", mode="concat")  # check_audio: full
+    full = prepare_vpac_training(
+        root, "T8-5", tmp_path / "full", PrepOptions(mode="concat")
+    )  # check_audio: full
     assert full["summary"]["silent_train_chunks_dropped"] + full["summary"]["silent_dev_chunks_dropped"] >= 1
     for name in ("train", "dev"):
         assert full[name].read_text() == header[name].read_text()
     # A rerun of the check reads the chunk amplitudes from its cache.
-    again = prepare_vpac_training(root, "T8-5", tmp_path / "full", mode="concat")
+    again = prepare_vpac_training(root, "T8-5", tmp_path / "full", PrepOptions(mode="concat"))
     assert again["skipped"]
 
 
@@ -260,7 +286,10 @@ def test_pooled_systems_share_one_dev_split_by_source_utterance(vpac_root, tmp_p
     assert systems == ["T8-5", "B3"]
     out = tmp_path / "out"
     result = prepare_pooled_training(
-        root, systems, out, mode="none", sentence_len=2.0, dev_ratio=0.3, seed=3, min_chunk_amplitude=None
+        root,
+        systems,
+        out,
+        PrepOptions(mode="none", sentence_len=2.0, dev_ratio=0.3, seed=3, min_chunk_amplitude=None),
     )
     train, dev = _rows(result["train"]), _rows(result["dev"])
     assert {row["system"] for row in train} == {"T8-5", "B3"} == {row["system"] for row in dev}
@@ -275,5 +304,7 @@ def test_pooled_systems_share_one_dev_split_by_source_utterance(vpac_root, tmp_p
     held = {name: {row["utt_id"] for row in dev if row["system"] == name} for name in systems}
     assert held["T8-5"] == held["B3"] and held["B3"]
     with pytest.raises(PooledSystemsError, match=r"^train_systems: system 'B9'"):
-        prepare_pooled_training(root, ["T8-5", "B9"], tmp_path / "bad", mode="none", sentence_len=2.0)
+        prepare_pooled_training(
+            root, ["T8-5", "B9"], tmp_path / "bad", PrepOptions(mode="none", sentence_len=2.0)
+        )
     assert not (tmp_path / "bad").exists()

@@ -105,7 +105,7 @@ WING_RULES = {
     "evaluation": {"core", "data", "models"},
 }
 CORE = {"errors", "seeding"}
-TOP = {"options", "cli", "testing", "grid", "_moved", ""}  # "": segreconcat_aug/__init__.py
+TOP = {"options", "cli", "testing", "grid", ""}  # "": segreconcat_aug/__init__.py
 
 
 def wing_of(module: str) -> str:

@@ -13,7 +13,7 @@ from test_grid import TINY_TRAINING
 from segreconcat_aug.grid import grid_cells, load_grid
 from segreconcat_aug.grid.learning_curve import curve_configurations, curve_verdict, half_fraction
 from segreconcat_aug.options import OptionError
-from segreconcat_aug.training.data_prep import prepare_vpac_training
+from segreconcat_aug.training.data_prep import PrepOptions, prepare_vpac_training
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -33,14 +33,16 @@ def _prepare(vpac_root, out, fraction, by, seed=1986, cache=None):
         vpac_root,
         "T8-5",
         out,
-        mode="none",
-        sentence_len=2.0,
-        dev_ratio=0.1,
-        seed=seed,
-        check_workers=2,
-        audio_check_cache=cache,
-        train_fraction=fraction,
-        train_subsample=by,
+        PrepOptions(
+            mode="none",
+            sentence_len=2.0,
+            dev_ratio=0.1,
+            seed=seed,
+            check_workers=2,
+            audio_check_cache=cache,
+            train_fraction=fraction,
+            train_subsample=by,
+        ),
     )
     return set(_column(out / "train.csv", "utt_id")), set(_column(out / "dev.csv", "utt_id")), out
 

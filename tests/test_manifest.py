@@ -4,7 +4,7 @@ import pytest
 import speechbrain as sb
 import torch
 
-from segreconcat_aug.training.data_prep import prepare_vpac_training
+from segreconcat_aug.training.data_prep import PrepOptions, prepare_vpac_training
 from segreconcat_aug.training.manifest import ManifestDataset, ManifestError, read_manifest
 from segreconcat_aug.training.pipeline import TrainAudioPipeline
 
@@ -12,9 +12,9 @@ from segreconcat_aug.training.pipeline import TrainAudioPipeline
 @pytest.fixture(scope="module")
 def manifest(vpac_root, tmp_path_factory):
     out = tmp_path_factory.mktemp("prep")
-    return prepare_vpac_training(vpac_root, "B3", out, mode="concat", sentence_len=2.0, dev_ratio=0.1)[
-        "train"
-    ]
+    return prepare_vpac_training(
+        vpac_root, "B3", out, PrepOptions(mode="concat", sentence_len=2.0, dev_ratio=0.1)
+    )["train"]
 
 
 def test_rows_are_the_csv_loaders(manifest):

@@ -1,7 +1,7 @@
 """Evaluation loads any SpeechBrain speaker-model folder through its hyperparams.yaml (issue 23, part 3).
 
-Our export with sizes other than the YAML's scores without restating them, exactly as the old path
-(its checkpoint in the YAML's own modules, sizes restated) scores it; a copy of the hub's
+Our export with sizes other than the YAML's scores without restating them, exactly as its bare checkpoint
+(in the YAML's own modules, sizes restated) scores; a copy of the hub's
 spkrec-ecapa-voxceleb and a VPC 2024 ASV folder load offline and embed as their modules do; a folder
 that does not fit, or disagrees with the evaluation YAML, is one line naming both.
 """
@@ -83,7 +83,7 @@ def test_export_of_other_sizes_scores_as_the_old_path_with_its_sizes_restated(ex
     args = [f"--{key}={value}".replace(" ", "") for key, value in common.items()]
     evaluate = _load_recipe("evaluate")
     new = evaluate.main([str(HPARAMS), *args, f"--output_folder={new_out}", f"--eval_model_folder={export}"])
-    # Old: the same checkpoint into the YAML's embedding_model, sizes restated (a folder without hyperparams.yaml).
+    # Bare: the same checkpoint into the YAML's embedding_model, sizes restated (a folder without hyperparams.yaml).
     old_export = tmp_path / "old-export"
     old_export.mkdir()
     shutil.copyfile(export / "embedding_model.ckpt", old_export / "embedding_model.ckpt")
@@ -208,22 +208,31 @@ def test_a_folder_that_does_not_fit_is_one_line_naming_both(tmp_path, case):
     assert not (tmp_path / "eval").exists()  # checked before SpeechBrain links anything, or removed again
 
 
-def test_an_old_export_falls_back_to_the_yaml_modules_with_one_warning(export, tmp_path, caplog):
-    # 0.1.0 exported the training YAML as hyperparams.yaml (no pretrainer): the old path, logged once.
-    old = tmp_path / "old-export"
-    old.mkdir()
-    shutil.copyfile(export / "embedding_model.ckpt", old / "embedding_model.ckpt")
-    shutil.copyfile(export / "train_hyperparams.yaml", old / "hyperparams.yaml")
+def test_a_bare_checkpoint_goes_into_the_yaml_modules_with_one_warning(export, tmp_path, caplog):
+    bare = tmp_path / "bare"
+    bare.mkdir()
+    shutil.copyfile(export / "embedding_model.ckpt", bare / "embedding_model.ckpt")
     hparams = _hparams(**SIZES)
     with caplog.at_level(logging.WARNING, logger="segreconcat_aug.models.folder"):
         for _ in range(2):
-            loaded = load_speaker_model(old, hparams, savedir=tmp_path / "eval" / MODEL_SAVEDIR)
+            loaded = load_speaker_model(bare, hparams, savedir=tmp_path / "eval" / MODEL_SAVEDIR)
     warnings = [record.getMessage() for record in caplog.records if record.levelno == logging.WARNING]
-    assert len(warnings) == 1 and "has no pretrainer" in warnings[0], warnings
+    assert len(warnings) == 1 and "has no hyperparams.yaml" in warnings[0], warnings
     assert loaded.loader == "fallback" and loaded.embedding_model is hparams["embedding_model"]
-    assert not (tmp_path / "eval").exists()  # the old path writes nothing
-    # and its sizes must then be the YAML's, as before
+    assert not (tmp_path / "eval").exists()  # nothing linked
+    # and its sizes must then be the YAML's
     with pytest.raises(ExportError, match="the export has channels=\\[8, 8, 8, 8, 24\\]"):
         load_speaker_model(
-            old, _hparams(**{**SIZES, "channels": [16, 16, 16, 16, 48]}), savedir=tmp_path / "e"
+            bare, _hparams(**{**SIZES, "channels": [16, 16, 16, 16, 48]}), savedir=tmp_path / "e"
         )
+
+
+def test_a_training_yaml_as_hyperparams_yaml_is_refused_in_one_line(export, tmp_path):
+    """A folder whose hyperparams.yaml has no pretrainer is no speaker-model folder, whatever lies beside it."""
+    folder = tmp_path / "training-yaml"
+    folder.mkdir()
+    shutil.copyfile(export / "embedding_model.ckpt", folder / "embedding_model.ckpt")
+    shutil.copyfile(export / "train_hyperparams.yaml", folder / "hyperparams.yaml")
+    with pytest.raises(ModelFolderError, match=f"^{folder}/hyperparams.yaml: no pretrainer key") as raised:
+        load_speaker_model(folder, _hparams(**SIZES), savedir=tmp_path / "eval" / MODEL_SAVEDIR)
+    assert "\n" not in str(raised.value) and not (tmp_path / "eval").exists()

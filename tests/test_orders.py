@@ -1,4 +1,5 @@
-"""The order cache (segreconcat_aug.method.orders), recipes/compute_orders.py, and SegReConcat reading AR/SR orders."""
+"""The order cache (segreconcat_aug.method.orders), computing it (method.order_computer, recipes/compute_orders.py),
+and SegReConcat reading AR/SR orders."""
 
 import importlib.util
 import json
@@ -23,14 +24,8 @@ from segreconcat_aug.data.jobs import (
 from segreconcat_aug.data.kaldi import read_kaldi_map
 from segreconcat_aug.errors import UserError
 from segreconcat_aug.method.augment import MissingAlignmentError, SegReConcat
-from segreconcat_aug.method.orders import (
-    OrderCacheError,
-    OrderComputer,
-    StaleOrderError,
-    load_orders,
-    order_record,
-    run_order_job,
-)
+from segreconcat_aug.method.order_computer import OrderComputer, run_order_job
+from segreconcat_aug.method.orders import OrderCacheError, StaleOrderError, load_orders, order_record
 from segreconcat_aug.method.segments import word_segments
 from segreconcat_aug.method.similarity import semantic_order
 from segreconcat_aug.training.augmenter import build_augmenter
@@ -69,7 +64,7 @@ def check_augmenter(strategy, items, alignments, orders):
         assert np.array_equal(out, expected_output(audio, segments, order))
         # The order is fixed: another epoch gives the same output.
         assert np.array_equal(augmenter(audio, item.id, epoch=4), out)
-    assert augmenter.counts()["augmented"] == 2 * len(items)
+        assert augmenter.plan(audio, item.id, epoch=4)[1] == "augmented"
 
 
 # --------------------------------------------------------------------------- AR end to end
@@ -124,7 +119,7 @@ def test_missing_order_follows_the_missing_alignment_policy(train, tmp_path):
         strict(audio, items[1].id, epoch=1)
     lenient = SegReConcat(alignments, strategy="acoustic", orders=orders, missing_alignment="passthrough")
     assert np.array_equal(lenient(audio, items[1].id, epoch=1), audio)
-    assert lenient.counts()["missing_order"] == 1
+    assert lenient.plan(audio, items[1].id, epoch=1) == (None, "missing_order")
 
 
 # --------------------------------------------------------------------------- SR end to end
@@ -511,7 +506,7 @@ def test_training_reads_sr_orders_of_its_sr_context_only(vpac_root, tmp_path):
     assert augmenter.peaks == {utt: 0.5} and augmenter.plans_from_length
     assert augmenter.strategy.name == "semantic" and augmenter.orders[utt].tolist() == order
     # The rearranged copy follows the cached order: the original, then its segments last to first.
-    plan = augmenter.plan(audio, utt, 1)
+    plan, _ = augmenter.plan(audio, utt, 1)
     assert plan.source[0].tolist() == [0, len(audio)]
     assert plan.source[1:].tolist() == segments.spans[::-1].tolist()
     hparams["sr_context"] = "utterance"

@@ -6,13 +6,14 @@ import soundfile
 import speechbrain as sb
 import torch
 
-from segreconcat_aug import pipeline as pipeline_module
 from segreconcat_aug.align.cache import load_alignments
 from segreconcat_aug.data.audio import AudioFile, read_audio, write_audio
 from segreconcat_aug.data.kaldi import read_wav_scp
-from segreconcat_aug.method.augment import SegReConcat, render
+from segreconcat_aug.method.augment import COUNT_KEYS, SegReConcat
+from segreconcat_aug.method.render import render
 from segreconcat_aug.method.strategies import STRATEGIES, register_strategy
 from segreconcat_aug.seeding import KeyedRandom
+from segreconcat_aug.training import pipeline as pipeline_module
 from segreconcat_aug.training.pipeline import (
     _CROP_STREAM,
     _MERGE_GAP,
@@ -57,8 +58,9 @@ def test_workers_deliver_augmented_crops_seeded_per_utterance_or_epoch(vpac_root
         np.testing.assert_array_equal(epoch1[row_id][: len(original)], original)
         assert len(epoch1[row_id]) == 2 * len(original)  # cover policy: the data volume doubles
     # Counts made inside the worker processes reach the main process.
-    assert augmenter.counts()["augmented"] == len(train_rows)
+    assert pipeline.counts()["augmented"] == len(train_rows)
     pipeline.set_epoch(2)
+    assert sum(pipeline.counts().values()) == 0  # each epoch counts its own rows
     epoch2 = _collect(train_rows, pipeline, num_workers=2)
     changed = sum(not np.array_equal(epoch1[r], epoch2[r]) for r in train_rows)
     if rr_redraw == "epoch":
@@ -92,11 +94,27 @@ def test_chunk_pipeline_reads_exactly_the_chunk(train_rows):
     np.testing.assert_array_equal(chunk.numpy(), read_audio(row["wav"])[1600:4800])
 
 
+def test_the_pipeline_counts_what_segreconcat_did_with_each_row_per_epoch(vpac_root, train_rows):
+    alignments = load_alignments(vpac_root / "alignments" / "B3.jsonl")
+    pipeline = TrainAudioPipeline(SegReConcat(alignments, missing_alignment="passthrough", seed=1), seed=1)
+    pipeline.set_epoch(1)
+    row_id, row = next(iter(train_rows.items()))
+    pipeline(row_id, row["utt_id"], row["wav"])
+    pipeline("x@0", "no-such-utterance", row["wav"])  # no alignment: passed through
+    assert pipeline.counts() == {**dict.fromkeys(COUNT_KEYS, 0), "augmented": 1, "missing_alignment": 1}
+    assert pipeline.report() == "augmented=1 missing_alignment=1"
+    pipeline.reset_counts()
+    assert pipeline.report() == "augmented=0"
+    pipeline(row_id, row["utt_id"], row["wav"])
+    pipeline.set_epoch(2)
+    assert sum(pipeline.counts().values()) == 0
+
+
 def _crop_from_the_whole_file(augmenter, seed, epoch, row_id, utt_id, wav, crop=48000):
     """The pipeline's crop composed from a full read: what the span reads must reproduce."""
     audio = read_audio(wav)
     rng = KeyedRandom(seed)(epoch, row_id, stream=_CROP_STREAM)
-    plan = augmenter.plan(audio, utt_id, epoch) if augmenter is not None else None
+    plan = augmenter.plan(audio, utt_id, epoch)[0] if augmenter is not None else None
     if plan is None:
         return random_crop(audio, crop, rng)
     start = crop_start(plan.length, crop, rng)
@@ -142,7 +160,7 @@ def test_reading_only_the_crops_span_gives_the_crop_of_the_whole_file(vpac_root,
                 np.testing.assert_array_equal(crop, expected)
                 if augmenter is not None:
                     length = len(read_audio(row["wav"]))
-                    total = augmenter.plan(read_audio(row["wav"]), row["utt_id"], epoch).length
+                    total = augmenter.plan(read_audio(row["wav"]), row["utt_id"], epoch)[0].length
                     start = crop_start(total, 48000, KeyedRandom(5)(epoch, row_id, stream=_CROP_STREAM))
                     where.add(
                         "original" if start + 48000 <= length else "join" if start < length else "rearranged"
@@ -189,7 +207,7 @@ def test_sr_with_the_cached_peaks_reads_only_each_crops_samples(vpac_root, train
                     assert not full and len(spans) >= 1
                     # The crop's samples, from one read per word span it holds (gaps under
                     # _MERGE_GAP read through rather than seeked over).
-                    plan = cached.plan(None, row["utt_id"], epoch, num_samples=len(audios[row_id]))
+                    plan, _ = cached.plan(None, row["utt_id"], epoch, num_samples=len(audios[row_id]))
                     start = crop_start(plan.length, 48000, KeyedRandom(5)(epoch, row_id, stream=_CROP_STREAM))
                     pieces = plan.input_ranges(start, start + 48000)
                     assert (pieces[:, 1] - pieces[:, 0]).sum() <= 48000

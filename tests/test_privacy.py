@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from segreconcat_aug import privacy
+from segreconcat_aug.evaluation import privacy
 from segreconcat_aug.evaluation.intervals import subset_design
 from segreconcat_aug.evaluation.metrics import eer
 from segreconcat_aug.evaluation.score_files import read_score_file

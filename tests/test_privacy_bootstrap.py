@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from test_privacy import singling_out_by_definition
 
-from segreconcat_aug import privacy
+from segreconcat_aug.evaluation import privacy
 from segreconcat_aug.evaluation.bootstrap import SpeakerWeights, resampled_metrics, speaker_counts
 from segreconcat_aug.evaluation.intervals import subset_design
 from segreconcat_aug.evaluation.score_files import ScoreFile, read_score_file

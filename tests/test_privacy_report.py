@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from segreconcat_aug import privacy
+from segreconcat_aug.evaluation import privacy
 from segreconcat_aug.evaluation.comparison import compare_runs
 from segreconcat_aug.evaluation.intervals import subset_design
 from segreconcat_aug.evaluation.metrics import verification_metrics

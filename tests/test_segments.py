@@ -48,12 +48,6 @@ def test_cover_cuts_mid_gap_and_makes_a_leading_silence_segment():
     assert segments.spans.tolist() == [[0, 8000], [8000, 14400], [14400, 28800], [28800, 48000]]
 
 
-def test_short_lead_in_stays_with_the_first_word():
-    segments = word_segments(np.array([0.02, 0.5]), np.array([0.5, 0.9]), SR, SR, "cover", 0.05)
-    assert not segments.leading_silence
-    assert segments.spans.tolist() == [[0, 8000], [8000, 16000]]
-
-
 def test_no_words():
     assert word_segments(np.array([]), np.array([]), 100, SR, "cover").spans.tolist() == [[0, 100]]
     assert len(word_segments(np.array([]), np.array([]), 100, SR, "words")) == 0

@@ -23,7 +23,12 @@ from segreconcat_aug.align.cache import AlignmentWriter, iter_cache, load_alignm
 from segreconcat_aug.data.convergence import CONVERGENCE_FILE, flag_names
 from segreconcat_aug.data.vpac import VPACLayoutError
 from segreconcat_aug.method.augment import MissingAlignmentError, SegReConcat
-from segreconcat_aug.training.data_prep import AudioCheckError, DataPrepError, prepare_vpac_training
+from segreconcat_aug.training.data_prep import (
+    AudioCheckError,
+    DataPrepError,
+    PrepOptions,
+    prepare_vpac_training,
+)
 from segreconcat_aug.training.pipeline import TrainAudioPipeline
 from segreconcat_aug.training.run_settings import (
     EXPERIMENT_HPARAMS,
@@ -278,7 +283,7 @@ def test_bad_inputs_stop_before_training(vpac_root, tmp_path):
 
 def test_recipe_train_set_in_a_worker_dataloader_gives_augmented_crops(vpac_root, tmp_path):
     out = tmp_path / "out"
-    prepare_vpac_training(vpac_root, "T8-5", out, sentence_len=2.0, dev_ratio=0.1)
+    prepare_vpac_training(vpac_root, "T8-5", out, PrepOptions(sentence_len=2.0, dev_ratio=0.1))
     augmenter = SegReConcat(load_alignments(vpac_root / "alignments" / "T8-5.jsonl"), crossfade=0.0)
     # 60 s crops keep the whole augmented signal, so its length shows SegReConcat at work.
     train_audio = TrainAudioPipeline(augmenter, sentence_len=60.0, seed=5)
@@ -296,7 +301,7 @@ def test_recipe_train_set_in_a_worker_dataloader_gives_augmented_crops(vpac_root
             assert encoder.decode_ndim(label) == [rows[row_id]["spk_id"]]
             seen += 1
     assert seen == len(rows)
-    assert augmenter.counts()["augmented"] == len(rows)  # counted inside the workers
+    assert train_audio.counts()["augmented"] == len(rows)  # counted inside the workers
 
 
 def test_specaugment_is_applied_to_training_batches_only(tmp_path):
@@ -405,7 +410,7 @@ def test_settings_refuse_a_rerun_only_where_checkpoints_are(vpac_root, tmp_path)
 
 def test_a_label_encoder_without_checkpoints_is_made_afresh(vpac_root, tmp_path):
     out = tmp_path / "out"
-    prepare_vpac_training(vpac_root, "T8-5", out, sentence_len=2.0, dev_ratio=0.1, mode="none")
+    prepare_vpac_training(vpac_root, "T8-5", out, PrepOptions(sentence_len=2.0, dev_ratio=0.1, mode="none"))
     hparams = {"train_annotation": out / "train.csv", "valid_annotation": out / "dev.csv", "save_folder": out}
     stale = sb.dataio.encoder.CategoricalEncoder()
     stale.update_from_iterable(["someone", "else"])

@@ -1,4 +1,4 @@
-"""Loading Whisper for word timestamps and for encoder features, for each backend.
+"""Loading Whisper, for each backend.
 
 Three backends give word timestamps (see docs/alignment.md): ``faster-whisper``
 (CTranslate2, :func:`load_faster_whisper`), ``openai-whisper`` (the authors' tool,
@@ -8,8 +8,7 @@ folder gives one message naming it and what was expected.
 
 One :class:`WhisperBundle` holds the model, feature extractor and tokenizer on a device
 and dtype. The aligner (:mod:`segreconcat_aug.align.aligners.whisper`) decodes with it; the
-semantic strategy uses :func:`encoder_pooled` (each word segment encoded on its own, the
-paper's SR) or :func:`encoder_features` (frames of 20 ms, 50 per second, of a whole utterance).
+semantic strategy encodes with it or with CTranslate2 (:mod:`segreconcat_aug.align.whisper_encoder`).
 
 Word timestamps through transformers need a release where a token's timestamp is the *end*
 of the token (transformers pull request 36632, first released in 4.50.0):
@@ -23,25 +22,18 @@ Tests and CPU demos use :func:`segreconcat_aug.testing.tiny_whisper` (no downloa
 Example
 -------
 >>> from segreconcat_aug.testing import tiny_whisper
->>> import numpy as np
 >>> bundle = tiny_whisper()
 >>> bundle.name, bundle.device, bundle.dtype
 ('tiny-random-whisper', 'cpu', torch.float32)
->>> [f.shape for f in encoder_features(bundle, [np.zeros(16000, np.float32)])]
-[(50, 64)]
->>> encoder_pooled(bundle, [np.zeros(8000, np.float32), np.ones(320, np.float32)]).shape
-(2, 128)
 """
 
 from __future__ import annotations
 
 import logging
-import math
 import os
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
 import torch
 
 from ..data.audio import SAMPLE_RATE
@@ -54,9 +46,7 @@ DEFAULT_MODEL = "openai/whisper-medium"
 DEFAULT_MODELS = {"faster-whisper": "medium", "openai-whisper": "medium", "transformers": DEFAULT_MODEL}
 # transformers pull request 36632 ("timestamp token is end of token time") first shipped here.
 END_OF_TOKEN_TRANSFORMERS = "4.50.0"
-WINDOW_SECONDS = 30.0
-FRAME_SECONDS = 0.02  # one encoder frame: 2 mel hops of 10 ms
-SAMPLES_PER_FRAME = int(SAMPLE_RATE * FRAME_SECONDS)
+WINDOW_SECONDS = 30.0  # Whisper encodes (and decodes) 30 s windows
 WINDOW_SAMPLES = int(SAMPLE_RATE * WINDOW_SECONDS)
 
 _DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
@@ -98,45 +88,6 @@ class WhisperBundle:
         )
         features = inputs.input_features.to(self.device, self.dtype)
         return self.model.get_encoder()(features).last_hidden_state
-
-
-@dataclass
-class CTranslate2Encoder:
-    """Whisper's encoder run by CTranslate2: the model and backend that segment (faster-whisper).
-
-    The same log-mel as :class:`WhisperBundle` (transformers' ``WhisperFeatureExtractor``: each
-    window zero-padded to 30 s before the log-mel, as the authors' SR script prepares a segment),
-    then ``ctranslate2.models.Whisper.encode`` (what faster-whisper's ``WhisperModel.encode``
-    calls). So the pooled features differ from the transformers encoder's on the same weights
-    only by CTranslate2's arithmetic (``compute_type``; measured in docs/rearrangement.md).
-    Load one with :func:`load_ctranslate2_encoder`.
-    """
-
-    model: object  # a faster_whisper.WhisperModel
-    feature_extractor: object
-    name: str
-    device: str = "cpu"
-    compute_type: str = "int8"
-
-    backend = "faster-whisper"
-
-    @property
-    def dtype(self) -> str:
-        """The compute type (``int8``, ``float16``, ...): what an SR order's key records."""
-        return self.compute_type
-
-    def encode(self, chunk) -> torch.Tensor:
-        """Last encoder layer of a list of windows (each zero-padded to 30 s), float32 torch."""
-        import ctranslate2
-
-        features = self.feature_extractor(chunk, sampling_rate=SAMPLE_RATE, return_tensors="np")
-        storage = ctranslate2.StorageView.from_array(
-            np.ascontiguousarray(features.input_features, np.float32)
-        )
-        output = self.model.model.encode(storage, to_cpu=False)
-        if output.device == "cuda":
-            return torch.as_tensor(output, device=f"cuda:{output.device_index}").float()
-        return torch.from_numpy(np.array(output, dtype=np.float32))
 
 
 def resolve_dtype(dtype, device: str) -> torch.dtype:
@@ -258,21 +209,6 @@ def resolve_compute_type(compute_type: str, device: str) -> str:
     return str(compute_type)
 
 
-def resolve_encoder_compute_type(compute_type: str, device: str) -> str:
-    """SR's CTranslate2 compute type: ``auto`` = float16 on CUDA (the authors' SR precision), float32 on the CPU.
-
-    Not the aligner's int8 on the CPU: int8 weights moved tiny.en's pooled segment features by up to
-    5 % of their range and changed 8 of 10 SR orders of the demo (docs/rearrangement.md); word times
-    do not need that precision, the greedy chain does.
-
-    >>> resolve_encoder_compute_type("auto", "cpu"), resolve_encoder_compute_type("auto", "cuda:0")
-    ('float32', 'float16')
-    """
-    if compute_type in (None, "auto"):
-        return "float16" if str(device).startswith("cuda") else "float32"
-    return str(compute_type)
-
-
 def _device_and_index(device: str) -> tuple[str, int]:
     kind, _, index = str(device).partition(":")
     return kind, int(index or 0)
@@ -367,55 +303,6 @@ def load_openai_whisper(model: str = DEFAULT_MODELS["openai-whisper"], *, device
         ) from err
     logger.info("loaded openai-whisper %s on %s", model, device)
     return loaded
-
-
-def load_ctranslate2_encoder(
-    model: str = DEFAULT_MODELS["faster-whisper"],
-    *,
-    device: str | None = None,
-    compute_type: str = "auto",
-    cpu_threads: int = 0,
-) -> CTranslate2Encoder:
-    """SR's encoder from a faster-whisper model (size name or CTranslate2 folder), as
-    :func:`load_faster_whisper` loads it for the aligner: the same model, the same backend
-    (``compute_type``: :func:`resolve_encoder_compute_type`).
-
-    The number of log-mel bins is the model's (80; 128 for large-v3).
-    """
-    from transformers import WhisperFeatureExtractor
-
-    from ..data.jobs import default_device
-
-    device = device or default_device()
-    compute_type = resolve_encoder_compute_type(compute_type, device)
-    loaded = load_faster_whisper(model, device=device, compute_type=compute_type, cpu_threads=cpu_threads)
-    extractor = WhisperFeatureExtractor(feature_size=int(loaded.model.n_mels))
-    return CTranslate2Encoder(loaded, extractor, str(model), device, compute_type)
-
-
-#: SR's encoder backends: faster-whisper (CTranslate2, the aligner's default) and transformers.
-ENCODER_BACKENDS = ("faster-whisper", "transformers")
-
-
-def load_encoder(
-    backend: str,
-    model: str | None = None,
-    *,
-    device: str | None = None,
-    compute_type: str = "auto",
-    dtype="auto",
-):
-    """SR's encoder: :func:`load_ctranslate2_encoder` or :func:`load_whisper` (features only).
-
-    ``model`` None: Whisper-medium under the backend's name (:data:`DEFAULT_MODELS`).
-    ``compute_type`` is faster-whisper's, ``dtype`` transformers'.
-    """
-    if backend not in ENCODER_BACKENDS:
-        raise WhisperLoadError(f"whisper_backend {backend!r}: expected one of {', '.join(ENCODER_BACKENDS)}")
-    model = model or DEFAULT_MODELS[backend]
-    if backend == "faster-whisper":
-        return load_ctranslate2_encoder(model, device=device, compute_type=compute_type)
-    return load_whisper(model, device=device, dtype=dtype, word_timestamps=False)
 
 
 def check_alignment_heads(model, name: str) -> None:
@@ -537,82 +424,3 @@ def load_whisper(
     bundle = WhisperBundle(model, feature_extractor, tokenizer, name, device, torch_dtype)
     logger.info("loaded %s on %s (%s)", name, device, torch_dtype)
     return prepare(bundle, word_timestamps=word_timestamps)
-
-
-def n_frames(n_samples: int) -> int:
-    """Encoder frames covering ``n_samples`` (20 ms each, last one partial).
-
-    >>> n_frames(16000), n_frames(16001), n_frames(0)
-    (50, 51, 0)
-    """
-    return math.ceil(n_samples / SAMPLES_PER_FRAME)
-
-
-def _windows(audios):
-    """Each audio's consecutive 30 s windows, and the index of the audio each window belongs to."""
-    windows, owners = [], []
-    for k, audio in enumerate(audios):
-        audio = np.asarray(audio, dtype=np.float32)
-        if len(audio) == 0:
-            raise ValueError(f"utterance {k}: empty audio has no encoder frames")
-        for start in range(0, len(audio), WINDOW_SAMPLES):
-            windows.append(audio[start : start + WINDOW_SAMPLES])
-            owners.append(k)
-    return windows, owners
-
-
-@torch.inference_mode()
-def encoder_pooled(bundle, audios, *, batch_size: int = 8, padded: bool = False) -> np.ndarray:
-    """``concat(mean, max)`` of the last encoder layer over each audio, ``(len(audios), 2 * d_model)``.
-
-    Each audio (for SR: one word segment) is encoded ON ITS OWN, zero-padded to Whisper's 30 s
-    window as Whisper always is; ``batch_size`` windows go through the encoder together, and
-    batching does not mix them (each window has its own log-mel normalization and attention).
-    The pooling covers the audio's own frames (:func:`n_frames`), or with ``padded`` every
-    frame of its windows, the padding included (what the authors' SR script pools: 1500
-    frames). An audio over 30 s is several windows whose frames are pooled together.
-
-    Pooling runs on the device in float32, so only ``2 * d_model`` numbers per window return.
-    """
-    windows, owners = _windows(audios)
-    sums = maxima = None
-    counts = np.zeros(len(audios), dtype=np.int64)
-    for lo in range(0, len(windows), batch_size):
-        chunk = windows[lo : lo + batch_size]
-        hidden = bundle.encode(chunk).float()
-        if sums is None:  # the width is the encoder's output (d_model)
-            sums = np.zeros((len(audios), hidden.shape[-1]), dtype=np.float64)
-            maxima = np.full((len(audios), hidden.shape[-1]), -np.inf, dtype=np.float64)
-        used = [hidden.shape[1] if padded else n_frames(len(window)) for window in chunk]
-        mask = (
-            torch.arange(hidden.shape[1], device=hidden.device)[None, :]
-            < torch.tensor(used, device=hidden.device)[:, None]
-        )
-        window_sums = (hidden * mask[..., None]).sum(dim=1).double().cpu().numpy()
-        window_max = hidden.masked_fill(~mask[..., None], -torch.inf).amax(dim=1).double().cpu().numpy()
-        for offset in range(len(chunk)):
-            owner = owners[lo + offset]
-            sums[owner] += window_sums[offset]
-            maxima[owner] = np.maximum(maxima[owner], window_max[offset])
-            counts[owner] += used[offset]
-    if sums is None:  # no audio given
-        return np.zeros((0, 0), dtype=np.float64)
-    return np.concatenate([sums / counts[:, None], maxima], axis=1)
-
-
-@torch.inference_mode()
-def encoder_features(bundle, audios, *, batch_size: int = 8) -> list[np.ndarray]:
-    """Last encoder layer, ``(frames, d_model)`` float32 per utterance, 50 frames/s.
-
-    Whisper always encodes 30 s windows; longer audio is cut into consecutive windows and the
-    frames concatenated, then every result is trimmed to :func:`n_frames` of its audio (the
-    padding frames carry no speech). Frame ``k`` covers ``[0.02 k, 0.02 (k + 1))`` seconds.
-    """
-    windows, owners = _windows(audios)
-    pieces: list[list[np.ndarray]] = [[] for _ in audios]
-    for lo in range(0, len(windows), batch_size):
-        chunk = windows[lo : lo + batch_size]
-        hidden = bundle.encode(chunk).float().cpu().numpy()
-        for offset, window in enumerate(chunk):
-            pieces[owners[lo + offset]].append(hidden[offset, : n_frames(len(window))])
-    return [np.concatenate(parts, axis=0) for parts in pieces]

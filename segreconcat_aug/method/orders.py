@@ -60,21 +60,20 @@ import numpy as np
 from ..align.cache import AlignmentIndex, RepeatedIds, iter_jsonl
 from ..data.jsonl_files import cache_files
 from ..errors import UserError
-from .segments import span_rule, word_segments
+from .segments import span_rule
 from .strategies import get_strategy, is_order_of
 
 logger = logging.getLogger(__name__)
 
 __all__ = [
     "OrderCacheError",
-    "OrderComputer",
-    "OrderOptionError",
     "Orders",
     "StaleOrderError",
     "load_orders",
+    "option_names",
     "order_key",
     "order_record",
-    "run_order_job",
+    "resolved_options",
     "stale_orders",
 ]
 
@@ -85,10 +84,6 @@ class OrderCacheError(UserError, ValueError):
 
 class StaleOrderError(OrderCacheError):
     """A cached order does not match the current alignment, segmentation or options."""
-
-
-class OrderOptionError(UserError, ValueError):
-    """The order computation was asked for something it cannot do (a strategy or option it lacks)."""
 
 
 FORMAT = 2  # 2: keys hash the span rule and every option, defaults included
@@ -105,7 +100,8 @@ class Orders(dict):
         self.peaks: dict[str, float] = dict(peaks or {})
 
 
-def _canonical(options: Mapping | None) -> str:
+def canonical_options(options: Mapping | None) -> str:
+    """Strategy options as the one JSON text a key hashes (sorted keys, no spaces)."""
     try:
         return json.dumps(dict(options or {}), sort_keys=True, separators=(",", ":"))
     except TypeError as err:
@@ -209,9 +205,33 @@ def _what_changed(record: Mapping, strategy: str, segment_policy: str, min_leadi
     return "; ".join(changes)
 
 
+# Supplied by the computer, not the user.
+_NOT_OPTIONS = {"sample_rate", "utt_id", "frames", "vectors", "whisper"}
+
+
+@functools.cache
+def _keyword_options(fn) -> tuple[frozenset, dict]:
+    """A strategy function's options (keyword-only, not runtime inputs) and the defaults they have."""
+    import inspect
+
+    parameters = [
+        p
+        for p in inspect.signature(fn).parameters.values()
+        if p.kind is p.KEYWORD_ONLY and p.name not in _NOT_OPTIONS
+    ]
+    return frozenset(p.name for p in parameters), {
+        p.name: p.default for p in parameters if p.default is not p.empty
+    }
+
+
+def option_names(fn) -> set[str]:
+    """The options a strategy function takes (what a key and a record name)."""
+    return set(_keyword_options(fn)[0])
+
+
 def _missing_options(strategy: str, stored: Mapping) -> list[str]:
     """Options the strategy has now that a cache record does not name (an older version wrote it)."""
-    return sorted(_option_names(get_strategy(strategy).fn) - set(stored))
+    return sorted(option_names(get_strategy(strategy).fn) - set(stored))
 
 
 def resolved_options(strategy: str, options: Mapping | None) -> dict:
@@ -220,14 +240,14 @@ def resolved_options(strategy: str, options: Mapping | None) -> dict:
     >>> resolved_options("acoustic", {"fixed_frames": 100})["n_fft"], resolved_options("acoustic", {})["scale"]
     (2048, 32768.0)
     """
-    return json.loads(_resolved_text(strategy, _canonical(options)))
+    return json.loads(_resolved_text(strategy, canonical_options(options)))
 
 
 @functools.lru_cache(maxsize=256)
 def _resolved_text(strategy: str, options_text: str) -> str:
     # Loading a cache resolves the same options for every line: computed once per distinct options.
     _, defaults = _keyword_options(get_strategy(strategy).fn)
-    return _canonical({**defaults, **json.loads(options_text)})
+    return canonical_options({**defaults, **json.loads(options_text)})
 
 
 def _records(file: Path):
@@ -400,288 +420,3 @@ def stale_orders(
             if key != order_key(utt_id, strategy=strategy, options=options, **segmentation):
                 stale.append(utt_id)
     return stale
-
-
-# Supplied by the computer, not the user.
-_NOT_OPTIONS = {"sample_rate", "utt_id", "frames", "vectors", "whisper"}
-
-
-@functools.cache
-def _keyword_options(fn) -> tuple[frozenset, dict]:
-    """A strategy function's options (keyword-only, not runtime inputs) and the defaults they have."""
-    import inspect
-
-    parameters = [
-        p
-        for p in inspect.signature(fn).parameters.values()
-        if p.kind is p.KEYWORD_ONLY and p.name not in _NOT_OPTIONS
-    ]
-    return frozenset(p.name for p in parameters), {
-        p.name: p.default for p in parameters if p.default is not p.empty
-    }
-
-
-def _option_names(fn) -> set[str]:
-    return set(_keyword_options(fn)[0])
-
-
-class OrderComputer:
-    """Compute orders for batches of utterances: segmentation, the strategy, cache lines.
-
-    The object the order job holds: it owns the settings that go into the key
-    and, for SR, the Whisper model (``whisper``, a
-    :class:`segreconcat_aug.align.whisper.WhisperBundle`), run once per batch over all
-    its utterances' segments (:func:`segreconcat_aug.method.similarity.sr_vectors`, as the
-    ``context`` option says) before each order is computed from its vectors.
-
-    Parameters
-    ----------
-    strategy : str
-        A registered precomputed strategy (``acoustic``, ``semantic``).
-    alignments : AlignmentIndex
-    segment_policy : str
-        See :mod:`segreconcat_aug.method.segments` (``authors``: the strategy's authors' cut).
-    min_leading_silence : float
-    options : mapping
-        Strategy options (JSON values); with the defaults of the others, they are part of the key.
-    whisper : WhisperBundle, optional
-        Needed by ``semantic``.
-    encoder_batch_size : int
-        30 s windows per encoder pass (SR's ``segment`` context: one window per segment).
-    sample_rate : int
-
-    Example
-    -------
-    >>> from segreconcat_aug.align.cache import AlignmentIndex
-    >>> alignments = AlignmentIndex(["u1"], [1.0], [0, 3], [0.1, 0.4, 0.7], [0.4, 0.7, 1.0], ["t"])
-    >>> computer = OrderComputer("acoustic", alignments)
-    >>> noise = np.random.default_rng(0).normal(size=16000).astype(np.float32)
-    >>> audio = np.concatenate([np.zeros(1600), noise[:4800], 1e-4 * noise[4800:9600], noise[9600:]])
-    >>> # silence (pinned first), then the chain from the first word: loud, loud, quiet
-    >>> [(utt, order.tolist()) for utt, order in computer.compute([("u1", audio)])]
-    [('u1', [0, 1, 3, 2])]
-    """
-
-    def __init__(
-        self,
-        strategy: str,
-        alignments: AlignmentIndex,
-        *,
-        segment_policy: str = "authors",
-        min_leading_silence: float = 0.0,
-        options: Mapping | None = None,
-        whisper=None,
-        encoder_batch_size: int = 8,
-        sample_rate: int = 16000,
-    ):
-        from .strategies import get_strategy
-
-        self.strategy = get_strategy(strategy)
-        if not self.strategy.precomputed:
-            raise OrderOptionError(
-                f"strategy {strategy!r} draws its order in the data pipeline; nothing to precompute "
-                "(--strategy=acoustic or semantic)"
-            )
-        self.span_rule = span_rule(segment_policy, self.strategy.name)  # checks the policy
-        self.options = json.loads(_canonical(options))
-        accepted = _option_names(self.strategy.fn)
-        unknown = sorted(set(self.options) - accepted)
-        if unknown:
-            raise OrderOptionError(f"unknown {strategy} option(s) {unknown}; accepted: {sorted(accepted)}")
-        if self.strategy.name == "semantic":
-            # SR's feature context is always in the options, hence in the key and the record: caches
-            # written before it existed (utterance context) are stale, never read as the default.
-            from .similarity import check_sr_context
-
-            self.options["context"] = check_sr_context(self.options.get("context", "segment"))
-        # What the key hashes: every option (defaults included), plus the model that makes SR's features.
-        self.key_options = resolved_options(self.strategy.name, self.options)
-        if self.strategy.name == "semantic":
-            if whisper is None:
-                raise ValueError(
-                    "the semantic strategy needs a Whisper model (segreconcat_aug.align.whisper.load_whisper)"
-                )
-            self.key_options["whisper_model"] = str(whisper.name)
-            self.key_options["whisper_dtype"] = str(whisper.dtype).replace("torch.", "")
-            backend = getattr(whisper, "backend", "transformers")
-            if backend != "transformers":  # so the transformers path's caches keep their keys
-                self.key_options["whisper_backend"] = backend
-        self.alignments = alignments
-        self.segment_policy = segment_policy
-        self.min_leading_silence = float(min_leading_silence)
-        self.whisper = whisper
-        self.encoder_batch_size = int(encoder_batch_size)
-        self.sample_rate = int(sample_rate)
-
-    @property
-    def settings(self) -> dict:
-        """The keyword arguments of :func:`order_key` / :func:`stale_orders` for this computer."""
-        return {
-            "strategy": self.strategy.name,
-            "options": self.key_options,
-            "alignments": self.alignments,
-            "segment_policy": self.segment_policy,
-            "min_leading_silence": self.min_leading_silence,
-        }
-
-    def segments(self, utt_id: str, num_samples: int):
-        starts, ends = self.alignments.spans(utt_id)
-        return word_segments(
-            starts, ends, num_samples, self.sample_rate, self.span_rule, self.min_leading_silence
-        )
-
-    def compute(self, batch: Sequence[tuple[str, np.ndarray]]):
-        """Yield ``(utt_id, order)`` or ``(utt_id, exception)`` for each ``(utt_id, audio)``.
-
-        An utterance's failure (no alignment, NaN audio, ...) is returned, not
-        raised, so the job records it and goes on with the rest of the batch.
-        """
-        vectors = [None] * len(batch)
-        if self.whisper is not None and self.strategy.name == "semantic":
-            vectors = self._sr_vectors(batch)
-        for (utt_id, audio), utt_vectors in zip(batch, vectors):
-            try:
-                if isinstance(utt_vectors, Exception):
-                    raise utt_vectors
-                yield utt_id, self.order(utt_id, audio, vectors=utt_vectors)
-            except Exception as err:  # reported per utterance by the caller
-                yield utt_id, err
-
-    def _sr_vectors(self, batch) -> list:
-        """SR's segment vectors for a batch: one batched encoder run over all its segments.
-
-        Utterances that cannot be segmented get ``None`` (:meth:`order` then names the
-        problem); if the batched run fails (e.g. out of memory), each utterance is retried
-        alone, and one that fails again gets its exception.
-        """
-        from .similarity import sr_vectors
-
-        context = self.options["context"]
-        usable = {}
-        for k, (utt_id, audio) in enumerate(batch):
-            audio = np.asarray(audio, dtype=np.float32)
-            if utt_id in self.alignments and len(audio) and np.all(np.isfinite(audio)):
-                try:
-                    segments = self.segments(utt_id, len(audio))
-                except Exception:  # order() raises it again, naming the utterance
-                    continue
-                if len(segments) >= 2:  # fewer segments: nothing to order, no encoder run
-                    usable[k] = (audio, segments)
-        vectors: list = [None] * len(batch)
-        if not usable:
-            return vectors
-        try:
-            encoded = sr_vectors(
-                self.whisper, list(usable.values()), context=context, batch_size=self.encoder_batch_size
-            )
-            for k, value in zip(usable, encoded):
-                vectors[k] = value
-        except Exception:
-            for k, item in usable.items():
-                try:
-                    vectors[k] = sr_vectors(
-                        self.whisper, [item], context=context, batch_size=self.encoder_batch_size
-                    )[0]
-                except Exception as err:
-                    vectors[k] = err
-        return vectors
-
-    def order(self, utt_id: str, audio: np.ndarray, *, vectors=None) -> np.ndarray:
-        """The order of one utterance (raises on failure, naming it)."""
-        if utt_id not in self.alignments:
-            raise KeyError(f"utterance {utt_id!r} has no alignment")
-        audio = np.asarray(audio, dtype=np.float32)
-        if len(audio) == 0:
-            raise ValueError(f"utterance {utt_id!r}: empty audio")
-        if not np.isfinite(audio).all():
-            from ..data.jobs import ItemError
-
-            bad = int(np.count_nonzero(~np.isfinite(audio)))
-            raise ItemError(f"utterance {utt_id!r}: {bad} NaN or infinite samples", "nonfinite_audio")
-        segments = self.segments(utt_id, len(audio))
-        extra = {"vectors": vectors} if vectors is not None else {}
-        if self.strategy.name == "semantic" and vectors is None:
-            extra["whisper"] = self.whisper
-        order = self.strategy.fn(
-            segments, audio, None, sample_rate=self.sample_rate, utt_id=utt_id, **self.options, **extra
-        )
-        order = np.asarray(order, dtype=np.int64)
-        if not is_order_of(order, len(segments)):
-            raise RuntimeError(f"utterance {utt_id!r}: strategy returned {order.tolist()}, not a permutation")
-        return order
-
-    def record(self, utt_id: str, order, audio: np.ndarray | None = None) -> str:
-        """The cache line for ``utt_id``; SR's holds the peak of its segments in ``audio`` (needed)."""
-        peak = None
-        if self.strategy.name in PEAK_STRATEGIES:
-            if audio is None:
-                raise ValueError(f"utterance {utt_id!r}: an SR record needs the audio for its segments' peak")
-            peak = self.segments(utt_id, len(audio)).peak(np.asarray(audio, dtype=np.float32))
-        return order_record(utt_id, order, **self.settings, peak=peak)
-
-
-def run_order_job(
-    computer: OrderComputer,
-    items,
-    output,
-    *,
-    shard=None,
-    batch_size: int = 16,
-    progress: bool = True,
-    resample: bool = False,
-):
-    """Compute and append the orders of ``items`` this shard owns and has not done yet.
-
-    Resumable (see :class:`segreconcat_aug.data.jobs.Job`): a rerun skips written ids
-    and retries failed ones. Refuses to resume into a cache written with other
-    settings (:func:`stale_orders`): one cache never mixes two settings.
-
-    Parameters
-    ----------
-    computer : OrderComputer
-    items : list of segreconcat_aug.data.jobs.JobItem
-        From :func:`segreconcat_aug.data.jobs.read_inputs`.
-    output : path
-        ``x.jsonl`` or a folder (shards write their own parts; see :func:`segreconcat_aug.data.jobs.shard_path`).
-    shard : segreconcat_aug.data.jobs.Shard, optional
-    batch_size : int
-        Utterances read and computed together (SR: one encoder pass per batch).
-    progress : bool
-    resample : bool
-        Resample audio that is not 16 kHz instead of failing it.
-
-    Returns
-    -------
-    segreconcat_aug.data.jobs.Job
-        Closed; ``summary()``, ``written``, ``failures``, ``exit_status()``.
-    """
-    from ..data.jobs import ItemError, Job, JobError, Shard, read_item_audio
-
-    shard = Shard() if shard is None else shard
-    stale = stale_orders(cache_files(output, required=False), **computer.settings)
-    if stale:
-        raise JobError(
-            f"{output}: {len(stale)} cached order(s) were computed with other alignments, segmentation or "
-            f"options, or hold no SR peak (first: {stale[:5]}); write to a new output (or delete the old "
-            "one) to recompute"
-        )
-    with Job(output, shard=shard, desc=f"orders:{computer.strategy.name}", progress=progress) as job:
-        for batch in job.track(job.pending(items), batch_size=batch_size):
-            ready = []
-            for item in batch:
-                if item.id not in computer.alignments:
-                    job.fail(item.id, "no word alignment (run recipes/align.py)", kind="no_alignment")
-                    continue
-                try:  # the shared reader: unreadable, wrong rate, empty, NaN samples are counted failures
-                    audio = read_item_audio(item, sample_rate=computer.sample_rate, resample=resample)
-                except ItemError as err:
-                    job.fail(item.id, err)
-                    continue
-                ready.append((item.id, audio))
-            audios = dict(ready)
-            for utt_id, result in computer.compute(ready):
-                if isinstance(result, Exception):
-                    job.fail(utt_id, result)
-                else:
-                    job.write(utt_id, computer.record(utt_id, result, audios[utt_id]))
-    return job

@@ -402,7 +402,7 @@ def sr_vectors(whisper, items, *, context: str = "segment", batch_size: int = 8)
     together, ``batch_size`` 30 s windows per pass; the result does not depend on the batching.
     Audio must be 16 kHz.
     """
-    from ..align.whisper import SAMPLE_RATE, encoder_features, encoder_pooled
+    from ..align.whisper_encoder import SAMPLE_RATE, encoder_features, encoder_pooled
 
     check_sr_context(context)
     if context == "utterance":
@@ -447,7 +447,7 @@ def semantic_order(
     Pass one of ``vectors``, the segments' pooled features (as :func:`sr_vectors`
     gives for a batch); ``frames``, this utterance's last encoder layer at 50
     frames/s (``context="utterance"`` only, as
-    :func:`segreconcat_aug.align.whisper.encoder_features` gives); or ``whisper``, a
+    :func:`segreconcat_aug.align.whisper_encoder.encoder_features` gives); or ``whisper``, a
     :class:`segreconcat_aug.align.whisper.WhisperBundle` that is then run here as
     ``context`` says. ``rng`` is unused (the order is deterministic).
 
@@ -459,7 +459,7 @@ def semantic_order(
     >>> semantic_order(segs, np.zeros(1600), None, sample_rate=16000, vectors=frames).tolist()
     [1, 4, 0, 3, 2]
     """
-    from ..align.whisper import FRAME_SECONDS, SAMPLE_RATE
+    from ..align.whisper_encoder import FRAME_SECONDS, SAMPLE_RATE
 
     check_sr_context(context)
     audio = _check_audio(audio, segments, utt_id)

@@ -2,7 +2,7 @@
 
 Its folders with ``hyperparams.yaml`` (our exports, a copy of the hub's ``spkrec-ecapa-voxceleb``, a
 VPC 2024 ASV model) are read by the generic SpeechBrain reader. A folder with ``embedding_model.ckpt``
-alone (an export of 0.1.0, a bare checkpoint) is read as evaluation's fallback reads it: the
+alone (a bare checkpoint) is read as evaluation reads it: the
 checkpoint goes into the training YAML's own ECAPA-TDNN with its front end, the sizes the checkpoint
 shows (:func:`checkpoint_definition`) set for the model, the dilations the YAML's.
 """

@@ -9,10 +9,9 @@ the embedding model, sizes included (:func:`load_speaker_model`). Before anythin
 folder is checked (its YAML's keys, every file its pretrainer loads, the checkpoints readable);
 afterwards the embedding model must hold every weight of its checkpoint, and the sample rate and any
 model key the user stated (``--n_mels``, ``--channels``, ...) must be the folder's. A folder without
-``hyperparams.yaml`` but with ``embedding_model.ckpt`` (an export of 0.1.0 or a bare checkpoint),
-or whose ``hyperparams.yaml`` has no ``pretrainer`` (0.1.0 exported the training YAML under that
-name), is loaded the old way, into the evaluation YAML's own modules (:func:`load_exported_model`),
-with one warning. Every refusal is one line naming the folder's file and the YAML key. A model
+``hyperparams.yaml`` but with ``embedding_model.ckpt`` (a bare checkpoint, as the challenge ships
+some ASV models) goes into the evaluation YAML's own modules (:func:`load_exported_model`), with one
+warning. Every refusal is one line naming the folder's file and the YAML key. A model
 family whose folders ``EncoderClassifier`` cannot load gives its own loader
 (:mod:`segreconcat_aug.models.registry`).
 """
@@ -69,10 +68,10 @@ class SpeakerModel:
     mean_var_norm: torch.nn.Module
     embedding_model: torch.nn.Module
     checkpoint: Path  # the embedding model's weights
-    loader: str  # "EncoderClassifier" (the folder's hyperparams.yaml) or "fallback" (the YAML's modules)
+    loader: str  # "EncoderClassifier" (the folder's hyperparams.yaml) or "fallback" (a bare checkpoint)
     # Files besides the checkpoint whose bytes decide the embeddings (hyperparams.yaml, normalizer
-    # statistics, an ecapa_ssl model's WavLM): part of the embedding cache's name. Empty for the fallback,
-    # whose name is as in 0.1.0.
+    # statistics, an ecapa_ssl model's WavLM): part of the embedding cache's name. Empty for a bare
+    # checkpoint, whose modules are the YAML's.
     files: tuple[Path, ...] = ()
     sizes: dict = field(default_factory=dict)  # sample_rate, n_mels and the ECAPA sizes found
 
@@ -106,7 +105,7 @@ _model_folder = model_folder  # under another name where a parameter takes its o
 # A folder with hyperparams.yaml: EncoderClassifier.from_hparams
 # ---------------------------------------------------------------------------------------------------
 
-_FALLBACKS_LOGGED: set[str] = set()
+_BARE_LOGGED: set[str] = set()  # one warning per folder
 
 
 def load_speaker_model(folder, hparams: dict, *, savedir, device: str = "cpu", stated=()) -> SpeakerModel:
@@ -116,11 +115,11 @@ def load_speaker_model(folder, hparams: dict, *, savedir, device: str = "cpu", s
     ----------
     folder : path
         A SpeechBrain speaker-model folder (``hyperparams.yaml`` with ``modules`` holding
-        ``compute_features``, ``mean_var_norm`` and ``embedding_model``, and a ``pretrainer``), or an
-        old export (``embedding_model.ckpt`` only, see the module's text).
+        ``compute_features``, ``mean_var_norm`` and ``embedding_model``, and a ``pretrainer``), or a
+        bare checkpoint (``embedding_model.ckpt`` only, see the module's text).
     hparams : dict
-        The evaluation YAML: its ``sample_rate``, and its model keys for the fallback and for
-        ``stated``.
+        The evaluation YAML: its ``sample_rate``, its modules for a bare checkpoint, and its model
+        keys for ``stated``.
     savedir : path
         Where SpeechBrain links the folder's files (never the working directory); made only once
         the folder passed its checks, and removed again if loading then fails.
@@ -146,10 +145,7 @@ def load_speaker_model(folder, hparams: dict, *, savedir, device: str = "cpu", s
                 f"{checkpoint}: no exported model, nor {MODEL_HPARAMS} beside it (recipes/train.py writes both "
                 "when training ends; set eval_model_folder to evaluate another SpeechBrain model folder)"
             )
-        return _fallback(hparams, folder, f"it has no {MODEL_HPARAMS}")
-    if "pretrainer" not in spec:
-        if "embedding_model" in spec and checkpoint.is_file():  # 0.1.0 exported the training YAML here
-            return _fallback(hparams, folder, f"its {MODEL_HPARAMS} has no pretrainer (a training YAML)")
+        return load_bare_checkpoint(hparams, folder)
     return load_with_encoder_classifier(
         folder, hparams, spec, overrides, savedir=savedir, device=device, stated=stated
     )
@@ -389,19 +385,20 @@ def _check_agreement(sizes: dict, hparams: dict, yaml_path: Path, stated) -> Non
 
 
 # ---------------------------------------------------------------------------------------------------
-# The old way: embedding_model.ckpt into the evaluation YAML's own embedding_model
+# A bare checkpoint: embedding_model.ckpt into the evaluation YAML's own embedding_model
 # ---------------------------------------------------------------------------------------------------
 
 
-def _fallback(hparams: dict, folder: Path, why: str) -> SpeakerModel:
+def load_bare_checkpoint(hparams: dict, folder: Path) -> SpeakerModel:
+    """A folder with ``embedding_model.ckpt`` alone, in the evaluation YAML's modules (its sizes must fit)."""
     checkpoint = load_exported_model(hparams, folder)
-    if str(folder) not in _FALLBACKS_LOGGED:
-        _FALLBACKS_LOGGED.add(str(folder))
+    if str(folder) not in _BARE_LOGGED:
+        _BARE_LOGGED.add(str(folder))
         logger.warning(
-            "%s: %s; loaded %s into the evaluation YAML's embedding_model (with its compute_features and "
-            "mean_var_norm), as before 0.2",
+            "%s: it has no %s; loaded %s into the evaluation YAML's embedding_model (with its "
+            "compute_features and mean_var_norm)",
             folder,
-            why,
+            MODEL_HPARAMS,
             MODEL_CHECKPOINT,
         )
     return SpeakerModel(
@@ -418,8 +415,8 @@ def _fallback(hparams: dict, folder: Path, why: str) -> SpeakerModel:
 def load_exported_model(hparams: dict, model_folder=None) -> Path:
     """Load ``embedding_model.ckpt`` of the export folder into ``hparams['embedding_model']``.
 
-    The folder is :func:`model_folder`'s. Returns the checkpoint path. This is the fallback of
-    :func:`load_speaker_model` (the YAML's sizes must be the checkpoint's).
+    The folder is :func:`model_folder`'s. Returns the checkpoint path. :func:`load_speaker_model` loads
+    a bare checkpoint this way (the YAML's sizes must be the checkpoint's).
     """
     folder = _model_folder(hparams, model_folder)
     checkpoint = folder / MODEL_CHECKPOINT

@@ -79,10 +79,7 @@ def read_speechbrain_folder(folder: Path, spec) -> PretrainedModel:
     weights read and fitted to the model its YAML builds (the ``family`` is set by the caller)."""
     folder = Path(folder)
     yaml_path = folder / MODEL_HPARAMS
-    if "pretrainer" not in spec and "embedding_model" in spec and (folder / MODEL_CHECKPOINT).is_file():
-        files = {"embedding_model": folder / MODEL_CHECKPOINT}  # 0.1.0 exported its training YAML here
-    else:
-        files = speaker_model_files(spec, folder, yaml_path)
+    files = speaker_model_files(spec, folder, yaml_path)
     definitions = {name: definition(spec, name, yaml_path) for name in EMBEDDING_MODULES}
     state = read_checkpoint(files["embedding_model"])
     fit_state(definitions["embedding_model"].build(), state, files["embedding_model"], yaml_path)

@@ -127,14 +127,13 @@ def log_alignment_repairs(alignments, source) -> None:
         logger.info("Alignment cache %s: %d utterances, no word needed a repair", source, len(alignments))
 
 
-def warm_up_before_workers(train_data, augmenter) -> None:
+def warm_up_before_workers(train_data) -> None:
     """Make one training sample in this process before the DataLoader workers fork.
 
     The first sample loads numba's compiled SegReConcat kernels and the audio decoders; loaded
     here, every forked worker shares them instead of loading its own copy (about 70 MiB less per
-    worker, measured by benchmarks/bench_scale.py). The sample is dropped and its counts reset.
+    worker, measured by benchmarks/bench_scale.py). The sample is dropped; its count goes when the
+    first epoch is set (:meth:`~segreconcat_aug.training.pipeline.TrainAudioPipeline.set_epoch`).
     """
     if len(train_data):
         train_data[0]
-    if augmenter is not None:
-        augmenter.reset_counts()

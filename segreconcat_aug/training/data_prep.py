@@ -31,23 +31,15 @@ output folder:
     Dev audio is never augmented. Dev rows of a speaker left with no training
     row are dropped (its class would never be trained).
 **A fraction of the training set** (``train_fraction`` < 1, for a learning curve): after the dev
-    split, ``train_subsample: utterances`` keeps every speaker and ``ceil(f * n)`` of each speaker's
-    ``n`` training utterances; ``train_subsample: speakers`` keeps ``ceil(f * S)`` of the ``S``
-    speakers of each stratum (gender x whether the speaker holds dev utterances, so every fraction
-    keeps a dev set and the gender balance) with all their utterances, and the dev rows of the
-    speakers left out go with them. Each draw is a fixed seeded order (:func:`subsample_training`),
-    so a smaller fraction's subset lies inside every larger one's.
+    split, a seeded subset of the training utterances or speakers (:mod:`segreconcat_aug.training.splits`).
 ``prep_summary.json``, ``prep_signature.json``
     Counts, and the signature of the inputs: a rerun with the same list files
-    and parameters skips preparation.
+    and parameters skips preparation (:func:`skip`).
 
-Every audio file is checked before training (:mod:`segreconcat_aug.data.audio_check`:
-decoded to the end by default, cached in ``audio_check.jsonl``); missing,
-unreadable, truncated, NaN, silent, too-short files and files at another sample
-rate are listed together in ONE :class:`AudioCheckError` (all of them in
-``audio_problems.txt``), or, under ``bad_audio="skip"``, left out and counted.
-Durations come from the headers, so a missing ``utt2dur`` costs nothing; a
-present one is only cross-checked (mismatches are logged).
+Every audio file is checked first (:func:`check_training_audio`: decoded to the end by default, cached in
+``audio_check.jsonl``); the files with a problem are listed together in ONE :class:`AudioCheckError` (all
+in ``audio_problems.txt``) or, under ``bad_audio: skip``, left out and counted. Durations come from the
+headers; a ``utt2dur`` is only cross-checked (mismatches are logged).
 
 Example
 -------
@@ -57,8 +49,6 @@ Example
 (2, 1)
 >>> dev_chunks(50000, chunk=16000)
 [(0, 16000), (16000, 32000), (32000, 48000)]
->>> chunk_amplitudes(np.r_[np.zeros(16000), np.full(16000, 0.5)].astype(np.float32), chunk=16000).tolist()
-[0.0, 0.5]
 """
 
 from __future__ import annotations
@@ -67,9 +57,9 @@ import csv
 import hashlib
 import json
 import logging
-import math
 import os
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 import numpy as np
@@ -84,13 +74,13 @@ from ..data.audio_check import (
     problem_message,
     write_problem_list,
 )
-from ..data.kaldi import group_by_speaker
 from ..data.protocols import get_protocol
+from ..data.result_files import file_digest
 from ..data.vpac import detect_layout, load_set_folder, training_folder
 from ..errors import UserError, cite
 from ..method.augment import MODES
-from ..seeding import seeded_rng
 from .pooled import pooled_systems
+from .splits import DEV_RATIO, TRAIN_SUBSAMPLES, split_dev, subsample_training
 
 logger = logging.getLogger(__name__)
 
@@ -103,13 +93,9 @@ PROBLEMS_FILE = "audio_problems.txt"
 AUDIO_CHECK_CACHE = "audio_check.jsonl"
 TRAIN_FIELDS = ("ID", "utt_id", "wav", "duration", "spk_id")
 DEV_FIELDS = ("ID", "utt_id", "wav", "start", "stop", "duration", "spk_id")
-#: VPC 2024's training data preparation (its libri_prepare.py): 10 % of the utterances held out for
-#: dev (``split_ratio [90, 10]``) and 3 s chunks with mean |amplitude| under 5e-4 dropped (``amp_th``).
-DEV_RATIO = 0.10
+#: VPC 2024's training data preparation (its libri_prepare.py): 3 s chunks with mean |amplitude| under
+#: 5e-4 dropped (``amp_th``); its dev share is :data:`~segreconcat_aug.training.splits.DEV_RATIO`.
 MIN_CHUNK_AMPLITUDE = 5e-4
-_SPLIT_STREAM = 7  # dev draws stay independent of any other use of seeded_rng
-_SUBSET_STREAM = 11  # so do the learning curve's subsets
-TRAIN_SUBSAMPLES = ("utterances", "speakers")
 _DURATION_TOLERANCE = 0.05  # seconds; utt2dur is rounded to ms, headers are exact
 
 
@@ -138,12 +124,6 @@ def dev_chunks(num_samples: int, chunk: int) -> list[tuple[int, int]]:
     return [(k * chunk, (k + 1) * chunk) for k in range(num_samples // chunk)]
 
 
-def chunk_amplitudes(audio: np.ndarray, chunk: int) -> np.ndarray:
-    """Mean absolute amplitude of each of :func:`dev_chunks`' chunks (VPC 2024's chunk filter measure)."""
-    spans = dev_chunks(len(audio), chunk)
-    return np.array([np.abs(audio[a:b]).mean(dtype=np.float64) for a, b in spans], dtype=np.float64)
-
-
 def silent_chunk_flags(
     wav: dict[str, str], chunk: int, threshold: float, *, workers: int = 8
 ) -> dict[str, np.ndarray]:
@@ -168,171 +148,13 @@ def silent_chunk_flags(
         return dict(tqdm(results, total=len(wav), desc="measuring chunk amplitudes", mininterval=2))
 
 
-def _file_digest(path: Path) -> str | None:
-    if not path.is_file():
-        return None
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def input_signature(folder: Path, params: dict) -> dict:
     """What the manifests depend on: the list files' contents and the parameters."""
-    lists = {name: _file_digest(folder / name) for name in ("wav.scp", "utt2spk", "utt2dur")}
+    lists = {
+        name: file_digest(folder / name).removeprefix("sha256:") if (folder / name).is_file() else None
+        for name in ("wav.scp", "utt2spk", "utt2dur")
+    }
     return {"version": PREP_VERSION, "folder": str(folder.resolve()), "lists": lists, "params": params}
-
-
-def check_training_audio(
-    wav: dict[str, str],
-    sample_rate: int = SAMPLE_RATE,
-    *,
-    workers: int = 8,
-    problems_file=None,
-    mode: str = "header",
-    bad_audio: str = "error",
-    min_duration: float = 0.0,
-    silence_db: float | None = None,
-    cache=None,
-    chunk: int | None = None,
-) -> tuple[dict[str, int], dict[str, np.ndarray]]:
-    """Check every file (:func:`segreconcat_aug.data.audio_check.check_audio_files`).
-
-    Returns ``(frames, chunk_means)``: utterance -> samples, and (full check with
-    ``chunk``) utterance -> mean ``|x|`` of each ``chunk``-sample chunk.
-    ``mode`` ``"full"`` decodes each file (NaN samples, truncation, silence),
-    ``"header"`` opens it. Files with a problem are listed in ``problems_file``;
-    under ``bad_audio="skip"`` they are left out of the result (and logged),
-    otherwise:
-
-    Raises
-    ------
-    AudioCheckError
-        Naming the files with a problem (the first 5 in the message, all in ``problems_file``).
-    """
-    if bad_audio not in BAD_AUDIO_POLICIES:
-        raise ValueError(f"bad_audio: unknown policy {bad_audio!r}; choose from {BAD_AUDIO_POLICIES}")
-    report = check_audio_files(
-        wav,
-        mode=mode,
-        sample_rate=sample_rate,
-        min_duration=min_duration,
-        silence_db=silence_db,
-        workers=workers,
-        cache=cache,
-        chunk=chunk if mode == "full" else None,
-    )
-    if not report.problems:
-        return report.frames, report.chunk_means
-    listed = write_problem_list(report.problems, problems_file) if problems_file is not None else None
-    message = problem_message(report.problems, len(wav), "audio files", listed)
-    if bad_audio == "error":
-        # The list outlives a removed output folder (cli.run_main moves it beside and says where).
-        raise cite(
-            AudioCheckError(f"{message} (bad_audio: skip leaves them out of training instead)"), listed
-        )
-    logger.warning("%s\nbad_audio: skip -> these utterances are left out of training", message)
-    bad = {problem.utt for problem in report.problems}
-    return {utt: frames for utt, frames in report.frames.items() if utt not in bad}, report.chunk_means
-
-
-def split_dev(
-    utt2spk: dict[str, str],
-    durations: dict[str, float],
-    *,
-    dev_ratio: float = DEV_RATIO,
-    min_duration: float,
-    seed: int,
-) -> set[str]:
-    """Hold out ``max(1, round(dev_ratio * n))`` utterances per speaker (seeded).
-
-    A speaker keeps at least one training utterance, and only utterances of at
-    least ``min_duration`` seconds (one dev chunk) are held out; a speaker with
-    fewer candidates gives fewer (possibly none). Each speaker's draw depends on
-    ``(seed, speaker)`` alone, so adding a speaker changes no other's split.
-
-    >>> utt2spk = {f"a{k}": "a" for k in range(10)} | {"b0": "b"}  # b has one utterance: kept for training
-    >>> durations = dict.fromkeys(utt2spk, 5.0)
-    >>> sorted(split_dev(utt2spk, durations, dev_ratio=0.2, min_duration=3.0, seed=1))
-    ['a4', 'a6']
-    """
-    if not 0 <= dev_ratio < 1:
-        raise ValueError(f"dev_ratio must be in [0, 1), got {dev_ratio}")
-    dev: set[str] = set()
-    if dev_ratio == 0:
-        return dev
-    by_speaker = group_by_speaker(sorted(utt2spk), utt2spk)
-    for spk, utts in sorted(by_speaker.items()):
-        if len(utts) < 2:
-            continue
-        wanted = min(max(1, round(dev_ratio * len(utts))), len(utts) - 1)
-        candidates = [utt for utt in utts if durations[utt] >= min_duration]
-        if not candidates:
-            continue
-        rng = seeded_rng(seed, 0, spk, stream=_SPLIT_STREAM)
-        picked = rng.choice(len(candidates), size=min(wanted, len(candidates)), replace=False)
-        dev.update(candidates[k] for k in picked)
-    return dev
-
-
-def _kept(count: int, fraction: float) -> int:
-    """``ceil(fraction * count)`` (at least 1 of a non-empty set), robust to ``0.1 * 30 = 3.0000000000000004``."""
-    return min(count, max(1, math.ceil(round(fraction * count, 9)))) if count else 0
-
-
-def subsample_training(
-    utt2spk: dict[str, str],
-    fraction: float,
-    by: str = "utterances",
-    *,
-    seed: int,
-    spk2gender: dict[str, str] | None = None,
-    dev_speakers=(),
-) -> set[str]:
-    """The training utterances kept at ``fraction`` of the training set (``utt2spk``: the training ones).
-
-    ``by="utterances"``: every speaker stays, with ``ceil(fraction * n)`` of its ``n`` utterances;
-    ``by="speakers"``: ``ceil(fraction * S)`` of the ``S`` speakers of each stratum (gender from
-    ``spk2gender``, and whether the speaker is in ``dev_speakers``) stay, with all their utterances.
-    Each speaker's utterances, and each stratum's speakers, are taken in one order drawn from
-    ``(seed, speaker)`` (``(seed, stratum)``) alone: the subsets of every fraction are nested, and
-    the same on every run.
-
-    >>> utt2spk = {f"{s}-{k}": s for s in "abcd" for k in range(4)}
-    >>> half = subsample_training(utt2spk, 0.5, seed=1)
-    >>> quarter = subsample_training(utt2spk, 0.25, seed=1)
-    >>> len(half), len(quarter), quarter < half, {u[0] for u in quarter} == set("abcd")
-    (8, 4, True, True)
-    >>> sorted({u[0] for u in subsample_training(utt2spk, 0.5, "speakers", seed=1)})
-    ['c', 'd']
-    """
-    if by not in TRAIN_SUBSAMPLES:
-        raise ValueError(f"train_subsample: unknown {by!r}; choose from {TRAIN_SUBSAMPLES}")
-    if not 0 < fraction <= 1:
-        raise ValueError(f"train_fraction must be in (0, 1], got {fraction}")
-    by_speaker = group_by_speaker(sorted(utt2spk), utt2spk)
-    if fraction == 1:
-        return set(utt2spk)
-    if by == "utterances":
-        kept = set()
-        for spk, utts in sorted(by_speaker.items()):
-            order = seeded_rng(seed, 0, spk, stream=_SUBSET_STREAM).permutation(len(utts))
-            kept.update(utts[k] for k in order[: _kept(len(utts), fraction)])
-        return kept
-    genders = spk2gender or {}
-    dev_speakers = set(dev_speakers)
-    strata: dict[str, list[str]] = {}
-    for spk in sorted(by_speaker):
-        strata.setdefault(f"{genders.get(spk, '')}/{'dev' if spk in dev_speakers else 'train'}", []).append(
-            spk
-        )
-    kept = set()
-    for stratum, speakers in sorted(strata.items()):
-        order = seeded_rng(seed, 0, f"speakers/{stratum}", stream=_SUBSET_STREAM).permutation(len(speakers))
-        for k in order[: _kept(len(speakers), fraction)]:
-            kept.update(by_speaker[speakers[k]])
-    return kept
 
 
 def _write_csv(path: Path, fields, rows) -> None:
@@ -344,76 +166,164 @@ def _write_csv(path: Path, fields, rows) -> None:
     os.replace(tmp, path)  # a killed run never leaves a half-written manifest under the real name
 
 
+@dataclass(frozen=True)
+class PrepOptions:
+    """How one system's training data is prepared: the training YAML's keys of the same names
+    (:meth:`from_hparams`); the defaults are VPC 2024's recipe's."""
+
+    #: ``{system: {set: folder name}}`` (see :func:`segreconcat_aug.data.vpac.system_folders`).
+    folder_overrides: dict | None = None
+    #: The SegReConcat mode; ``concat`` doubles the training rows (:func:`augmented_factor`).
+    mode: str = "concat"
+    #: Crop and dev-chunk length in seconds.
+    sentence_len: float = 3.0
+    #: Share of each training speaker's utterances held out for dev (:func:`split_dev`).
+    dev_ratio: float = DEV_RATIO
+    #: Fixed ``sentence_len`` chunks whose mean ``|x|`` is below it are silent: no training row, no dev
+    #: chunk (VPC 2024's ``amp_th``). ``None`` or 0 keeps every chunk (and reads no audio beyond headers).
+    min_chunk_amplitude: float | None = MIN_CHUNK_AMPLITUDE
+    #: Fixes the dev split and the training fraction's subset.
+    seed: int = 1986
+    sample_rate: int = SAMPLE_RATE
+    #: Threads checking the audio.
+    check_workers: int = 8
+    #: How deep the audio check goes (``full``, ``header``), and what a file failing it does: stop
+    #: here naming every such file (``error``) or be left out of training, counted (``skip``).
+    check_audio: str = "full"
+    bad_audio: str = "error"
+    #: Seconds; shorter files fail the check.
+    min_audio_duration: float = 0.0
+    #: RMS level (dBFS) under which a file is silent (``full`` only).
+    silence_db: float | None = -60.0
+    #: Measurements by file signature (default ``<output_folder>/audio_check.jsonl``): the check runs on
+    #: every call, and a rerun only decodes files that changed.
+    audio_check_cache: str | None = None
+    #: Whose training set (:mod:`segreconcat_aug.data.protocols`; default ``vpac2024``); a Track 2 language.
+    protocol: str | None = None
+    language: str | None = None
+    #: Train on this share of the training utterances (after the dev split), by ``utterances`` or by
+    #: ``speakers`` (:func:`subsample_training`; 1: all).
+    train_fraction: float = 1.0
+    train_subsample: str = "utterances"
+
+    @classmethod
+    def from_hparams(cls, hparams) -> PrepOptions:
+        """The options from a loaded training YAML (a key it lacks keeps its default)."""
+        return cls(**{key.name: hparams[key.name] for key in fields(cls) if key.name in hparams})
+
+    def __post_init__(self):
+        augmented_factor(self.mode)  # an unknown mode is refused
+        if self.sentence_len <= 0:
+            raise ValueError(f"sentence_len must be > 0 seconds, got {self.sentence_len}")
+        if self.train_subsample not in TRAIN_SUBSAMPLES or not 0 < float(self.train_fraction) <= 1:
+            raise ValueError(
+                f"train_fraction {self.train_fraction!r} / train_subsample {self.train_subsample!r}: expected a "
+                f"fraction in (0, 1] and one of {TRAIN_SUBSAMPLES}"
+            )
+        if self.min_chunk_amplitude is not None and not 0 <= float(self.min_chunk_amplitude) < 1:
+            raise ValueError(f"min_chunk_amplitude must be in [0, 1) or null, got {self.min_chunk_amplitude}")
+
+    @property
+    def factor(self) -> int:
+        return augmented_factor(self.mode)
+
+    @property
+    def amplitude_threshold(self) -> float:
+        """``min_chunk_amplitude``, 0 when no chunk is filtered."""
+        return float(self.min_chunk_amplitude or 0.0)
+
+    @property
+    def chunk(self) -> int:
+        """``sentence_len`` in samples."""
+        return int(round(self.sentence_len * self.sample_rate))
+
+    def training_folder(self, data_folder, system: str) -> Path:
+        """The system's training set folder under the protocol (:func:`segreconcat_aug.data.vpac.training_folder`)."""
+        return training_folder(
+            data_folder, system, self.folder_overrides, protocol=self.protocol, language=self.language
+        )
+
+    def signature_params(self, data_folder, system: str, bad: list[str], dev_utterances) -> dict:
+        """The parameters the manifests depend on (with the list files: :func:`input_signature`)."""
+        params = {
+            "data_folder": str(Path(data_folder).resolve()),
+            "system": system,
+            "factor": self.factor,
+            "sentence_len": float(self.sentence_len),
+            "dev_ratio": float(self.dev_ratio),
+            "min_chunk_amplitude": self.amplitude_threshold,
+            "seed": int(self.seed),
+            "sample_rate": int(self.sample_rate),
+            "bad_audio_left_out": hashlib.sha256("\n".join(bad).encode()).hexdigest() if bad else None,
+        }
+        if dev_utterances is not None:
+            params["dev_utterances"] = hashlib.sha256("\n".join(sorted(dev_utterances)).encode()).hexdigest()
+        if (
+            float(self.train_fraction) != 1
+        ):  # a full run's signature stays what it was before fractions existed
+            params.update(train_fraction=float(self.train_fraction), train_subsample=self.train_subsample)
+        return params
+
+
+def check_training_audio(wav: dict[str, str], options: PrepOptions, output: Path):
+    """Check every file (:func:`segreconcat_aug.data.audio_check.check_audio_files`) as ``options`` say:
+    ``check_audio: full`` decodes each file (NaN samples, truncation, silence), ``header`` opens it.
+
+    Returns ``(frames, chunk_means)``: utterance -> samples, and (full check filtering silent chunks)
+    utterance -> mean ``|x|`` of each chunk. Files with a problem are listed in ``<output>/audio_problems.txt``;
+    under ``bad_audio: skip`` they are left out of the result (and logged), otherwise:
+
+    Raises
+    ------
+    AudioCheckError
+        Naming the files with a problem (the first 5 in the message, all in the list).
+    """
+    if options.bad_audio not in BAD_AUDIO_POLICIES:
+        raise ValueError(f"bad_audio: unknown policy {options.bad_audio!r}; choose from {BAD_AUDIO_POLICIES}")
+    report = check_audio_files(
+        wav,
+        mode=options.check_audio,
+        sample_rate=options.sample_rate,
+        min_duration=options.min_audio_duration,
+        silence_db=options.silence_db,
+        workers=options.check_workers,
+        cache=options.audio_check_cache or output / AUDIO_CHECK_CACHE,
+        chunk=options.chunk if options.check_audio == "full" and options.amplitude_threshold > 0 else None,
+    )
+    if not report.problems:
+        return report.frames, report.chunk_means
+    listed = write_problem_list(report.problems, output / PROBLEMS_FILE)
+    message = problem_message(report.problems, len(wav), "audio files", listed)
+    if options.bad_audio == "error":
+        # The list outlives a removed output folder (cli.run_main moves it beside and says where).
+        raise cite(
+            AudioCheckError(f"{message} (bad_audio: skip leaves them out of training instead)"), listed
+        )
+    logger.warning("%s\nbad_audio: skip -> these utterances are left out of training", message)
+    bad = {problem.utt for problem in report.problems}
+    return {utt: frames for utt, frames in report.frames.items() if utt not in bad}, report.chunk_means
+
+
+def skip(output: Path, signature: dict) -> bool:
+    """Whether ``output`` holds both manifests, prepared from the inputs of ``signature``."""
+    signature_path = output / SIGNATURE_FILE
+    if not (signature_path.is_file() and all((output / name).is_file() for name in (TRAIN_CSV, DEV_CSV))):
+        return False
+    try:
+        return json.loads(signature_path.read_text(encoding="utf-8")) == signature
+    except json.JSONDecodeError:
+        return False
+
+
 def prepare_vpac_training(
-    data_folder,
-    system: str,
-    output_folder,
-    *,
-    folder_overrides: dict | None = None,
-    mode: str = "concat",
-    sentence_len: float = 3.0,
-    dev_ratio: float = DEV_RATIO,
-    min_chunk_amplitude: float | None = MIN_CHUNK_AMPLITUDE,
-    seed: int = 1986,
-    sample_rate: int = SAMPLE_RATE,
-    check_workers: int = 8,
-    check_audio: str = "full",
-    bad_audio: str = "error",
-    min_audio_duration: float = 0.0,
-    silence_db: float | None = -60.0,
-    audio_check_cache=None,
-    protocol: str | None = None,
-    language: str | None = None,
-    train_fraction: float = 1.0,
-    train_subsample: str = "utterances",
-    dev_utterances: set[str] | None = None,
+    data_folder, system: str, output_folder, options: PrepOptions = PrepOptions(), dev_utterances=None
 ) -> dict:
     """Prepare one system's training data (call it under ``run_on_main``).
 
-    Parameters
-    ----------
-    data_folder : path
-        The challenge data root (``<root>/<SYS>/data/...``); relative ``wav.scp``
-        paths are resolved against it.
-    system : str
-        e.g. ``"T8-5"``.
-    output_folder : path
-        Where the manifests go.
-    folder_overrides : dict, optional
-        ``{system: {set: folder name}}`` (see :func:`segreconcat_aug.data.vpac.system_folders`).
-    mode : {"concat", "rearranged", "none"}
-        The SegReConcat mode; ``concat`` doubles the training rows.
-    sentence_len : float
-        Crop and dev-chunk length in seconds.
-    dev_ratio : float
-        Share of each training speaker's utterances held out for dev (VPC 2024: 10 %).
-    min_chunk_amplitude : float or None
-        Fixed ``sentence_len`` chunks whose mean absolute amplitude is below it
-        count as silent: no training row, no dev chunk (VPC 2024's ``amp_th``
-        5e-4). ``None`` or 0 keeps every chunk (and reads no audio beyond headers).
-    seed : int
-        Fixes the dev split.
-    sample_rate : int
-    check_workers : int
-        Threads checking the audio.
-    check_audio : {"full", "header"}, bad_audio : {"error", "skip"}
-        How deep the audio check goes, and what a file failing it does: stop here
-        (naming every such file) or be left out of training (counted in the summary).
-    min_audio_duration : float
-        Seconds; shorter files fail the check.
-    silence_db : float or None
-        RMS level (dBFS) under which a file is silent (``full`` only).
-    audio_check_cache : path, optional
-        Measurements by file signature (default ``<output_folder>/audio_check.jsonl``):
-        the check runs on every call, and a rerun only decodes files that changed.
-    protocol, language : str, optional
-        Whose training set (:mod:`segreconcat_aug.data.protocols`; default ``vpac2024``); a Track 2 language.
-    train_fraction : float, train_subsample : {"utterances", "speakers"}
-        Train on this share of the training utterances (after the dev split), subsampled per speaker or
-        by speakers (:func:`subsample_training`, seeded by ``seed``; 1: all, the default).
-    dev_utterances : set of str, optional
-        The held-out utterance ids, given rather than drawn (:func:`prepare_pooled_training` gives every
-        pooled system the same source utterances); those this set lacks go to training.
+    ``data_folder`` is the challenge data root (relative ``wav.scp`` paths are resolved against it),
+    ``system`` e.g. ``"T8-5"``, ``output_folder`` where the manifests go. ``dev_utterances``: the
+    held-out utterance ids, given rather than drawn (:func:`prepare_pooled_training` gives every pooled
+    system the same source utterances); those this set lacks go to training.
 
     Returns
     -------
@@ -422,182 +332,195 @@ def prepare_vpac_training(
         ``skipped`` (True when an earlier run with the same inputs was reused).
     """
     output = Path(output_folder)
-    folder = training_folder(data_folder, system, folder_overrides, protocol=protocol, language=language)
-    factor = augmented_factor(mode)
-    if sentence_len <= 0:
-        raise ValueError(f"sentence_len must be > 0 seconds, got {sentence_len}")
-    if train_subsample not in TRAIN_SUBSAMPLES or not 0 < float(train_fraction) <= 1:
-        raise ValueError(
-            f"train_fraction {train_fraction!r} / train_subsample {train_subsample!r}: expected a fraction in "
-            f"(0, 1] and one of {TRAIN_SUBSAMPLES}"
-        )
-    # The audio check runs every time, even when the manifests are reused: its cache makes
-    # a rerun a stat per file, and a file changed since the last run is checked again.
-    if min_chunk_amplitude is not None and not 0 <= float(min_chunk_amplitude) < 1:
-        raise ValueError(f"min_chunk_amplitude must be in [0, 1) or null, got {min_chunk_amplitude}")
-    min_chunk_amplitude = float(min_chunk_amplitude or 0.0)
-    chunk = int(round(sentence_len * sample_rate))
-    scheme = get_protocol(protocol)
+    folder = options.training_folder(data_folder, system)
+    scheme = get_protocol(options.protocol)
     layout = detect_layout(data_folder, system, scheme.layout)
-    kaldi = load_set_folder(folder, data_folder, scheme.train_set(language), layout)
+    kaldi = load_set_folder(folder, data_folder, scheme.train_set(options.language), layout)
     output.mkdir(parents=True, exist_ok=True)
-    # The full check decodes every file anyway: it measures the chunk amplitudes in the same pass.
-    frames, chunk_means = check_training_audio(
-        kaldi.wav,
-        sample_rate,
-        workers=check_workers,
-        problems_file=output / PROBLEMS_FILE,
-        mode=check_audio,
-        bad_audio=bad_audio,
-        min_duration=min_audio_duration,
-        silence_db=silence_db,
-        cache=audio_check_cache or output / AUDIO_CHECK_CACHE,
-        chunk=chunk if min_chunk_amplitude > 0 else None,
-    )
+    # The audio check runs every time, even when the manifests are reused: its cache makes a rerun a
+    # stat per file, and a file changed since the last run is checked again. The full check decodes
+    # every file anyway: it measures the chunk amplitudes in the same pass.
+    frames, chunk_means = check_training_audio(kaldi.wav, options, output)
     bad = sorted(set(kaldi.wav) - set(frames))
-    params = {
-        "data_folder": str(Path(data_folder).resolve()),
-        "system": system,
-        "factor": factor,
-        "sentence_len": float(sentence_len),
-        "dev_ratio": float(dev_ratio),
-        "min_chunk_amplitude": min_chunk_amplitude,
-        "seed": int(seed),
-        "sample_rate": int(sample_rate),
-        "bad_audio_left_out": hashlib.sha256("\n".join(bad).encode()).hexdigest() if bad else None,
-    }
-    if dev_utterances is not None:
-        params["dev_utterances"] = hashlib.sha256("\n".join(sorted(dev_utterances)).encode()).hexdigest()
-    if float(train_fraction) != 1:  # a full run's signature stays what it was before fractions existed
-        params.update(train_fraction=float(train_fraction), train_subsample=train_subsample)
-    signature = input_signature(folder, params)
+    signature = input_signature(folder, options.signature_params(data_folder, system, bad, dev_utterances))
     paths = {"train": output / TRAIN_CSV, "dev": output / DEV_CSV}
-    signature_path = output / SIGNATURE_FILE
-    if signature_path.is_file() and all(path.is_file() for path in paths.values()):
-        try:
-            previous = json.loads(signature_path.read_text(encoding="utf-8"))
-        except json.JSONDecodeError:
-            previous = None
-        if previous == signature:
-            summary = json.loads((output / SUMMARY_FILE).read_text(encoding="utf-8"))
-            logger.info("Training data of %s already prepared in %s (same inputs): skipping", system, output)
-            return {**paths, "summary": summary, "skipped": True}
+    if skip(output, signature):
+        summary = json.loads((output / SUMMARY_FILE).read_text(encoding="utf-8"))
+        logger.info("Training data of %s already prepared in %s (same inputs): skipping", system, output)
+        return {**paths, "summary": summary, "skipped": True}
 
     logger.info("Preparing training data of %s from %s", system, folder)
     if bad:
         kaldi.wav = {utt: path for utt, path in kaldi.wav.items() if utt in frames}
-    durations = {utt: count / sample_rate for utt, count in frames.items()}
-    if kaldi.utt2dur is not None:
-        off = [u for u, d in durations.items() if abs(kaldi.utt2dur.get(u, d) - d) > _DURATION_TOLERANCE]
-        if off:
-            logger.warning(
-                "%s: %d durations differ from the audio by more than %.2f s (audio used), first: %s",
-                folder / "utt2dur",
-                len(off),
-                _DURATION_TOLERANCE,
-                off[:5],
-            )
-
+    durations = _durations(frames, options.sample_rate, kaldi.utt2dur, folder / "utt2dur")
     utt2spk = {utt: kaldi.utt2spk[utt] for utt in kaldi.wav}
-    if dev_utterances is None:
-        dev = split_dev(utt2spk, durations, dev_ratio=dev_ratio, min_duration=sentence_len, seed=seed)
-    else:
-        dev = set(dev_utterances) & set(utt2spk)
-    kept = subsample_training(
-        {utt: spk for utt, spk in utt2spk.items() if utt not in dev},
-        float(train_fraction),
-        train_subsample,
-        seed=seed,
-        spk2gender=kaldi.spk2gender,
-        dev_speakers={utt2spk[utt] for utt in dev},
+    dev, kept = _held_out_and_kept(utt2spk, kaldi.spk2gender, durations, options, dev_utterances)
+    silent = _silent_chunks(kaldi.wav, chunk_means, options)
+    train = _train_rows(
+        kaldi.wav, utt2spk, durations, [u for u in kaldi.wav if u not in dev and u in kept], silent, options
     )
-    silent = {}
-    if min_chunk_amplitude > 0 and check_audio == "full":
-        silent = {utt: chunk_means[utt] < min_chunk_amplitude for utt in kaldi.wav}
-    elif min_chunk_amplitude > 0:  # the header check decoded nothing: one decoding pass for the filter
-        silent = silent_chunk_flags(kaldi.wav, chunk, min_chunk_amplitude, workers=check_workers)
-    train_rows, short, all_silent, silent_train_chunks = [], [], [], 0
-    for utt in kaldi.wav:
-        if utt in dev or utt not in kept:
-            continue
-        quiet = int(silent[utt].sum()) if utt in silent else 0
-        silent_train_chunks += quiet
-        rows = crop_rows(durations[utt] - quiet * sentence_len, sentence_len, factor)
-        if rows == 0:
-            (all_silent if quiet else short).append(utt)
-        for k in range(rows):
-            train_rows.append((f"{utt}@{k}", utt, kaldi.wav[utt], f"{durations[utt]:.4f}", utt2spk[utt]))
-    if not train_rows:
+    if not train.rows:
         raise DataPrepError(
             f"{folder}: no training rows: all {len(kaldi.wav)} utterances are shorter than one "
-            f"{sentence_len} s crop (x{factor} in {mode} mode) or silent ({len(all_silent)} of them: "
-            f"every chunk's mean |amplitude| is below min_chunk_amplitude={min_chunk_amplitude})"
+            f"{options.sentence_len} s crop (x{options.factor} in {options.mode} mode) or silent "
+            f"({len(train.all_silent)} of them: every chunk's mean |amplitude| is below "
+            f"min_chunk_amplitude={options.amplitude_threshold})"
         )
-    train_speakers = {row[4] for row in train_rows}
-    dev_rows, orphan_dev, silent_dev_chunks = [], [], 0
-    for utt in sorted(dev):
-        if utt2spk[utt] not in train_speakers:
-            orphan_dev.append(utt)
-            continue
-        for k, (start, stop) in enumerate(dev_chunks(frames[utt], chunk)):
-            if utt in silent and silent[utt][k]:
-                silent_dev_chunks += 1
-                continue
-            dev_rows.append(
-                (f"{utt}@{k}", utt, kaldi.wav[utt], start, stop, f"{sentence_len:.4f}", utt2spk[utt])
-            )
-    if short:
-        logger.info(
-            "%d of %d training utterances are shorter than one %.1f s crop (x%d) and give no row, first: %s",
-            len(short),
-            len(kaldi.wav) - len(dev),
-            sentence_len,
-            factor,
-            short[:5],
-        )
-    if silent_train_chunks or silent_dev_chunks:
-        logger.info(
-            "%d training and %d dev chunks of %.1f s have a mean |amplitude| below %g: left out "
-            "(%d utterances left with no row)",
-            silent_train_chunks,
-            silent_dev_chunks,
-            sentence_len,
-            min_chunk_amplitude,
-            len(all_silent),
-        )
-    if not dev_rows:
-        logger.warning(
-            "%s: the dev set is empty (dev_ratio=%s); early stopping has no dev loss", folder, dev_ratio
-        )
-
+    train_speakers = {row[4] for row in train.rows}
+    dev_rows, orphan_dev, silent_dev_chunks = _dev_rows(
+        kaldi.wav, utt2spk, frames, dev, train_speakers, silent, options
+    )
+    _log_dropped(folder, train, dev_rows, silent_dev_chunks, len(kaldi.wav) - len(dev), options)
     summary = {
         "system": system,
         "folder": str(folder),
         "utterances": len(kaldi.wav),
         "speakers": len(set(utt2spk.values())),
         "train_speakers": len(train_speakers),
-        "train_rows": len(train_rows),
+        "train_rows": len(train.rows),
         "train_hours": round(sum(durations[u] for u in kept) / 3600, 3),
         "train_utterances": len(kept),
-        "train_fraction": float(train_fraction),
-        "train_subsample": train_subsample,
-        "short_utterances_dropped": len(short),
-        "silent_train_chunks_dropped": silent_train_chunks,
+        "train_fraction": float(options.train_fraction),
+        "train_subsample": options.train_subsample,
+        "short_utterances_dropped": len(train.short),
+        "silent_train_chunks_dropped": train.silent_chunks,
         "silent_dev_chunks_dropped": silent_dev_chunks,
-        "silent_utterances_dropped": len(all_silent),
+        "silent_utterances_dropped": len(train.all_silent),
         "dev_utterances": len(dev) - len(orphan_dev),
         "dev_utterances_dropped_no_train_speaker": len(orphan_dev),
         "dev_rows": len(dev_rows),
-        "factor": factor,
+        "factor": options.factor,
         "bad_audio_left_out": len(bad),
     }
-    signature_path.unlink(missing_ok=True)  # invalid until every file below is complete
-    _write_csv(paths["train"], TRAIN_FIELDS, train_rows)
-    _write_csv(paths["dev"], DEV_FIELDS, dev_rows)
-    (output / SUMMARY_FILE).write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
-    signature_path.write_text(json.dumps(signature, indent=2) + "\n", encoding="utf-8")
+    _write_outputs(output, train.rows, dev_rows, summary, signature)
     logger.info("Prepared %s: %s", system, summary)
     return {**paths, "summary": summary, "skipped": False}
+
+
+def _durations(frames: dict[str, int], sample_rate: int, utt2dur: dict | None, utt2dur_path: Path) -> dict:
+    """Seconds per utterance from the headers; a ``utt2dur`` is only cross-checked (mismatches logged)."""
+    durations = {utt: count / sample_rate for utt, count in frames.items()}
+    if utt2dur is not None:
+        off = [u for u, d in durations.items() if abs(utt2dur.get(u, d) - d) > _DURATION_TOLERANCE]
+        if off:
+            logger.warning(
+                "%s: %d durations differ from the audio by more than %.2f s (audio used), first: %s",
+                utt2dur_path,
+                len(off),
+                _DURATION_TOLERANCE,
+                off[:5],
+            )
+    return durations
+
+
+def _held_out_and_kept(utt2spk, spk2gender, durations, options: PrepOptions, dev_utterances):
+    """The dev utterances (drawn, or ``dev_utterances`` given) and the training ones kept at ``train_fraction``."""
+    if dev_utterances is None:
+        dev = split_dev(
+            utt2spk,
+            durations,
+            dev_ratio=options.dev_ratio,
+            min_duration=options.sentence_len,
+            seed=options.seed,
+        )
+    else:
+        dev = set(dev_utterances) & set(utt2spk)
+    kept = subsample_training(
+        {utt: spk for utt, spk in utt2spk.items() if utt not in dev},
+        float(options.train_fraction),
+        options.train_subsample,
+        seed=options.seed,
+        spk2gender=spk2gender,
+        dev_speakers={utt2spk[utt] for utt in dev},
+    )
+    return dev, kept
+
+
+def _silent_chunks(wav: dict[str, str], chunk_means: dict, options: PrepOptions) -> dict[str, np.ndarray]:
+    """Utterance -> one flag per fixed chunk (silent: below ``min_chunk_amplitude``); empty when none is filtered."""
+    threshold = options.amplitude_threshold
+    if threshold <= 0:
+        return {}
+    if options.check_audio == "full":
+        return {utt: chunk_means[utt] < threshold for utt in wav}
+    # the header check decoded nothing: one decoding pass for the filter
+    return silent_chunk_flags(wav, options.chunk, threshold, workers=options.check_workers)
+
+
+@dataclass
+class _TrainRows:
+    rows: list = field(default_factory=list)
+    short: list = field(default_factory=list)  # shorter than one crop
+    all_silent: list = field(default_factory=list)  # no crop left once the silent chunks are out
+    silent_chunks: int = 0
+
+
+def _train_rows(wav, utt2spk, durations, utts, silent, options: PrepOptions) -> _TrainRows:
+    """The crops of the training utterances ``utts`` (module text: ``int(f * (d - silent) / sentence_len)``)."""
+    found = _TrainRows()
+    for utt in utts:
+        quiet = int(silent[utt].sum()) if utt in silent else 0
+        found.silent_chunks += quiet
+        rows = crop_rows(durations[utt] - quiet * options.sentence_len, options.sentence_len, options.factor)
+        if rows == 0:
+            (found.all_silent if quiet else found.short).append(utt)
+        for k in range(rows):
+            found.rows.append((f"{utt}@{k}", utt, wav[utt], f"{durations[utt]:.4f}", utt2spk[utt]))
+    return found
+
+
+def _dev_rows(wav, utt2spk, frames, dev, train_speakers, silent, options: PrepOptions):
+    """The fixed chunks of the held-out utterances of training speakers; the others, and the silent chunks."""
+    rows, orphans, silent_chunks = [], [], 0
+    for utt in sorted(dev):
+        if utt2spk[utt] not in train_speakers:
+            orphans.append(utt)
+            continue
+        for k, (start, stop) in enumerate(dev_chunks(frames[utt], options.chunk)):
+            if utt in silent and silent[utt][k]:
+                silent_chunks += 1
+                continue
+            rows.append(
+                (f"{utt}@{k}", utt, wav[utt], start, stop, f"{options.sentence_len:.4f}", utt2spk[utt])
+            )
+    return rows, orphans, silent_chunks
+
+
+def _log_dropped(folder: Path, train: _TrainRows, dev_rows, silent_dev_chunks: int, training: int, options):
+    if train.short:
+        logger.info(
+            "%d of %d training utterances are shorter than one %.1f s crop (x%d) and give no row, first: %s",
+            len(train.short),
+            training,
+            options.sentence_len,
+            options.factor,
+            train.short[:5],
+        )
+    if train.silent_chunks or silent_dev_chunks:
+        logger.info(
+            "%d training and %d dev chunks of %.1f s have a mean |amplitude| below %g: left out "
+            "(%d utterances left with no row)",
+            train.silent_chunks,
+            silent_dev_chunks,
+            options.sentence_len,
+            options.amplitude_threshold,
+            len(train.all_silent),
+        )
+    if not dev_rows:
+        logger.warning(
+            "%s: the dev set is empty (dev_ratio=%s); early stopping has no dev loss",
+            folder,
+            options.dev_ratio,
+        )
+
+
+def _write_outputs(output: Path, train_rows, dev_rows, summary: dict, signature: dict) -> None:
+    signature_path = output / SIGNATURE_FILE
+    signature_path.unlink(missing_ok=True)  # invalid until every file below is complete
+    _write_csv(output / TRAIN_CSV, TRAIN_FIELDS, train_rows)
+    _write_csv(output / DEV_CSV, DEV_FIELDS, dev_rows)
+    (output / SUMMARY_FILE).write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+    signature_path.write_text(json.dumps(signature, indent=2) + "\n", encoding="utf-8")
 
 
 POOLED_FOLDER = "pooled"
@@ -614,7 +537,9 @@ def _read_csv(path: Path) -> list[dict]:
         return list(csv.DictReader(fin))
 
 
-def prepare_pooled_training(data_folder, systems: list[str], output_folder, **options) -> dict:
+def prepare_pooled_training(
+    data_folder, systems: list[str], output_folder, options: PrepOptions = PrepOptions()
+) -> dict:
     """Pool several systems' anonymized training sets (``train_systems``) into one pair of manifests.
 
     The label is the source speaker: VPAC 2024's systems anonymize the same train-clean-360 speakers
@@ -628,24 +553,18 @@ def prepare_pooled_training(data_folder, systems: list[str], output_folder, **op
     output = Path(output_folder)
     for name in systems:  # every system's training folder, before anything is written
         try:
-            training_folder(
-                data_folder,
-                name,
-                options.get("folder_overrides"),
-                protocol=options.get("protocol"),
-                language=options.get("language"),
-            )
+            options.training_folder(data_folder, name)
         except UserError as exc:
             first_line = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
             raise PooledSystemsError(
                 f"train_systems: system {name!r} has no training set: {first_line}"
             ) from exc
-    first = prepare_vpac_training(data_folder, systems[0], output / POOLED_FOLDER / systems[0], **options)
+    first = prepare_vpac_training(data_folder, systems[0], output / POOLED_FOLDER / systems[0], options)
     dev = {row["utt_id"] for row in _read_csv(first["dev"])}
     parts = {systems[0]: first}
     for name in systems[1:]:
         parts[name] = prepare_vpac_training(
-            data_folder, name, output / POOLED_FOLDER / name, dev_utterances=dev, **options
+            data_folder, name, output / POOLED_FOLDER / name, options, dev_utterances=dev
         )
     train_rows, dev_rows = [], []
     for name, part in parts.items():
@@ -673,35 +592,8 @@ def prepare_pooled_training(data_folder, systems: list[str], output_folder, **op
 def prepare_from_hparams(hparams) -> dict:
     """:func:`prepare_vpac_training` with the training YAML's keys (the recipe runs it under ``run_on_main``);
     :func:`prepare_pooled_training` when ``train_systems`` lists systems."""
+    options = PrepOptions.from_hparams(hparams)
     if hparams.get("train_systems"):
-        return prepare_pooled_training(
-            hparams["data_folder"],
-            pooled_systems(hparams["system"], hparams["train_systems"]),
-            hparams["output_folder"],
-            **_prep_options(hparams),
-        )
-    return prepare_vpac_training(
-        hparams["data_folder"], hparams["system"], hparams["output_folder"], **_prep_options(hparams)
-    )
-
-
-def _prep_options(hparams) -> dict:
-    return dict(
-        folder_overrides=hparams["folder_overrides"],
-        mode=hparams["mode"],
-        sentence_len=hparams["sentence_len"],
-        dev_ratio=hparams["dev_ratio"],
-        min_chunk_amplitude=hparams["min_chunk_amplitude"],
-        seed=hparams["seed"],
-        sample_rate=hparams["sample_rate"],
-        check_workers=hparams["check_workers"],
-        check_audio=hparams.get("check_audio", "full"),
-        bad_audio=hparams.get("bad_audio", "error"),
-        min_audio_duration=hparams.get("min_audio_duration", 0.0),
-        silence_db=hparams.get("silence_db", -60.0),
-        audio_check_cache=hparams.get("audio_check_cache"),
-        protocol=hparams.get("protocol"),
-        language=hparams.get("language"),
-        train_fraction=hparams.get("train_fraction", 1.0),
-        train_subsample=hparams.get("train_subsample", "utterances"),
-    )
+        systems = pooled_systems(hparams["system"], hparams["train_systems"])
+        return prepare_pooled_training(hparams["data_folder"], systems, hparams["output_folder"], options)
+    return prepare_vpac_training(hparams["data_folder"], hparams["system"], hparams["output_folder"], options)

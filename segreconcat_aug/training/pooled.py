@@ -28,7 +28,8 @@ import numpy as np
 
 from ..data.jsonl_files import cache_files
 from ..errors import UserError
-from ..method.augment import COUNT_KEYS, MissingAlignmentError, Plan, SegReConcat
+from ..method.augment import MissingAlignmentError, SegReConcat
+from ..method.render import Plan
 from ..method.strategies import get_strategy
 
 logger = logging.getLogger(__name__)
@@ -175,7 +176,9 @@ class PooledSegReConcat:
                 f"training row of {system!r} (utterance {utt_id!r}): no such pooled system (pooled: {self.systems})"
             ) from None
 
-    def plan(self, audio, key: str, epoch: int, num_samples: int | None = None) -> Plan | None:
+    def plan(
+        self, audio, key: str, epoch: int, num_samples: int | None = None
+    ) -> tuple[Plan | None, str | None]:
         augmenter, utt_id = self._of(key)
         return augmenter.plan(audio, utt_id, epoch, num_samples=num_samples)
 
@@ -199,23 +202,6 @@ class PooledSegReConcat:
                 raise MissingAlignmentError(f"pooled system {system}: {err}") from None
             missing += [pooled_key(system, utt_id) for utt_id in found]
         return missing
-
-    def counts(self) -> dict[str, int]:
-        """Every system's counts summed (:data:`COUNT_KEYS` order)."""
-        per_system = [augmenter.counts() for augmenter in self.augmenters.values()]
-        return {key: sum(counts[key] for counts in per_system) for key in COUNT_KEYS}
-
-    def reset_counts(self) -> None:
-        for augmenter in self.augmenters.values():
-            augmenter.reset_counts()
-
-    def report(self) -> str:
-        """The summed counts, then each system's, e.g. ``augmented=20 (T10-2: augmented=10; B4: augmented=10)``."""
-        totals = " ".join(
-            f"{key}={value}" for key, value in self.counts().items() if value or key == "augmented"
-        )
-        each = "; ".join(f"{name}: {augmenter.report()}" for name, augmenter in self.augmenters.items())
-        return f"{totals} ({each})"
 
 
 def coverage_keys(train_rows, augmenter) -> list[str]:

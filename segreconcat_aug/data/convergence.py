@@ -182,11 +182,14 @@ def model_convergence(model_folder, run_folder=None, export_folder=None) -> dict
     """The convergence of the run that made the model in ``model_folder`` (None: unknown): the file beside
     it, else, for the run's own export, the run's file or its ``epochs.jsonl`` (a run older than the file)."""
     model_folder = Path(model_folder)
-    own_export = run_folder is not None and export_folder is not None
-    own_export = own_export and Path(export_folder).resolve() == model_folder.resolve()
-    for path in [model_folder / CONVERGENCE_FILE] + (
-        [Path(run_folder) / CONVERGENCE_FILE] if own_export else []
-    ):
+    own_export = (
+        None not in (run_folder, export_folder) and Path(export_folder).resolve() == model_folder.resolve()
+    )
+    candidates = [
+        model_folder / CONVERGENCE_FILE,
+        *([Path(run_folder) / CONVERGENCE_FILE] if own_export else []),
+    ]
+    for path in candidates:
         if path.is_file():
             try:
                 return json.loads(path.read_text(encoding="utf-8"))

@@ -57,12 +57,7 @@ from segreconcat_aug.training.progress import (
     epoch_record,
     record_convergence,
 )
-from segreconcat_aug.training.run_settings import (
-    check_before_training,
-    has_checkpoints,
-    run_settings,
-    save_run_settings,
-)
+from segreconcat_aug.training.run_settings import check_before_training, has_checkpoints
 
 logger = logging.getLogger(__name__)
 
@@ -72,14 +67,11 @@ class SpeakerBrain(sb.core.Brain):
 
     ``train_audio`` is the training set's :class:`TrainAudioPipeline`; its epoch
     is set here so every epoch draws new crops (and, with ``rr_redraw: epoch``, new RR permutations).
-    ``settings`` (:func:`run_settings`) are written to the output folder once a checkpoint exists:
-    from then on a rerun into the folder resumes this run, and is checked against them.
     """
 
-    def __init__(self, *args, train_audio: TrainAudioPipeline, settings: dict | None = None, **kwargs):
+    def __init__(self, *args, train_audio: TrainAudioPipeline, **kwargs):
         super().__init__(*args, **kwargs)
         self.train_audio = train_audio
-        self.settings = settings
         self.progress = EpochProgress()  # this process's counts and epoch times
         self.train_stats: dict = {}
 
@@ -168,7 +160,6 @@ class SpeakerBrain(sb.core.Brain):
         # update_metric first: the counter (a recoverable) is saved with its new patience state.
         counter.update_metric(loss)
         self.checkpointer.save_and_keep_only(meta={"loss": loss}, min_keys=["loss"])
-        self.record_settings()
         self.hparams.train_logger.log_stats(
             stats_meta={"epoch": epoch, "lr": lr}, train_stats=self.train_stats, valid_stats=valid_stats
         )
@@ -177,16 +168,6 @@ class SpeakerBrain(sb.core.Brain):
             append_epoch_record(self.hparams.output_folder, record)
             self.progress.end_epoch()
             report_progress(self.progress.line(record, counter))
-
-    def _save_intra_epoch_ckpt(self):
-        super()._save_intra_epoch_ckpt()
-        self.record_settings()
-
-    def record_settings(self) -> None:
-        """Write the run's settings beside its checkpoints (once per process run, main process only)."""
-        if self.settings is not None and if_main_process():
-            save_run_settings(self.hparams.output_folder, self.settings)
-            self.settings = None
 
 
 def dataio_prep(
@@ -317,10 +298,7 @@ def main(argv=None) -> SpeakerBrain:
         run_opts=run_opts,
         checkpointer=hparams["checkpointer"],
         train_audio=train_audio,
-        settings=run_settings(hparams),
     )
-    if has_checkpoints(hparams["save_folder"]):
-        brain.record_settings()  # a resumed run: its settings were checked above
     try:
         brain.fit(
             brain.hparams.epoch_counter,

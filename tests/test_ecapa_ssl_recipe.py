@@ -21,6 +21,7 @@ from segreconcat_aug.models.pretrained import PretrainedModelError, check_traini
 from segreconcat_aug.models.wavlm import WavLMLayers, layer_norm_waveforms
 from segreconcat_aug.testing import TINY_ECAPA_SSL, tiny_challenge_folder, tiny_wavlm
 from segreconcat_aug.training import waveform_embedding
+from segreconcat_aug.training.run_settings import saved_hparams
 
 REPO = Path(__file__).resolve().parents[1]
 HPARAMS = str(REPO / "hparams" / "ecapa_ssl_segreconcat.yaml")
@@ -117,7 +118,7 @@ def test_fine_tune_from_a_challenge_folder_resumes_exports_and_evaluates(data_ro
     out = tmp_path / "run"
     # recipes/train.py --init_from=<exp/asv_ssl>: the challenge's weights, its WavLM, its sizes.
     train_recipe.main(_argv(data_root, out, wavlm, "--number_of_epochs=1", f"--init_from={challenge}"))
-    settings = json.loads((out / "run_settings.json").read_text())
+    settings = saved_hparams(out)
     assert settings["init_from"] == str(challenge) and settings["channels"] == [16, 16, 16, 16, 48]
     saved = sorted((out / "save").glob("CKPT*"))
     assert len(saved) == 1 and not any("wavlm" in path.name for path in saved[0].iterdir())

@@ -16,6 +16,7 @@ from segreconcat_aug.evaluation.system import SUBSETS, SubsetScores, SystemResul
 from segreconcat_aug.evaluation.system_report import read_results, write_system_report
 from segreconcat_aug.grid import STATUS_FILE, format_command, grid_cells, load_grid
 from segreconcat_aug.grid.results import cell_scores
+from segreconcat_aug.training.run_settings import has_checkpoints, saved_hparams
 
 REPO = Path(__file__).resolve().parents[1]
 spec = importlib.util.spec_from_file_location("run_grid", REPO / "recipes" / "run_grid.py")
@@ -323,12 +324,12 @@ def test_a_cell_failed_on_an_option_is_retried_once_the_option_is_corrected(vpac
     cell = tmp_path / "grid" / "T8-5" / "baseline"
     assert run_grid.main(_argv(overrides)) == 1
     assert "no training rows" in (cell / "grid_train.log").read_text()
-    assert not (cell / "run_settings.json").exists()  # nothing trained: no settings to hold a rerun to
+    assert not has_checkpoints(cell / "save")  # nothing trained: no settings to hold a rerun to
 
     overrides["extra_overrides"] = tiny
     assert run_grid.main(_argv(overrides)) == 0
     assert (cell / "export" / "embedding_model.ckpt").is_file()
-    assert json.loads((cell / "run_settings.json").read_text())["sentence_len"] == 2.0
+    assert saved_hparams(cell)["sentence_len"] == 2.0
     assert json.loads((cell / STATUS_FILE).read_text()) == {"train": "done", "eval": "done"}
 
 

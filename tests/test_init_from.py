@@ -4,7 +4,6 @@ Tiny offline folders (tests/model_folders.py: the hub's spkrec-ecapa-voxceleb la
 folder, one of our exports) on the tiny VPAC layout of real LibriSpeech speech (tests/conftest.py).
 """
 
-import json
 import shutil
 from pathlib import Path
 
@@ -16,6 +15,7 @@ from test_train import HPARAMS, TINY, _epochs, train_recipe
 from segreconcat_aug.cli import run_main
 from segreconcat_aug.training.init_from import training_overrides
 from segreconcat_aug.training.presets import PRESETS, PresetError
+from segreconcat_aug.training.run_settings import saved_hparams
 
 SIZE_KEYS = ("--channels", "--lin_neurons", "--attention_channels")
 TINY_RUN = [arg for arg in TINY if arg.split("=")[0] not in SIZE_KEYS]
@@ -81,7 +81,7 @@ def test_fine_tuning_starts_from_the_hub_folder_with_a_new_head_and_the_loss_fal
     assert any(not torch.equal(tuned[k], v) for k, v in model.state_dict().items())
     wave = torch.randn(1, 16000)
     assert encoder.encode_batch(wave).shape == (1, 1, SMALL["lin_neurons"])
-    settings = json.loads((out / "run_settings.json").read_text())
+    settings = saved_hparams(out)
     assert settings["init_from"] == str(hub) and settings["channels"] == SMALL["channels"]
 
 

@@ -14,6 +14,7 @@ from segreconcat_aug.grid import grid_cells, load_grid
 from segreconcat_aug.grid.learning_curve import curve_configurations, curve_verdict, half_fraction
 from segreconcat_aug.options import OptionError
 from segreconcat_aug.training.data_prep import PrepOptions, prepare_vpac_training
+from segreconcat_aug.training.run_settings import saved_hparams
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -160,7 +161,7 @@ def test_the_curve_grid_runs_end_to_end(curve_grid):
     half, full = out / "T8-5" / "baseline@utterances50", out / "T8-5" / "baseline"
     # Each point trained on its own nested subset (the 100 % point is the row's own cell), evaluated alike.
     assert set(_column(half / "train.csv", "utt_id")) < set(_column(full / "train.csv", "utt_id"))
-    assert json.loads((half / "run_settings.json").read_text())["train_fraction"] == 0.5
+    assert saved_hparams(half)["train_fraction"] == 0.5
     curves = json.loads((out / "learning_curve.json").read_text())
     curve = curves["T8-5"]["baseline"]["utterances"]
     assert [p["fraction"] for p in curve["points"]] == [0.5, 1.0]

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from test_grid import _argv, run_grid
 
-from segreconcat_aug.data.folder_lock import FolderInUseError, FolderLock
+from segreconcat_aug.data.folder_lock import FolderInUseError, hold_folder, lock_folder, release_held
 
 # A training stand-in: records its pid in the cell folder, then works for a minute if told to (SLOW).
 STUB = """
@@ -67,7 +67,7 @@ def _fork(work):
 
 def test_a_second_writer_is_refused_and_a_killed_holders_lock_is_free(tmp_path):
     folder = tmp_path / "run"
-    holder = _fork(lambda: (FolderLock(folder, "a training run").acquire(), time.sleep(60)))
+    holder = _fork(lambda: (lock_folder(folder, "a training run"), time.sleep(60)))
     assert _wait_for(
         lambda: (
             (folder / ".segreconcat.lock").is_file()
@@ -77,11 +77,22 @@ def test_a_second_writer_is_refused_and_a_killed_holders_lock_is_free(tmp_path):
     with pytest.raises(
         FolderInUseError, match=rf"{folder} is in use by a training run \(pid {holder}, since "
     ):
-        FolderLock(folder, "another").acquire()
+        lock_folder(folder, "another")
     os.kill(holder, signal.SIGKILL)
     os.waitpid(holder, 0)
-    with FolderLock(folder, "the rerun") as lock:  # the kernel released the dead holder's lock
-        assert lock.held and "the rerun" in (folder / ".segreconcat.lock").read_text()
+    with lock_folder(folder, "the rerun"):  # the kernel released the dead holder's lock
+        assert "the rerun (pid " in (folder / ".segreconcat.lock").read_text()
+
+
+def test_a_held_folder_is_held_once_until_released(tmp_path):
+    hold_folder(tmp_path, "a training run")
+    hold_folder(tmp_path, "a training run")  # this process holds it already: kept
+    with pytest.raises(
+        FolderInUseError, match=rf"^{tmp_path} is in use by a training run \(pid {os.getpid()}"
+    ):
+        lock_folder(tmp_path, "another")  # another open file of this process is another holder
+    release_held()
+    lock_folder(tmp_path, "the next run").close()
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")

@@ -1,15 +1,15 @@
 """segreconcat_aug.training.run_settings: a rerun into a folder with checkpoints must be the same run."""
 
-import json
 import time
 
 import pytest
+import ruamel.yaml
 import torch
 from speechbrain.utils.checkpoints import Checkpointer
 
 from segreconcat_aug.errors import MissingInputError, UserError
 from segreconcat_aug.training.run_settings import (
-    RUN_SETTINGS_FILE,
+    EXPERIMENT_HPARAMS,
     CheckpointDamagedError,
     RunSettingsError,
     check_resumable_checkpoint,
@@ -17,7 +17,6 @@ from segreconcat_aug.training.run_settings import (
     check_training_inputs,
     has_checkpoints,
     run_settings,
-    save_run_settings,
 )
 
 VALUES = {
@@ -30,11 +29,18 @@ VALUES = {
 }
 
 
+def _write_hparams(folder, values):
+    """The ``hyperparams.yaml`` SpeechBrain saves when a run starts: the YAML's values as run."""
+    folder.mkdir(parents=True, exist_ok=True)
+    with open(folder / EXPERIMENT_HPARAMS, "w", encoding="utf-8") as handle:
+        ruamel.yaml.YAML().dump({**values, "number_of_epochs": 10, "data_folder": "/data"}, handle)
+
+
 def _started_run(tmp_path, values=VALUES):
-    """An output folder whose training has started: a checkpoint and its settings."""
+    """An output folder whose training has started: a checkpoint and the YAML it was run with."""
     out = tmp_path / "out"
     Checkpointer(out / "save", {"model": torch.nn.Linear(1, 1)}).save_checkpoint(meta={"loss": 1.0})
-    save_run_settings(out, run_settings(values))
+    _write_hparams(out, values)
     return {**values, "output_folder": str(out)}
 
 
@@ -53,7 +59,7 @@ def test_a_changed_setting_is_refused_naming_it_and_a_resume_is_not(tmp_path):
 
 def test_without_checkpoints_nothing_is_refused(tmp_path):
     out = tmp_path / "out"
-    save_run_settings(out, run_settings(VALUES))  # settings left, but training never started
+    _write_hparams(out, VALUES)  # a run that stopped before training
     check_run_settings({**VALUES, "lr": 0.5, "output_folder": str(out)})
     check_run_settings({**VALUES, "output_folder": str(tmp_path / "new")})
 
@@ -67,19 +73,55 @@ def test_keys_at_their_old_default_are_left_out_so_older_folders_resume(tmp_path
         check_run_settings({**run, "protocol": "vpc2026-track1"})
 
 
-@pytest.mark.parametrize("damaged", ['{"mode": "conc', "[1, 2]", "\udcff"])
-def test_a_damaged_settings_file_is_refused_naming_it(tmp_path, damaged):
+@pytest.mark.parametrize("damaged", [None, "mode: [conc", "- 1\n- 2\n", "\udcff"])
+def test_a_missing_or_damaged_hyperparams_yaml_is_refused_naming_it(tmp_path, damaged):
     run = _started_run(tmp_path)
-    path = tmp_path / "out" / RUN_SETTINGS_FILE
-    path.write_bytes(damaged.encode("utf-8", errors="surrogateescape"))
-    with pytest.raises(RunSettingsError, match=f"{path}: damaged.*delete it to check them against"):
+    path = tmp_path / "out" / EXPERIMENT_HPARAMS
+    if damaged is None:
+        path.unlink()
+    else:
+        path.write_bytes(damaged.encode("utf-8", errors="surrogateescape"))
+    with pytest.raises(RunSettingsError, match=f"^{path}: missing or damaged.*remove .*save to start over$"):
         check_run_settings(run)
 
 
-def test_the_settings_file_is_what_run_settings_gives(tmp_path):
-    save_run_settings(tmp_path / "a" / "b", run_settings({**VALUES, "channels": (8, 24)}))
-    saved = json.loads((tmp_path / "a" / "b" / RUN_SETTINGS_FILE).read_text())
-    assert saved == {**VALUES, "channels": [8, 24]}
+def test_the_same_pooled_systems_in_another_order_resume(tmp_path):
+    run = _started_run(tmp_path, {**VALUES, "system": "T10-2", "train_systems": ["B4", "B5"]})
+    check_run_settings({**run, "train_systems": ["B5", "T10-2", "B4"]})
+    with pytest.raises(
+        RunSettingsError, match=r"train_systems: \['B4', 'B5', 'T10-2'\] there, \['B4', 'T10-2'\]"
+    ):
+        check_run_settings({**run, "train_systems": ["B4"]})
+    with pytest.raises(RunSettingsError, match="train_systems: .* there, None now"):
+        check_run_settings({**run, "train_systems": None})  # one system, not pooled: another manifest
+
+
+def test_init_from_given_another_way_moved_or_left_out_resumes(tmp_path, monkeypatch):
+    hub = tmp_path / "hub"
+    hub.mkdir()
+    run = _started_run(tmp_path, {**VALUES, "init_from": str(hub)})
+    monkeypatch.chdir(tmp_path)
+    check_run_settings({**run, "init_from": "hub"})  # the same folder, relative
+    check_run_settings({**run, "init_from": None})  # left out: the checkpoints are resumed
+    other = tmp_path / "other"
+    other.mkdir()
+    with pytest.raises(RunSettingsError, match=rf"init_from: '{hub}' there, '{other}' now"):
+        check_run_settings({**run, "init_from": str(other)})
+    hub.rename(tmp_path / "moved")
+    check_run_settings({**run, "init_from": str(tmp_path / "moved")})
+    # A fine-tuning asked of a folder whose run started from scratch would silently resume that run.
+    scratch = _started_run(tmp_path / "scratch")
+    with pytest.raises(RunSettingsError, match=rf"init_from: None there, '{other}' now"):
+        check_run_settings({**scratch, "init_from": str(other)})
+
+
+def test_under_torchrun_rank_0_checks_the_settings(tmp_path, monkeypatch):
+    run = _started_run(tmp_path)
+    monkeypatch.setenv("RANK", "1")
+    check_run_settings({**run, "lr": 0.02})
+    monkeypatch.setenv("RANK", "0")
+    with pytest.raises(RunSettingsError, match="lr: 0.01 there, 0.02 now"):
+        check_run_settings({**run, "lr": 0.02})
 
 
 def test_training_inputs_are_checked_before_anything_is_written(tmp_path):

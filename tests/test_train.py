@@ -32,11 +32,11 @@ from segreconcat_aug.training.data_prep import (
 from segreconcat_aug.training.pipeline import TrainAudioPipeline
 from segreconcat_aug.training.run_settings import (
     EXPERIMENT_HPARAMS,
-    RUN_SETTINGS_FILE,
     CheckpointDamagedError,
     RunSettingsError,
     check_run_settings,
     has_checkpoints,
+    saved_hparams,
 )
 
 REPO = Path(__file__).resolve().parents[1]
@@ -363,7 +363,7 @@ def test_a_rerun_with_other_method_settings_does_not_resume_the_folder(vpac_root
     found = json.loads((out / CONVERGENCE_FILE).read_text())
     assert "best_epoch_last" in flag_names(found) and "dev_loss_falling" not in flag_names(found)
     assert found["dev_loss_slope"] is None
-    saved = json.loads((out / RUN_SETTINGS_FILE).read_text())
+    saved = saved_hparams(out)  # SpeechBrain's hyperparams.yaml: what the rerun is checked against
     assert saved["crossfade"] == 0.0 and saved["rr_redraw"] == "once" and saved["segment_policy"] == "authors"
     # (log.txt aside: in this one process the first run's log handler is still attached.)
     before = {p: p.read_bytes() for p in out.rglob("*") if p.is_file() and p.name != "log.txt"}
@@ -391,20 +391,17 @@ def test_settings_refuse_a_rerun_only_where_checkpoints_are(vpac_root, tmp_path)
     with pytest.raises(DataPrepError, match="no full batch of 512"):
         train_recipe.main(_args(vpac_root, out, "--batch_size=512", "--mode=none"))
     assert (out / "train.csv").is_file()  # data preparation ran; training did not start
-    assert not (out / RUN_SETTINGS_FILE).exists()
     assert not has_checkpoints(out / "save")
     other = {"output_folder": str(out), "mode": "concat", "crossfade": 0.005, "system": "B3"}
-    (out / RUN_SETTINGS_FILE).write_text(json.dumps({"mode": "none", "system": "T8-5"}))
-    check_run_settings(other)  # a settings file without checkpoints: nothing to resume
+    assert saved_hparams(out)["mode"] == "none"  # the YAML that run started with
+    check_run_settings(other)  # no checkpoints: nothing to resume
     Checkpointer(out / "save", {"model": torch.nn.Linear(1, 1)}).save_checkpoint(meta={"loss": 1.0})
-    with pytest.raises(RunSettingsError, match="mode: 'none' there, 'concat' now"):
-        check_run_settings(other)
-    # The settings file lost: the YAML that run saved (hyperparams.yaml) says what it was.
-    (out / RUN_SETTINGS_FILE).unlink()
-    with pytest.raises(RunSettingsError, match=r"crossfade: 0\.0 there, 0\.005 now"):
+    with pytest.raises(
+        RunSettingsError, match=r"crossfade: 0\.0 there, 0\.005 now.*mode: 'none' there, 'concat' now"
+    ):
         check_run_settings(other)
     (out / EXPERIMENT_HPARAMS).unlink()
-    with pytest.raises(RunSettingsError, match="holds checkpoints, but neither"):
+    with pytest.raises(RunSettingsError, match=f"{out / EXPERIMENT_HPARAMS}: missing or damaged"):
         check_run_settings(other)
 
 

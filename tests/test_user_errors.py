@@ -23,13 +23,11 @@ from test_train import TINY as TRAIN_TINY
 
 from segreconcat_aug import cli
 from segreconcat_aug.align.cache import load_alignments
-from segreconcat_aug.data.folder_lock import FolderLock
+from segreconcat_aug.data.folder_lock import lock_folder
 from segreconcat_aug.data.kaldi import read_kaldi_map
 from segreconcat_aug.errors import UserError
 from segreconcat_aug.grid import GRID_LOCK
 from segreconcat_aug.method.orders import order_record
-from segreconcat_aug.options import validate_hparams_file
-from segreconcat_aug.training.run_settings import run_settings
 
 REPO = Path(__file__).resolve().parents[1]
 HPARAMS = REPO / "hparams" / "ecapa_segreconcat.yaml"
@@ -51,9 +49,9 @@ def args(*parts) -> list[str]:
     return [str(item) for k, item in enumerate(flat) if keys[k] not in keys[k + 1 :]]
 
 
-def started_run(folder: Path, argv: list[str], settings_file: bool = True) -> Path:
+def started_run(folder: Path, argv: list[str]) -> Path:
     """What a training that has started leaves in ``folder``: one checkpoint, the YAML as run
-    (SpeechBrain's ``hyperparams.yaml``), ``run_settings.json`` and a manifest."""
+    (SpeechBrain's ``hyperparams.yaml``) and a manifest."""
     import speechbrain as sb
     from hyperpyyaml import resolve_references
     from speechbrain.utils.checkpoints import Checkpointer
@@ -62,9 +60,6 @@ def started_run(folder: Path, argv: list[str], settings_file: bool = True) -> Pa
     folder.mkdir(parents=True)
     with open(HPARAMS, encoding="utf-8") as handle:
         (folder / "hyperparams.yaml").write_text(resolve_references(handle, overrides).getvalue())
-    if settings_file:
-        settings = run_settings(validate_hparams_file(HPARAMS, overrides))
-        (folder / "run_settings.json").write_text(json.dumps(settings, indent=2))
     (folder / "train.csv").write_text("ID,utt_id,wav,duration,spk_id\nu@0,u,u.wav,3.0,s\n")
     Checkpointer(folder / "save", {"model": torch.nn.Linear(1, 1)}).save_checkpoint(meta={"loss": 1.0})
     return folder
@@ -109,8 +104,8 @@ CASE_IDS = [
     "train: audio_check_cache is a folder",
     "train: audio_check_cache under a file",
     "train: alignment cache missing, into an existing folder",
-    "train: truncated run_settings.json",
-    "train: run_settings.json deleted, mode none into a concat run",
+    "train: hyperparams.yaml of a started run deleted",
+    "train: mode none into a concat run",
     "train: other settings into a started run",
     "train: audio problems in a new output folder",
     "train: a second trainer into a folder in use",
@@ -157,9 +152,9 @@ def table(vpac_root, tmp_path_factory):
 
     existing = new("existing")
     started = started_run(world / "started", train)
-    damaged = started_run(world / "damaged", train)
-    (damaged / "run_settings.json").write_text((damaged / "run_settings.json").read_text()[:40])
-    no_settings = started_run(world / "no-settings", train, settings_file=False)
+    no_settings = started_run(world / "no-settings", train)
+    (no_settings / "hyperparams.yaml").unlink()
+    concat = started_run(world / "concat", train)
     cut = exported_model(world / "cut")
     model = cut / "export" / "embedding_model.ckpt"
     model.write_bytes(model.read_bytes()[:1000])
@@ -208,9 +203,9 @@ def table(vpac_root, tmp_path_factory):
     (no_enrolls / "T8-5/data/libri_dev_enrolls_T8-5/enrolls").write_text("")
     empty_enrolls_run = exported_model(world / "empty-enrolls-run")
     holders = [
-        FolderLock(busy_train, "a training run").acquire(),
-        FolderLock(busy_eval / "eval", "an evaluation").acquire(),
-        FolderLock(busy_grid, "a grid run", GRID_LOCK).acquire(),
+        lock_folder(busy_train, "a training run"),
+        lock_folder(busy_eval / "eval", "an evaluation"),
+        lock_folder(busy_grid, "a grid run", GRID_LOCK),
     ]
 
     specs = {
@@ -244,12 +239,13 @@ def table(vpac_root, tmp_path_factory):
         "train: alignment cache missing, into an existing folder": (
             "train", [*train, f"--output_folder={existing}", f"--alignment_cache={world}/none.jsonl"],
             [f"{world}/none.jsonl: alignment cache", "not found"], [existing]),
-        "train: truncated run_settings.json": (
-            "train", [*train, f"--output_folder={damaged}"],
-            [f"{damaged}/run_settings.json: damaged", "delete it to check them against"], [damaged]),
-        "train: run_settings.json deleted, mode none into a concat run": (
-            "train", [*train, f"--output_folder={no_settings}", "--mode=none"],
-            ["mode: 'concat' there, 'none' now", "--output_folder"], [no_settings]),
+        "train: hyperparams.yaml of a started run deleted": (
+            "train", [*train, f"--output_folder={no_settings}"],
+            [f"{no_settings}/hyperparams.yaml: missing or damaged", f"remove {no_settings}/save to start over"],
+            [no_settings]),
+        "train: mode none into a concat run": (
+            "train", [*train, f"--output_folder={concat}", "--mode=none"],
+            ["mode: 'concat' there, 'none' now", "--output_folder"], [concat]),
         "train: other settings into a started run": (
             "train", [*train, f"--output_folder={started}", "--crossfade=0.005"],
             ["crossfade: 0.0 there, 0.005 now"], [started]),
@@ -357,7 +353,7 @@ def table(vpac_root, tmp_path_factory):
     finally:
         lock.close()
         for holder in holders:
-            holder.release()
+            holder.close()
     assert done.returncode == 0, done.stderr[-3000:]
     results = json.loads((world / "results.json").read_text())
     return {

@@ -1,29 +1,7 @@
-"""Where a challenge system's data folders are, in the two layouts the challenges ship.
+"""Where a challenge system's data folders are, in the two layouts the challenges ship (VPAC 2024's
+``<root>/<SYS>/data/<set>_<SYS>/``, the VPC 2026 toolkit's ``<root>/data/<set><suffix>`` beside the
+original ``data/<set>``), with the YAML's ``folder_overrides`` (docs/data.md).
 
-VoicePrivacy Attacker Challenge 2024 (``vpac2024``)
-    Per anonymization system ``SYS``, folders ``<root>/<SYS>/data/<set>_<SYS>/`` (sets of
-    :data:`VPAC_SETS`).
-VoicePrivacy Challenge 2026 toolkit (``vpc2026``)
-    Every set directly under ``<root>/data/``: the original as ``data/<set>`` and the
-    anonymized copy as ``data/<set><suffix>``, the suffix with its underscore (the toolkit's
-    ``anon_data_suffix``: ``--system=B3`` names ``_B3``, ``--system=sttts`` names ``_sttts``).
-    ``wav.scp`` paths are relative to ``<root>`` (``corpora/...``).
-
-:func:`system_folders` finds the folders of a system's sets: in the layout asked for, or,
-when none is (``layout=None``), in the one the data folder holds (:func:`detect_layout`).
-The distributed data has quirks (B4's training folder is ``libri360_anon_B4`` in VPAC 2024;
-one system reuses another's trial lists), so every folder can be overridden from YAML::
-
-    folder_overrides:
-        B4:
-            train-clean-360: libri360_anon_B4        # relative to the layout's data folder
-            libri_dev_trials_f: /abs/path/to/folder  # or absolute
-        vpac2024:                                    # a layout's name: these apply in that layout only
-            B4:
-                train-clean-360: libri360_anon_B4
-
-Example
--------
 >>> import tempfile, pathlib
 >>> root = pathlib.Path(tempfile.mkdtemp())
 >>> (root / "B4" / "data" / "libri360_anon_B4").mkdir(parents=True)
@@ -125,18 +103,10 @@ def system_folders(
 ) -> dict[str, Path]:
     """The folder of each set of ``system``, checked to exist.
 
-    Parameters
-    ----------
-    layout : {"vpac2024", "vpc2026"} or None
-        None: the layout the data folder holds (:func:`detect_layout`).
-    known_sets : iterable of str, optional
-        The sets ``folder_overrides`` may name (default: :data:`VPAC_SETS` and ``sets``).
-
-    Raises
-    ------
-    VPACLayoutError
-        Naming the system (and the systems or suffixes that do exist) or the missing folder
-        and how to override its name.
+    ``layout`` None: the one the data folder holds (:func:`detect_layout`); ``known_sets``: the sets
+    ``folder_overrides`` may name (default: :data:`VPAC_SETS` and ``sets``). A :class:`VPACLayoutError`
+    names the system (and the systems or suffixes that do exist) or the missing folder and how to
+    override its name.
     """
     layout = detect_layout(data_folder, system) if layout is None else layout
     if layout not in LAYOUTS:

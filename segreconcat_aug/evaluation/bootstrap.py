@@ -28,11 +28,8 @@ CHUNK_ELEMENTS = 4_000_000  # resamples x trials per chunk (memory: a few arrays
 
 @dataclass
 class TrialDesign:
-    """How one trial list is built from speakers: the unit of each trial's two sides, and targets.
-
-    ``enroll_units`` and ``test_units`` index ``speakers``; ``problem`` says why no
-    bootstrap over speakers is possible (None when it is).
-    """
+    """How one trial list is built from speakers: the unit of each trial's two sides (indices into
+    ``speakers``), and targets; ``problem`` says why no bootstrap over speakers is possible."""
 
     speakers: list[str]
     enroll_units: np.ndarray
@@ -134,26 +131,6 @@ class SpeakerWeights:
         weights = block[:, d.enroll_units]
         nontarget = ~d.targets
         weights[:, nontarget] *= block[:, d.test_units[nontarget]]
-        return weights
-
-
-class TrialWeights:
-    """The naive alternative, for comparison: trials resampled independently (targets and non-targets apart)."""
-
-    def __init__(self, targets, resamples: int, seed: int):
-        self.targets = np.asarray(targets, dtype=bool)
-        self.resamples = resamples
-        self.seed = seed
-
-    def chunk(self, start: int, stop: int) -> np.ndarray:
-        weights = np.zeros((stop - start, len(self.targets)), dtype=np.int32)
-        for b in range(start, stop):
-            rng = np.random.default_rng([self.seed, b])
-            for mask in (self.targets, ~self.targets):
-                where = np.flatnonzero(mask)
-                weights[b - start, where] = np.bincount(
-                    rng.integers(0, len(where), len(where)), minlength=len(where)
-                )
         return weights
 
 

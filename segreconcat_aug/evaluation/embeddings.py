@@ -379,10 +379,8 @@ class EmbeddingExtractor:
         durations: dict[str, float] | None = None,
         desc: str = "embed",
     ) -> dict[str, np.ndarray]:
-        """Embeddings of the utterances in ``wav`` (id -> source), read from / added to the cache.
-
-        A non-finite embedding raises :class:`EmbeddingError` naming its utterances and files.
-        """
+        """Embeddings of the utterances in ``wav`` (id -> source), read from / added to the cache; a
+        non-finite one raises :class:`EmbeddingError` naming its utterances and files."""
         cache = EmbeddingCache(cache_folder)
         found = cache.load()
         signatures = {utt: source_signature(wav[utt]) for utt in wav}

@@ -150,10 +150,8 @@ def privacy_table(metrics: dict, metric: str, table=None) -> dict:
 
 
 def system_intervals(results, resamples: int, seed: int, p_targets=(0.01, 0.05), privacy=None) -> dict:
-    """Intervals of every subset metric and every table average of one system: column -> metric -> interval.
-
-    ``privacy`` (PrivacyOptions): also the privacy metrics (their undefined reasons from ``results.metrics``).
-    """
+    """Intervals of every subset metric and every table average of one system (with ``privacy``, also
+    the privacy metrics): column -> metric -> interval."""
     table = get_protocol(getattr(results, "protocol", None)).table
     designs, (samples,) = bootstrap_samples(
         results.subsets,

@@ -81,8 +81,3 @@ def read_score_file(path) -> ScoreFile:
         np.array(scores, dtype=np.float32),
         speakers if has_speakers else None,
     )
-
-
-def read_scores(path):
-    """Read a score file back: ``(enroll, test, targets bool array, scores float32 array)``."""
-    return tuple(read_score_file(path)[:4])

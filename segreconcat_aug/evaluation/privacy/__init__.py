@@ -1,23 +1,5 @@
 """Privacy metrics beyond the EER, from the scored trials of one list, each equal to the field's
-reference code (definitions and sources: docs/evaluation-reference.md). One module per metric family:
-
-====================== ==============================================================================
-module                 metric (reference)
-====================== ==============================================================================
-:mod:`.linkability`    linkability ``D<->sys`` (VPC 2024 ``metrics/linkability.py``)
-:mod:`.pav`            PAV calibration in the references' tie order (VPC 2024 ``metrics/helpers.py``:
-                       ``optimal_llr``; ZEBRA's ``pavx``)
-:mod:`.cllr`           Cllr, minCllr, ROCCH-EER (VPC 2024 ``metrics/cllr.py``)
-:mod:`.zebra`          ZEBRA's D_ECE, worst case and tag (``zebra.py``, ``plo_plots.py``)
-:mod:`.calibration`    minCllr, ROCCH-EER and ZEBRA of many resamples on shared PAV fits
-:mod:`.structure`      a crossed list's score matrix (read by the next three)
-:mod:`.identification` closed-set rank-1 and top-k (ours)
-:mod:`.pi_link`        Linkability pi_link (``legal_eval/metrics/linkability.py``, called)
-:mod:`.singling_out`   Singling Out (``legal_eval/metrics/singling_out.py``, called)
-:mod:`.speaker_risk`   the EER of each enrolled speaker (VoxATtack's analysis notebook)
-:mod:`.list_privacy`   :class:`ListPrivacy`: every metric of one list, points and resamples
-:mod:`.settings`       :class:`PrivacyOptions`, the population sweep
-====================== ==============================================================================
+reference code (definitions and sources: docs/evaluation-reference.md; the modules: docs/design.md).
 
 Every PAV-based metric adds the references' ``1e-6 * position / N`` to the calibrated LLRs (their
 "monotonicity epsilon"), so the values are theirs to rounding, not just to the epsilon. Intervals:

@@ -241,11 +241,8 @@ def write_audio(
     subtype: str | None = None,
     compression_level: float | None = None,
 ) -> None:
-    """Write a mono waveform; the format follows the file extension.
-
-    ``compression_level``: libsndfile's 0 (best quality) .. 1 (smallest) for FLAC and Ogg;
-    the codec's default if None.
-    """
+    """Write a mono waveform; the format follows the file extension. ``compression_level``:
+    libsndfile's 0 (best quality) .. 1 (smallest) for FLAC and Ogg (None: the codec's default)."""
     soundfile.write(
         str(path),
         np.asarray(audio, dtype=np.float32),

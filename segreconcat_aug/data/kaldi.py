@@ -186,18 +186,13 @@ def load_kaldi_folder(
 ) -> KaldiFolder:
     """Load a Kaldi-style folder, checking that ``utt2spk`` covers ``wav.scp``.
 
-    ``original``: the set's original folder (VPC 2026 layout: ``data/<set>`` beside
-    ``data/<set>_<SYS>``). As the 2026 toolkit completes the folders its nac and ssl pipelines leave
-    with audio only (``utils/prepare_results_in_kaldi_format.py: check_files``), a missing
-    ``utt2spk``, ``spk2gender``, ``text`` or ``enrolls`` is read from there and a missing ``wav.scp``
-    built from the folder's audio (:func:`wav_scp_from_audio`); not ``utt2dur`` (the original's
-    durations are not the anonymized audio's). ``folder.completed`` says what came from where;
-    nothing is written. ``unmatched="skip"`` (the 2026 toolkit embeds the utterances of ``utt2spk``
-    that have audio): ``wav.scp`` utterances without a speaker are dropped and listed in
-    ``folder.no_speaker``, ``utt2spk`` ones without audio in ``folder.no_audio``.
+    ``original``: the set's original folder (VPC 2026 layout), from which a folder with audio only is
+    completed in memory as the 2026 toolkit completes it (docs/evaluation-reference.md, folders as the
+    2026 toolkit leaves them); ``folder.completed`` says what came from where. ``unmatched="skip"``
+    (the 2026 toolkit embeds the utterances of ``utt2spk`` that have audio): ``wav.scp`` utterances
+    without a speaker are dropped and listed in ``folder.no_speaker``, ``utt2spk`` ones without audio
+    in ``folder.no_audio``.
 
-    Example
-    -------
     >>> import tempfile, pathlib
     >>> d = pathlib.Path(tempfile.mkdtemp())
     >>> _ = (d / "wav.scp").write_text("u1 wav/u1.wav\\n")

@@ -262,10 +262,3 @@ def write_all_mixed_trials(jobs, overwrite: bool = False) -> dict[Path, str]:
             if staging.exists():
                 shutil.rmtree(staging, ignore_errors=True)
     return {folder: outcome for folder, _, outcome in plans}
-
-
-def write_mixed_trials(result: MixedTrials, folder, overwrite: bool = False) -> Path:
-    """Write ``trials`` and the member files into ``folder`` (complete or not at all; see
-    :func:`write_all_mixed_trials`)."""
-    write_all_mixed_trials([(result, folder)], overwrite=overwrite)
-    return Path(folder)

@@ -20,8 +20,7 @@ from ..errors import UserError
 
 DEFAULT_PROTOCOL = "vpac2024"
 PARTS = ("dev", "test")
-#: The two folder layouts (see :mod:`segreconcat_aug.data.vpac`): VPAC 2024's ``<root>/<SYS>/data/<set>_<SYS>``
-#: and the VPC 2026 toolkit's ``<root>/data/<set>_<SYS>``.
+#: The two folder layouts (:mod:`segreconcat_aug.data.vpac`).
 LAYOUTS = ("vpac2024", "vpc2026")
 
 
@@ -197,7 +196,6 @@ _VPC2026_CONVENTIONS = {
     "eval_resample": True,
 }
 
-#: Every protocol, by name.
 PROTOCOLS: dict[str, Protocol] = {
     "vpac2024": Protocol(
         name="vpac2024",

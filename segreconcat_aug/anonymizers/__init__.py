@@ -42,7 +42,6 @@ class Anonymizer(Protocol):
     def parameters(self, utt_id: str) -> dict[str, float]: ...
 
 
-#: Name -> anonymizer class (or factory).
 ANONYMIZERS: dict[str, type] = {}
 
 

@@ -62,13 +62,9 @@ class AnonymizeInputError(UserError, ValueError):
 
 
 def read_source(path, *, root=None, allow_pipes: bool = False) -> SourceFolder:
-    """Read a Kaldi-style folder (has ``wav.scp``) or scan a folder of audio files.
-
-    A folder of audio (searched recursively) gets utterance ids from file names, speakers from
-    :func:`speaker_of`, transcripts from LibriSpeech ``*.trans.txt`` files or a Kaldi ``text`` at its
-    top, and genders from a ``spk2gender`` or LibriSpeech ``SPEAKERS.TXT`` there. Two audio files
-    sharing a name are refused (the utterance id would be ambiguous).
-    """
+    """Read a Kaldi-style folder (has ``wav.scp``) or scan a folder of audio files recursively (ids,
+    speakers, transcripts and genders as docs/demo.md says); two audio files sharing a name are refused
+    (the utterance id would be ambiguous)."""
     path = Path(path)
     if not path.is_dir():
         raise MissingInputError(f"{path}: input folder not found")
@@ -135,11 +131,6 @@ class FolderReport:
     #: parameter name -> utterance -> value (the anonymizer's ``parameters``; McAdams: ``alpha``)
     parameters: dict[str, dict[str, float]] = field(default_factory=dict)
 
-    @property
-    def alphas(self) -> dict[str, float]:
-        """McAdams' coefficient per utterance (``parameters["alpha"]``)."""
-        return self.parameters.get("alpha", {})
-
 
 def _atomic_write_audio(
     target: Path, audio: np.ndarray, sample_rate: int, subtype: str, compression_level: float | None
@@ -169,19 +160,12 @@ def anonymize_folder(
     extra_lists: dict[str, str] | None = None,
     progress: bool = True,
 ) -> FolderReport:
-    """Write an anonymized copy of a folder in the challenge layout.
+    """Write an anonymized copy of a folder in the challenge layout (the files and the options, which
+    are ``hparams/anonymize.yaml``'s keys: docs/demo.md). Audio already written by an interrupted run
+    is kept (files appear atomically); the lists are rewritten at the end of every run.
 
-    ``<output>/wav/<utt>.<ext>`` plus ``wav.scp``, ``utt2spk``, ``spk2utt``, ``utt2dur``,
-    ``utt2<name>`` per parameter of the anonymizer (McAdams: ``utt2alpha``), and ``text``,
-    ``spk2gender``, ``enrolls``, ``trials`` when the source has them. Audio already written by an
-    interrupted run is kept (files appear atomically); the lists are rewritten at the end of every run.
-
-    ``utterances``: a subset (in this order); ``audio_format``: ``wav`` (16-bit PCM, as the challenge
-    ships), ``flac``, ``ogg`` (Vorbis) or ``opus`` (Ogg/Opus, smallest for speech);
-    ``compression_level``: libsndfile's 0 (best) .. 1 (smallest); ``scp_root``: write ``wav.scp``
-    paths relative to this folder (default: ``output``); ``root``, ``allow_pipes``: how the source's
-    ``wav.scp`` is resolved; ``extra_lists``: list name -> content written verbatim, replacing a
-    copied list of the same name.
+    ``utterances``: a subset (in this order); ``root``, ``allow_pipes``: how the source's ``wav.scp``
+    is resolved; ``extra_lists``: list name -> content written verbatim, replacing a copied list.
     """
     from tqdm import tqdm
 

@@ -73,12 +73,8 @@ def cell_scores(folder: Path, results: dict, rescore: bool = False) -> tuple[dic
 
 
 def collect(grid) -> dict[tuple[str, str], list[dict]]:
-    """``(system, configuration) -> runs``: per evaluated seed ``{"seed", "folder", "table", "results", "scores"}``.
-
-    ``scores`` holds each subset's score file, read once, checked against the cell's results.json
-    (:func:`cell_scores`): a changed one is refused, or, with ``rescore_changed_scores``, the cell is
-    rescored from its score files first.
-    """
+    """``(system, configuration) -> runs``: per evaluated seed ``{"seed", "folder", "table", "results", "scores"}``,
+    the score files checked by :func:`cell_scores` (changed ones rescored with ``rescore_changed_scores``)."""
     rescore = bool(grid.get("rescore_changed_scores"))
     found: dict[tuple[str, str], list[dict]] = {}
     for system, config, seed in grid_runs(grid):
@@ -459,11 +455,8 @@ def pairs_table(pairs: list[dict], labels: dict) -> str:
 
 
 def write_grid_results(out: Path, cells: dict, columns, privacy_columns=()) -> dict[str, Path]:
-    """``grid_results.csv`` (a row per seed and per configuration mean) and ``grid_results.json`` (everything).
-
-    ``columns``: the protocol's table columns. Each of ``privacy_columns`` adds its average, interval
-    and paired difference (``<metric>_avg``, ...).
-    """
+    """``grid_results.csv`` (a row per seed and per configuration mean) and ``grid_results.json``
+    (everything); each of ``privacy_columns`` adds its average, interval and paired difference."""
     header = ["system", "configuration", "seed", *columns, "avg_ci_low", "avg_ci_high", "avg_std"]
     header += ["diff_avg", "diff_avg_ci_low", "diff_avg_ci_high", "diff_avg_p", "diff_avg_significant"]
     for metric in privacy_columns:

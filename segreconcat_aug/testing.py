@@ -1,19 +1,12 @@
-"""Offline stand-ins for tests and CPU demos: a tiny randomly initialized Whisper.
+"""Offline stand-ins for tests and CPU demos: tiny randomly initialized Whisper (transformers,
+CTranslate2, openai-whisper) and WavLM + ECAPA models, built with no download.
 
-:func:`tiny_whisper` builds the whole transformers Whisper stack in memory, with no
-download: a ``WhisperConfig`` (d_model 64, 2 encoder + 2 decoder layers, 1500 source
-positions so the real 30 s windows and the word-timestamp DTW run unchanged), the real
-``WhisperFeatureExtractor`` (80 mel bins), and a byte-level ``WhisperTokenizer`` holding
-256 byte symbols, 26 one-letter word tokens (``Ġa`` ... ``Ġz``), Whisper's special tokens
-and the 1501 timestamp tokens ``<|0.00|>`` ... ``<|30.00|>``.
+:func:`tiny_whisper` keeps 1500 source positions so the real 30 s windows and the word-timestamp
+DTW run unchanged. So that the random decoder writes words at all, generation is restricted to
+one-letter word tokens and their output rows are scaled up (Whisper's timestamp rule otherwise
+picks a timestamp at nearly every step). Its transcripts are garbage: assert structure (order,
+bounds, shapes), never words.
 
-So that the random decoder writes words at all, generation is restricted to the one-letter
-word tokens (``suppress_tokens``) and their output rows are scaled up (Whisper's timestamp
-rule otherwise picks a timestamp at nearly every step). Its transcripts are garbage:
-assert structure (order, bounds, shapes), never words.
-
-Example
--------
 >>> bundle = tiny_whisper()
 >>> tok = bundle.tokenizer
 >>> tok.convert_ids_to_tokens([tok.eos_token_id, bundle.model.generation_config.no_timestamps_token_id])
@@ -71,11 +64,8 @@ def tiny_tokenizer():
 
 
 def tiny_whisper(seed: int = 0, *, device: str = "cpu", dtype=torch.float32, **sizes) -> WhisperBundle:
-    """A tiny random Whisper bundle (model, feature extractor, tokenizer); see module doc.
-
-    ``sizes`` override the ``WhisperConfig`` dimensions (e.g. whisper-medium's ``d_model=1024,
-    encoder_layers=24, ...`` for a throughput benchmark with random weights).
-    """
+    """A tiny random Whisper bundle (model, feature extractor, tokenizer); ``sizes`` override the
+    ``WhisperConfig`` dimensions (e.g. whisper-medium's, for a throughput benchmark)."""
     from transformers import (
         GenerationConfig,
         WhisperConfig,
@@ -144,12 +134,9 @@ def tiny_whisper(seed: int = 0, *, device: str = "cpu", dtype=torch.float32, **s
 def tiny_faster_whisper(folder, seed: int = 0, **sizes) -> str:
     """:func:`tiny_whisper` converted to CTranslate2 in ``folder`` (for faster-whisper); its path.
 
-    The transformers model is saved to ``folder/transformers`` and converted by CTranslate2's
-    ``TransformersConverter`` into ``folder/ctranslate2`` with the tokenizer and feature
-    extractor files faster-whisper reads: the same weights, vocabulary and suppressed tokens
-    as :func:`tiny_whisper`. CTranslate2 takes a vocabulary under 51,865 tokens for an
-    English-only model (no language and task tokens in the prompt), so the two backends'
-    random words differ. ``sizes`` as there.
+    The same weights, vocabulary and suppressed tokens as :func:`tiny_whisper`, but CTranslate2
+    takes a vocabulary under 51,865 tokens for an English-only model (no language and task tokens in
+    the prompt), so the two backends' random words differ. ``sizes`` as there.
     """
     from pathlib import Path
 
@@ -180,13 +167,9 @@ OPENAI_TINY_DIMS = {
 
 
 def tiny_openai_whisper(path, seed: int = 0, **dims) -> str:
-    """A random openai-whisper checkpoint (``ModelDimensions`` + state dict) written to ``path``.
-
-    ``whisper.load_model(path)`` loads it like a downloaded one. The output rows of the
-    one-letter words `` a`` ... `` z`` are scaled up as in :func:`tiny_whisper`, so the random
-    decoder writes words rather than only timestamps. ``dims`` override
-    :data:`OPENAI_TINY_DIMS` (e.g. Whisper-medium's for a benchmark).
-    """
+    """A random openai-whisper checkpoint written to ``path`` (``whisper.load_model(path)`` loads it),
+    its one-letter word rows scaled up as in :func:`tiny_whisper`; ``dims`` override
+    :data:`OPENAI_TINY_DIMS`."""
     import dataclasses
 
     from whisper.model import ModelDimensions, Whisper

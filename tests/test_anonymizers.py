@@ -59,7 +59,7 @@ def test_another_anonymizer_plugs_into_folder_anonymization(audio_folder, tmp_pa
     assert report.written == 2 and sorted(folder.wav) == ["19-198-0000", "26-495-0007"]
     gains = {utt: float(value) for utt, value in read_kaldi_map(tmp_path / "out" / "utt2gain").items()}
     assert gains == pytest.approx({utt: anonymizer.parameters(utt)["gain"] for utt in folder.wav}, abs=1e-6)
-    assert not (tmp_path / "out" / "utt2alpha").exists() and report.alphas == {}
+    assert not (tmp_path / "out" / "utt2alpha").exists() and "alpha" not in report.parameters
     for utt in folder.wav:
         original = read_audio(audio_folder / f"{utt}.flac")
         written = read_audio(folder.wav[utt])
@@ -72,8 +72,8 @@ def test_mcadams_is_registered_and_records_its_alpha(audio_folder, tmp_path):
     anonymizer = get_anonymizer("mcadams", seed=2)
     report = anonymize_folder(audio_folder, tmp_path / "out", anonymizer, progress=False)
     alphas = read_kaldi_map(tmp_path / "out" / "utt2alpha")
-    assert {utt: float(a) for utt, a in alphas.items()} == pytest.approx(report.alphas, abs=1e-6)
-    assert report.alphas == {utt: anonymizer.alpha(utt) for utt in alphas}
+    assert {utt: float(a) for utt, a in alphas.items()} == pytest.approx(report.parameters["alpha"], abs=1e-6)
+    assert report.parameters["alpha"] == {utt: anonymizer.alpha(utt) for utt in alphas}
 
 
 def test_what_is_not_an_anonymizer_is_named():

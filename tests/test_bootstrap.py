@@ -6,7 +6,6 @@ from scipy.stats import kstest, norm
 
 from segreconcat_aug.evaluation.bootstrap import (
     SpeakerWeights,
-    TrialWeights,
     infer_test_speakers,
     paired_difference,
     percentile_interval,
@@ -120,6 +119,26 @@ def test_paired_test_detects_a_real_difference():
         100 * eer(scores[targets], scores[~targets]).eer,
     )
     assert result["difference"] < 0 and result["high"] < 0 and result["significant"]
+
+
+class TrialWeights:
+    """The naive alternative: trials resampled independently (targets and non-targets apart)."""
+
+    def __init__(self, targets, resamples: int, seed: int):
+        self.targets = np.asarray(targets, dtype=bool)
+        self.resamples = resamples
+        self.seed = seed
+
+    def chunk(self, start: int, stop: int) -> np.ndarray:
+        weights = np.zeros((stop - start, len(self.targets)), dtype=np.int32)
+        for b in range(start, stop):
+            rng = np.random.default_rng([self.seed, b])
+            for mask in (self.targets, ~self.targets):
+                where = np.flatnonzero(mask)
+                weights[b - start, where] = np.bincount(
+                    rng.integers(0, len(where), len(where)), minlength=len(where)
+                )
+        return weights
 
 
 def test_speaker_bootstrap_is_wider_than_trial_bootstrap_under_speaker_correlation():

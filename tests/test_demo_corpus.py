@@ -9,13 +9,18 @@ import soundfile
 
 from segreconcat_aug.align.cache import load_alignments
 from segreconcat_aug.data.kaldi import load_kaldi_folder, read_kaldi_map
-from segreconcat_aug.data.vpac import ENROLL_SETS, TRAIN_SET, TRIAL_SETS, VPAC_SETS, system_folders
+from segreconcat_aug.data.protocols import PARTS, get_protocol
+from segreconcat_aug.data.vpac import VPAC_SETS, system_folders
 from segreconcat_aug.evaluation.system import load_system_trials
 from segreconcat_aug.method.orders import load_orders
 
 DEMO = Path(__file__).resolve().parents[1] / "demo"
 DATA = DEMO / "data"
 SYSTEM = "MCADAMS"
+VPAC = get_protocol("vpac2024")
+TRAIN_SET = VPAC.train_set()
+ENROLL_SETS = {part: VPAC.enroll_set(part) for part in PARTS}
+TRIAL_SETS = {tuple(subset.split("_")): VPAC.trial_set(subset) for subset in VPAC.subsets}
 
 
 @pytest.fixture(scope="module")

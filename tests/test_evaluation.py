@@ -16,7 +16,7 @@ from segreconcat_aug import evaluation
 from segreconcat_aug.data.audio import read_audio
 from segreconcat_aug.data.kaldi import read_kaldi_map, read_trials
 from segreconcat_aug.evaluation.embeddings import EmbeddingCache, EmbeddingExtractor, duration_batches
-from segreconcat_aug.evaluation.score_files import read_scores
+from segreconcat_aug.evaluation.score_files import read_score_file
 from segreconcat_aug.evaluation.scoring import cosine_scores, normalize_scores, speaker_models
 from segreconcat_aug.evaluation.system import TrialListError, evaluate_system, load_system_trials
 from segreconcat_aug.evaluation.system_report import read_results
@@ -122,7 +122,7 @@ def test_reports_are_written_and_consistent(evaluated):
     assert saved["table"]["avg"] == pytest.approx(
         np.mean([saved["subsets"][s]["eer"] for s in evaluation.SUBSETS])
     )
-    _, _, targets, scores = read_scores(folder / "scores" / "test_f.txt")
+    _, _, targets, scores, _ = read_score_file(folder / "scores" / "test_f.txt")
     np.testing.assert_array_equal(scores, results.subsets["test_f"].scores)
     np.testing.assert_array_equal(targets, results.subsets["test_f"].targets)
     assert (folder / "det.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

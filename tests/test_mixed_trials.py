@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from segreconcat_aug.data.kaldi import read_trials
-from segreconcat_aug.data.mixed_trials import MEMBER_FILES, mixed_trials, write_mixed_trials
+from segreconcat_aug.data.mixed_trials import MEMBER_FILES, mixed_trials, write_all_mixed_trials
 from segreconcat_aug.errors import UserError
 
 REPO = Path(__file__).resolve().parents[1]
@@ -185,7 +185,7 @@ def test_the_default_seed_draws_what_the_toolkit_script_draws_and_another_seed_d
     # Fewer cross-gender speakers per utterance than the other gender has: the seed decides which.
     assert drawn.k == {"f": 3, "m": 4}
     assert drawn.k["f"] < len(SEED_SPEAKERS["m"]) and drawn.k["m"] < len(SEED_SPEAKERS["f"])
-    write_mixed_trials(drawn, tmp_path / "default")
+    write_all_mixed_trials([(drawn, tmp_path / "default")])
     assert _digests(tmp_path / "default") == SEED_REFERENCE_SHA256
     other = mixed_trials(*folders, seed=42)
     assert (

@@ -12,7 +12,7 @@ from segreconcat_aug.data.vpac import VPAC_SYSTEMS
 from segreconcat_aug.evaluation.intervals import subset_design
 from segreconcat_aug.evaluation.metrics import eer, verification_metrics
 from segreconcat_aug.evaluation.references import load_reference_results
-from segreconcat_aug.evaluation.score_files import read_score_file, read_scores, write_scores
+from segreconcat_aug.evaluation.score_files import read_score_file, write_scores
 from segreconcat_aug.evaluation.system import SUBSETS, SubsetScores, SystemResults
 from segreconcat_aug.evaluation.system_report import write_system_report
 from segreconcat_aug.evaluation.tables import comparison_table
@@ -38,7 +38,7 @@ def test_system_report_files_are_well_formed(results, tmp_path):
     written = write_system_report(results, tmp_path)
 
     for name, subset in results.subsets.items():
-        enroll, test, targets, scores = read_scores(written[f"scores_{name}"])
+        enroll, test, targets, scores, _ = read_score_file(written[f"scores_{name}"])
         assert (enroll, test) == (subset.enroll, subset.test)
         np.testing.assert_array_equal(targets, subset.targets)
         np.testing.assert_array_equal(scores, subset.scores)  # float32 survives the text round trip
@@ -76,10 +76,10 @@ def test_read_scores_names_the_bad_line(tmp_path):
     path = tmp_path / "s.txt"
     path.write_text("a u1 target 0.5\na u2 maybe 0.1\n")
     with pytest.raises(ValueError, match=r"s.txt:2: expected"):
-        read_scores(path)
+        read_score_file(path)
     path.write_text("a u1 target x\n")
     with pytest.raises(ValueError, match=r"s.txt:1: score 'x' is not a number"):
-        read_scores(path)
+        read_score_file(path)
 
 
 def test_published_numbers_are_complete_and_consistent():
@@ -196,7 +196,7 @@ def test_four_column_score_files_stay_readable_and_speakers_are_inferred(tmp_pat
     path = write_scores(tmp_path / "old.txt", subset)
     assert len(path.read_text().splitlines()[0].split()) == 4
     scores = read_score_file(path)
-    assert scores.test_speakers is None and read_scores(path)[1] == subset.test
+    assert scores.test_speakers is None and read_score_file(path).test == subset.test
     design, source = subset_design(scores)
     assert source == "inferred from target trials" and design.problem is None
     assert design.speakers == sorted(f"s{k}" for k in range(6))

@@ -31,7 +31,7 @@ import soundfile
 from vpac_fixture import EVAL_SPEAKERS, FIXTURES, TRAIN_SPEAKERS, fixture_utterances, write_uniform_alignments
 
 from segreconcat_aug.data.kaldi import read_kaldi_map, write_kaldi_map
-from segreconcat_aug.data.mixed_trials import mixed_trials, write_mixed_trials
+from segreconcat_aug.data.mixed_trials import mixed_trials, write_all_mixed_trials
 
 ESPEAK_DE = Path(__file__).parent / "fixtures" / "espeak_de"
 TRACK2_TRAIN = ("1844", "2314", "5021", "6349")  # F, F, M, M
@@ -144,7 +144,7 @@ def build_track1_layout(root, systems=("B3",), rate: int | None = None) -> Path:
         )
         if part == "dev":
             mixed.trials.append(f"{EVAL_SPEAKERS['f'][0]} {UNKNOWN_UTTERANCE} nontarget")
-        write_mixed_trials(mixed, data / f"libri_{part}_trials_mixed")
+        write_all_mixed_trials([(mixed, data / f"libri_{part}_trials_mixed")])
     train = [utt for spk in TRAIN_SPEAKERS for utt in by_speaker[spk]]
     write_folder(data / "train-clean-360", root, {u: originals[u] for u in train}, speaker_of, genders, texts)
     for k, system in enumerate(systems):

@@ -9,12 +9,8 @@ An anonymizer is any object with
   utterance in ``utt2<name>`` (``{}`` if nothing).
 
 :func:`segreconcat_aug.anonymizers.folder.anonymize_folder` runs one over a folder;
-``recipes/anonymize.py`` builds the one its YAML names (``anonymizer: !new:...``).
-Register a new one with :func:`register_anonymizer` to name it from code. The bundled one is
-McAdams (VPC baseline B2, :mod:`segreconcat_aug.anonymizers.mcadams`).
+``recipes/anonymize.py`` builds the one its YAML names. The bundled one is McAdams.
 
-Example
--------
 >>> sorted(ANONYMIZERS)
 ['mcadams']
 >>> anonymizer = get_anonymizer("mcadams", seed=3)
@@ -46,7 +42,6 @@ class Anonymizer(Protocol):
     def parameters(self, utt_id: str) -> dict[str, float]: ...
 
 
-#: Name -> anonymizer class (or factory).
 ANONYMIZERS: dict[str, type] = {}
 
 

@@ -1,16 +1,11 @@
-"""Anonymize a folder: a Kaldi-style folder (or a folder of audio) -> an anonymized copy in the challenge layout.
-
-Works with any :class:`~segreconcat_aug.anonymizers.Anonymizer` (McAdams is the bundled one):
-each utterance is read at the anonymizer's ``sample_rate``, passed through it and written
-atomically, so an interrupted run resumes; each value of its ``parameters(utt)`` is recorded
-per utterance in ``utt2<name>`` (McAdams: ``utt2alpha``).
+"""Anonymize a folder: a Kaldi-style folder (or a folder of audio) -> an anonymized copy in the challenge
+layout, with any :class:`~segreconcat_aug.anonymizers.Anonymizer`; an interrupted run resumes.
 """
 
 from __future__ import annotations
 
 import logging
 import os
-import re
 import tempfile
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -40,7 +35,6 @@ AUDIO_FORMATS = {
     "ogg": ("ogg", "VORBIS"),
     "opus": ("ogg", "OPUS"),
 }
-_LIBRI_TRANS = re.compile(r"^(\S+)\s+(.*)$")
 
 
 @dataclass
@@ -68,20 +62,9 @@ class AnonymizeInputError(UserError, ValueError):
 
 
 def read_source(path, *, root=None, allow_pipes: bool = False) -> SourceFolder:
-    """Read a Kaldi-style folder (has ``wav.scp``) or scan a folder of audio files.
-
-    A folder of audio (``.wav``, ``.flac``, ``.ogg``, searched recursively) gets
-    utterance ids from file names, speakers from :func:`speaker_of`,
-    transcripts from LibriSpeech ``*.trans.txt`` files or a Kaldi ``text`` at its
-    top, and genders from a ``spk2gender`` or LibriSpeech ``SPEAKERS.TXT`` there.
-
-    Raises
-    ------
-    FileNotFoundError
-        When the folder does not exist or holds neither ``wav.scp`` nor audio.
-    ValueError
-        When two audio files share a name (the utterance id would be ambiguous).
-    """
+    """Read a Kaldi-style folder (has ``wav.scp``) or scan a folder of audio files recursively (ids,
+    speakers, transcripts and genders as docs/demo.md says); two audio files sharing a name are refused
+    (the utterance id would be ambiguous)."""
     path = Path(path)
     if not path.is_dir():
         raise MissingInputError(f"{path}: input folder not found")
@@ -148,11 +131,6 @@ class FolderReport:
     #: parameter name -> utterance -> value (the anonymizer's ``parameters``; McAdams: ``alpha``)
     parameters: dict[str, dict[str, float]] = field(default_factory=dict)
 
-    @property
-    def alphas(self) -> dict[str, float]:
-        """McAdams' coefficient per utterance (``parameters["alpha"]``)."""
-        return self.parameters.get("alpha", {})
-
 
 def _atomic_write_audio(
     target: Path, audio: np.ndarray, sample_rate: int, subtype: str, compression_level: float | None
@@ -182,37 +160,12 @@ def anonymize_folder(
     extra_lists: dict[str, str] | None = None,
     progress: bool = True,
 ) -> FolderReport:
-    """Write an anonymized copy of a folder in the challenge layout.
+    """Write an anonymized copy of a folder in the challenge layout (the files and the options, which
+    are ``hparams/anonymize.yaml``'s keys: docs/demo.md). Audio already written by an interrupted run
+    is kept (files appear atomically); the lists are rewritten at the end of every run.
 
-    ``<output>/wav/<utt>.<ext>`` plus ``wav.scp``, ``utt2spk``, ``spk2utt``,
-    ``utt2dur``, ``utt2<name>`` per parameter of the anonymizer (McAdams: ``utt2alpha``, the
-    coefficient used), and ``text``,
-    ``spk2gender``, ``enrolls``, ``trials`` when the source has them. Audio
-    already written by an interrupted run is kept (files appear atomically), so
-    a rerun resumes; the lists are rewritten at the end of every run.
-
-    Parameters
-    ----------
-    source : path or SourceFolder
-        A Kaldi-style folder or a folder of audio files (see :func:`read_source`).
-    output : path
-        Must not be the input folder.
-    utterances : iterable of str, optional
-        A subset (in this order) instead of every utterance of the source.
-    audio_format : {"wav", "flac", "ogg", "opus"}
-        ``wav``: 16-bit PCM as the challenge ships; ``flac`` lossless and smaller;
-        ``ogg``: Vorbis, lossy and small (the bundled demo corpus); ``opus``: Ogg/Opus (``.ogg``),
-        smallest for speech (the demo's original training speech).
-    compression_level : float, optional
-        libsndfile's 0 (best quality, largest) .. 1 (smallest) for flac and ogg; codec default if None.
-    scp_root : path, optional
-        Write ``wav.scp`` paths relative to this folder (the challenge data root);
-        by default they are relative to ``output`` (``wav/<utt>.<ext>``).
-    root, allow_pipes
-        How the source's ``wav.scp`` is resolved (see :func:`segreconcat_aug.data.kaldi.read_wav_scp`).
-    extra_lists : dict, optional
-        List name -> file content written verbatim (e.g. generated ``enrolls``/``trials``),
-        replacing a list of the same name copied from the source.
+    ``utterances``: a subset (in this order); ``root``, ``allow_pipes``: how the source's ``wav.scp``
+    is resolved; ``extra_lists``: list name -> content written verbatim, replacing a copied list.
     """
     from tqdm import tqdm
 

@@ -1,31 +1,10 @@
-"""The McAdams anonymizer (VoicePrivacy Challenge baseline B2), vectorized.
+"""The McAdams anonymizer (VoicePrivacy Challenge baseline B2; Patino et al., 2021), vectorized.
 
-Per utterance (Patino et al., 2021; the VPC ``anonymise_dir_mcadams.py``):
+Per frame, LPC poles' angles ``phi`` become ``sign(phi) * |phi| ** alpha`` and the LPC residual is
+re-synthesized through the moved poles; ``alpha`` is drawn per utterance from ``seeded_rng(seed, 0,
+utterance id)``. The output has exactly the input's length, so word times of the original stay
+valid. The steps and the deliberate differences from the B2 script: docs/demo.md.
 
-1. frames of 20 ms every 10 ms under a square-root Hann window;
-2. LPC of order 20 per frame (Burg's method, ``librosa.lpc``, as B2);
-3. each complex pole's angle ``phi`` becomes ``sign(phi) * |phi| ** alpha``
-   (clamped to [0, pi]); magnitudes and real poles are kept, so the filter stays
-   stable and conjugate pairs stay paired;
-4. the LPC residual (the frame filtered by ``A(z)``) is re-synthesized through
-   ``1 / A'(z)`` built from the new poles, windowed again and overlap-added
-   (a pole on or outside the unit circle, a numerical accident of near-periodic
-   frames, is reflected inside first);
-5. the result is peak-normalized.
-
-``alpha`` is drawn per utterance, uniformly in ``[0.5, 0.9]`` by default, from
-``seeded_rng(seed, 0, utterance id)``: reproducible, and different for each
-utterance. The output has exactly the input's length, so word times of the
-original stay valid.
-
-Differences from the B2 script, on purpose: frame 0 and the tail are processed
-too (B2 skips the first frame and leaves samples after the last whole frame
-silent), the periodic Hann window makes the analysis/synthesis pair sum to one
-exactly, silent frames pass through instead of failing in the LPC, and all
-frames are processed at once (numpy) instead of one by one.
-
-Example
--------
 >>> import numpy as np
 >>> t = np.arange(16000) / 16000
 >>> speechlike = np.sin(2 * np.pi * 150 * t) * (1 + np.sin(2 * np.pi * 3 * t))
@@ -84,10 +63,8 @@ def _fir(coeffs: np.ndarray, frames: np.ndarray) -> np.ndarray:
 
 
 def _all_pole(coeffs: np.ndarray, frames: np.ndarray) -> np.ndarray:
-    """``lfilter([1], a, frame)`` for every frame with its own monic ``a`` (zero initial state).
-
-    The recursion runs over time, vectorized over frames (about 320 steps per frame length).
-    """
+    """``lfilter([1], a, frame)`` for every frame with its own monic ``a`` (zero initial state): the
+    recursion runs over time, vectorized over frames."""
     count, length = frames.shape
     order = coeffs.shape[1] - 1
     # History buffer, newest first: y[n-1], y[n-2], ..., y[n-order].
@@ -112,28 +89,10 @@ def mcadams(
     lpc_order: int = 20,
     peak: float = 1.0,
 ) -> np.ndarray:
-    """Anonymize one waveform with McAdams coefficient ``alpha``.
+    """Anonymize one waveform (mono, any float range) with McAdams coefficient ``alpha`` (B2 draws it
+    in [0.5, 0.9]; 1 leaves the poles as they are). ``peak``: the output's peak amplitude (B2: 1.0;
+    keep headroom for lossy codecs). Returns float32, exactly as long as ``audio``.
 
-    Parameters
-    ----------
-    audio : array-like
-        Mono samples (any float range).
-    alpha : float
-        The McAdams coefficient (B2 draws it in [0.5, 0.9]); 1 leaves the poles as they are.
-    sample_rate : int
-    win_ms, shift_ms : float
-        Frame length and shift in milliseconds.
-    lpc_order : int
-    peak : float
-        Peak amplitude of the output (B2 uses 1.0; keep headroom for lossy codecs).
-
-    Returns
-    -------
-    numpy.ndarray
-        float32, exactly as long as ``audio``; all zeros when the input is silent.
-
-    Example
-    -------
     >>> import numpy as np
     >>> noise = np.random.default_rng(0).standard_normal(4000)
     >>> out = mcadams(noise, 0.7, peak=0.5)
@@ -202,13 +161,9 @@ def mcadams(
 def mcadams_frame_loop(
     audio, alpha: float, sample_rate: int = SAMPLE_RATE, lpc_order: int = 20
 ) -> np.ndarray:
-    """The B2 script's frame-by-frame loop, kept as the reference for tests and ``benchmarks/``.
-
-    Follows VPC 2024 ``anonymise_dir_mcadams.py`` (symmetric Hann, frames 1 .. N-1
-    only, poles from ``tf2zpk``), except that conjugate poles are found by sign
-    of their angle instead of by position, so a pair listed in the other order
-    cannot produce NaN. Slow (one LPC, root finding and two ``lfilter`` calls per
-    frame): use :func:`mcadams`.
+    """The B2 script's frame-by-frame loop (VPC 2024 ``anonymise_dir_mcadams.py``), kept as the
+    reference for tests and ``benchmarks/``; conjugate poles are found by the sign of their angle
+    instead of by position, so a pair listed in the other order cannot produce NaN.
     """
     import librosa
     from scipy.signal import lfilter, tf2zpk
@@ -236,16 +191,9 @@ def mcadams_frame_loop(
 @register_anonymizer("mcadams")
 @dataclass
 class McAdamsAnonymizer:
-    """McAdams anonymization with a per-utterance coefficient drawn from a seed.
-
-    Parameters
-    ----------
-    seed : int
-        With the utterance id, fixes ``alpha`` (``seeded_rng(seed, 0, utt_id)``).
-    alpha_low, alpha_high : float
-        ``alpha ~ U[alpha_low, alpha_high]`` (B2: 0.5, 0.9). Equal values give a fixed coefficient.
-    win_ms, shift_ms, lpc_order, peak, sample_rate
-        See :func:`mcadams`.
+    """McAdams anonymization with a per-utterance coefficient ``alpha ~ U[alpha_low, alpha_high]``
+    (B2: 0.5, 0.9; equal values give a fixed one), fixed by ``seed`` and the utterance id; the other
+    fields: see :func:`mcadams`.
     """
 
     seed: int = 1986

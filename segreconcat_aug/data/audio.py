@@ -27,24 +27,11 @@ def _mono(audio: np.ndarray) -> np.ndarray:
 
 
 def read_audio(source, *, sample_rate: int | None = SAMPLE_RATE, resample: bool = False):
-    """Read a mono float32 waveform.
+    """Read a mono float32 waveform (channels averaged) from a path or a ``wav.scp`` pipe command.
 
-    Parameters
-    ----------
-    source : str or PipeCommand
-        A file path, or a ``wav.scp`` pipe command (run through the shell).
-    sample_rate : int or None
-        The rate the caller expects; ``None`` accepts any rate.
-    resample : bool
-        Resample (polyphase, scipy) instead of refusing another rate.
+    ``sample_rate``: the rate the caller expects (None: any); ``resample``: resample (polyphase,
+    scipy) instead of refusing another rate.
 
-    Returns
-    -------
-    numpy.ndarray
-        float32 samples in [-1, 1], one channel (channels are averaged).
-
-    Example
-    -------
     >>> import tempfile, os, numpy as np
     >>> path = os.path.join(tempfile.mkdtemp(), "x.wav")
     >>> write_audio(path, np.zeros(1600, dtype=np.float32))
@@ -63,10 +50,7 @@ def read_audio(source, *, sample_rate: int | None = SAMPLE_RATE, resample: bool 
 
 
 def read_audio_and_rate(source) -> tuple[np.ndarray, int]:
-    """A mono float32 waveform (channels averaged) at its own sample rate, and that rate.
-
-    ``source`` as :func:`read_audio` (a path or a ``wav.scp`` pipe).
-    """
+    """A mono float32 waveform (channels averaged) at its own sample rate, and that rate."""
     try:
         if isinstance(source, PipeCommand):
             data = subprocess.run(str(source), shell=True, check=True, capture_output=True).stdout
@@ -87,13 +71,9 @@ _EXACT_SEEK_SUBTYPES = ("PCM_", "FLOAT", "DOUBLE", "ULAW", "ALAW")
 class DecodedCache:
     """The decoded samples of lossy files, kept up to ``max_bytes``, the least recently used dropped first.
 
-    A span of a lossy file (Vorbis, Opus, MP3) is read by decoding the whole file
-    (:class:`AudioFile`); a training epoch that takes several crops of each file decodes it
-    each time. With this cache (``decoded_cache_mb`` of the training YAML; the demo's Ogg corpus
-    uses it) a DataLoader worker decodes each file once while it fits: the samples are the
-    same. Entries are keyed by path, size and modification time, so a changed file is decoded
-    again. Each process (each DataLoader worker) holds its own.
-
+    A span of a lossy file is read by decoding the whole file (:class:`AudioFile`), so an epoch
+    taking several crops of it would decode it each time (``decoded_cache_mb``). Keyed by path, size
+    and modification time; each process (each DataLoader worker) holds its own.
     >>> cache = DecodedCache(max_bytes=8)
     >>> cache.put(("a", 0, 0), np.zeros(2, np.float32)); cache.put(("b", 0, 0), np.ones(2, np.float32))
     >>> cache.get(("a", 0, 0)) is None, cache.get(("b", 0, 0)).tolist()
@@ -133,25 +113,12 @@ class DecodedCache:
 class AudioFile:
     """A file opened for reading spans: its length from the header, then only the samples asked for.
 
-    The training pipeline needs 3 s of a 12 s utterance: reading just those
-    samples (one seek) instead of decoding the whole file is what keeps
-    per-sample I/O low on data that does not fit the page cache. Output is
-    the same as slicing :func:`read_audio`'s result (float32, channels
-    averaged): for lossy codecs, where libsndfile's seeking is approximate,
-    the first read decodes the whole file and spans are sliced from it.
+    Reading just the crop (one seek) instead of decoding the whole file keeps per-sample I/O low on
+    data that does not fit the page cache. Output is the same as slicing :func:`read_audio`'s
+    result: for lossy codecs, where libsndfile's seeking is approximate, the first read decodes the
+    whole file and spans are sliced from it. ``source``: a file (pipes cannot seek); ``cache``: a
+    :class:`DecodedCache` for lossy files.
 
-    Parameters
-    ----------
-    source : str or path
-        An audio file (not a ``wav.scp`` pipe: pipes cannot seek).
-    sample_rate : int or None
-        The rate the caller expects (another rate is an :class:`AudioReadError`);
-        ``None`` accepts any.
-    cache : DecodedCache, optional
-        Where a lossy file's decoded samples are looked up first and kept.
-
-    Example
-    -------
     >>> import tempfile, os
     >>> path = os.path.join(tempfile.mkdtemp(), "x.wav")
     >>> write_audio(path, np.arange(1600, dtype=np.float32) / 2000)
@@ -190,10 +157,8 @@ class AudioFile:
         return self._read_from(start, stop)
 
     def read_ranges(self, ranges) -> np.ndarray:
-        """Samples ``ranges[0][0]`` to ``ranges[-1][1]`` with only the given ``[a, b)`` ranges read.
-
-        Sorted, disjoint ranges (one seek each); the samples between them are
-        zeros, not read. For a lossy file, the whole file's samples.
+        """Samples ``ranges[0][0]`` to ``ranges[-1][1]`` with only the given sorted, disjoint ``[a, b)``
+        ranges read (zeros between them; a lossy file's samples whole).
 
         >>> import tempfile, os
         >>> path = os.path.join(tempfile.mkdtemp(), "x.wav")
@@ -276,11 +241,8 @@ def write_audio(
     subtype: str | None = None,
     compression_level: float | None = None,
 ) -> None:
-    """Write a mono waveform; the format follows the file extension.
-
-    ``compression_level``: libsndfile's 0 (best quality) .. 1 (smallest) for FLAC and Ogg;
-    the codec's default if None.
-    """
+    """Write a mono waveform; the format follows the file extension. ``compression_level``:
+    libsndfile's 0 (best quality) .. 1 (smallest) for FLAC and Ogg (None: the codec's default)."""
     soundfile.write(
         str(path),
         np.asarray(audio, dtype=np.float32),

@@ -1,25 +1,10 @@
-"""The audio check run before any work: every file a run will read, decoded once, in parallel.
+"""The audio check run before any work: every file a run will read, decoded once, in parallel
+(what is checked, and what callers do with problems: docs/data.md#the-audio-check).
 
-Checked per file (``check_audio: full``, the default): it opens; its sample rate is the
-expected one; it decodes to the end and gives as many samples as its header says
-(a truncated FLAC does not); every sample is finite (a float WAV can hold NaN); it is
-not silent (RMS above ``silence_db`` dBFS); it is not shorter than ``min_duration``.
-``check_audio: header`` only opens each file (rate, length): the silence, NaN and
-truncation checks need the samples.
+Measurements, not verdicts, are cached per file signature (:func:`file_signature`), so a rerun only
+stats the files and a new ``min_duration`` needs no new decoding; a file that could not be opened is
+never cached.
 
-What was measured is cached per file in a JSON Lines file, keyed by the file's path,
-size and modification time (:func:`file_signature`): a rerun reads the cache and
-stats the files (instant); a file that changed is decoded again. Only measurements
-are cached, not verdicts, so a new ``min_duration`` needs no new decoding; a file that
-could not be opened is never cached.
-
-Problems come back as a list (:class:`AudioCheckReport`); the callers decide what they
-mean: training stops (``bad_audio: error``) or leaves the files out and counts them
-(``bad_audio: skip``); evaluation stops on unreadable audio and scores silent or
-too-short files with a warning.
-
-Example
--------
 >>> import tempfile, os, numpy as np
 >>> from segreconcat_aug.data.audio import write_audio
 >>> folder = tempfile.mkdtemp()
@@ -53,16 +38,11 @@ logger = logging.getLogger(__name__)
 
 CHECK_MODES = ("header", "full")
 BAD_AUDIO_POLICIES = ("error", "skip")
-#: Problems that make a file unusable, and those that leave it usable but suspicious.
+#: Problems that make a file unusable (the others, ``silent`` and ``too_short``, leave it usable).
 FATAL_KINDS = ("missing", "unreadable", "sample_rate", "truncated", "nonfinite", "empty")
-WEAK_KINDS = ("silent", "too_short")
 CACHE_VERSION = 1
 _BLOCK = 1 << 18  # frames decoded at a time: bounded memory for any file length
 _SHOWN = 5  # problems named in a message, which is one line (all of them go to the list file)
-
-
-class AudioCheckFailed(RuntimeError):
-    """Audio files failed the check and the policy is to stop; the message names them."""
 
 
 def file_signature(path) -> tuple[str, int, int] | None:
@@ -80,7 +60,7 @@ def file_signature(path) -> tuple[str, int, int] | None:
 
 @dataclass
 class AudioProblem:
-    """One file's problem: ``kind`` (see :data:`FATAL_KINDS`, :data:`WEAK_KINDS`) and details."""
+    """One file's problem: ``kind`` (fatal: :data:`FATAL_KINDS`) and details."""
 
     utt: str
     path: str
@@ -97,11 +77,8 @@ class AudioProblem:
 
 @dataclass
 class AudioCheckReport:
-    """The result of :func:`check_audio_files`.
-
-    ``frames``: utterance -> header length of every file without a fatal problem
-    (files with a weak problem included); ``problems``: fatal and weak, in input order.
-    """
+    """The result of :func:`check_audio_files`. ``frames``: utterance -> header length of every file
+    without a fatal problem; ``problems``: fatal and weak, in input order."""
 
     total: int
     frames: dict[str, int] = field(default_factory=dict)
@@ -148,13 +125,10 @@ class _ChunkMeans:
 def measure_file(path: str, *, full: bool = True, chunk: int | None = None) -> dict:
     """What the check needs to know of one file (the cache record, without the signature).
 
-    ``rate``, ``frames`` and ``channels`` from the header; with ``full``, also
-    ``decoded`` (samples read before the end or an error), ``read_error`` (text or
-    None), ``nonfinite`` (NaN or infinite samples), ``peak`` and ``mean_square`` (of
-    the finite samples, channels averaged), and with ``chunk`` (samples) the mean
-    ``|x|`` of each consecutive chunk, ``chunk_means[str(chunk)]`` (VPC's silent-chunk
-    filter, measured in the same decoding pass). Raises :class:`OSError` or
-    soundfile's errors when the file cannot be opened.
+    Header ``rate``, ``frames``, ``channels``; with ``full``, also ``decoded``, ``read_error``,
+    ``nonfinite``, ``peak`` and ``mean_square`` (finite samples, channels averaged), and with ``chunk``
+    (samples) the mean ``|x|`` of each consecutive chunk (VPC's silent-chunk filter, measured in the
+    same decoding pass). Raises OSError or soundfile's errors when the file cannot be opened.
     """
     with soundfile.SoundFile(path) as handle:
         record = {"rate": handle.samplerate, "frames": int(handle.frames), "channels": handle.channels}
@@ -233,11 +207,8 @@ def file_problems(
 
 
 class AudioCheckCache:
-    """Measured records by file signature, in an append-only JSON Lines file.
-
-    A line that does not parse (a run killed mid-write) is ignored: its file is
-    measured again.
-    """
+    """Measured records by file signature, in an append-only JSON Lines file; a line that does not
+    parse (a run killed mid-write) is ignored, so its file is measured again."""
 
     def __init__(self, path):
         self.path = Path(path)
@@ -298,27 +269,12 @@ def check_audio_files(
     desc: str = "checking audio",
     progress: bool = True,
 ) -> AudioCheckReport:
-    """Check every file of ``wav`` (utterance -> path); see the module documentation.
+    """Check every file of ``wav`` (utterance -> path).
 
-    Parameters
-    ----------
-    wav : dict
-        Utterance -> audio path. ``wav.scp`` shell pipes are not checked (listed in
-        ``report.unchecked``): running them is the job's own business.
-    mode : {"full", "header"}
-    sample_rate : int or None
-        The rate every file must have (None: any).
-    min_duration : float
-        Seconds; shorter files are ``too_short``.
-    silence_db : float or None
-        RMS level (dBFS) below which a file is ``silent`` (full mode); None: not checked.
-    workers : int
-        Threads (decoding in libsndfile releases the GIL).
-    cache : path or None
-        The JSON Lines cache of measurements (see :class:`AudioCheckCache`).
-    chunk : int or None
-        With ``mode="full"``: also measure the mean ``|x|`` of each consecutive
-        ``chunk``-sample chunk (``report.chunk_means``), in the same decoding pass.
+    ``wav.scp`` shell pipes are not checked (``report.unchecked``). ``min_duration``: seconds;
+    ``silence_db``: RMS level (dBFS) below which a file is ``silent`` (full mode; None: not checked);
+    ``workers``: threads; ``cache``: the JSON Lines cache; ``chunk``: with ``mode="full"``, also
+    ``report.chunk_means`` (see :func:`measure_file`).
     """
     if mode not in CHECK_MODES:
         raise ValueError(f"check_audio: unknown mode {mode!r}; choose from {CHECK_MODES}")

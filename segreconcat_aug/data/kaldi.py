@@ -1,12 +1,6 @@
-"""Readers for Kaldi-style data folders as the VoicePrivacy Attacker Challenge ships them.
+"""Readers for Kaldi-style data folders as the VoicePrivacy Attacker Challenge ships them (the files:
+docs/data.md). Every reader names the file and line of a malformed entry.
 
-A folder holds ``wav.scp``, ``utt2spk`` and, depending on its role, ``text``,
-``utt2dur``, ``spk2gender``, ``enrolls`` or ``trials`` (see ``docs/data.md``).
-Every reader names the file and line of a malformed entry, so a bad line in a
-104k-line list is found at once.
-
-Example
--------
 >>> import tempfile, pathlib
 >>> folder = pathlib.Path(tempfile.mkdtemp())
 >>> _ = (folder / "utt2spk").write_text("19-198-0001 19\\n26-495-0000 26\\n")
@@ -38,15 +32,8 @@ def _lines(path: Path):
 
 
 def read_kaldi_map(path, *, value_required: bool = True) -> dict[str, str]:
-    """Read ``<key> <value ...>`` lines into a dict (value = rest of the line).
-
-    Raises
-    ------
-    FileNotFoundError
-        When the file does not exist.
-    KaldiFormatError
-        On a line without a value or a key seen twice, naming file and line.
-    """
+    """Read ``<key> <value ...>`` lines into a dict (value = rest of the line); a line without a value
+    or a key seen twice is a :class:`KaldiFormatError` naming file and line."""
     path = Path(path)
     if not path.is_file():
         raise MissingInputError(f"{path}: no such file")
@@ -78,13 +65,10 @@ class PipeCommand(str):
 def read_wav_scp(path, *, root=None, allow_pipes: bool = False) -> dict[str, str]:
     """Read ``wav.scp`` and resolve relative paths.
 
-    A relative path is tried against ``root`` (the challenge data root), then
-    the folder holding ``wav.scp``, then the current directory; the first that
-    exists wins, else the ``root`` (or folder) candidate is kept so that a
-    later existence check names the path the user would expect.
-
-    Shell pipes (``<utt> flac -c -d x.flac |``) are refused unless
-    ``allow_pipes`` is set, in which case the value is a :class:`PipeCommand`.
+    A relative path is tried against ``root`` (the challenge data root), then the folder holding
+    ``wav.scp``, then the current directory; the first that exists wins, else the first candidate is
+    kept, so a later existence check names the path the user would expect. Shell pipes are refused
+    unless ``allow_pipes`` is set (then the value is a :class:`PipeCommand`).
     """
     path = Path(path)
     folder = path.parent
@@ -127,13 +111,8 @@ class Trial(NamedTuple):
 
 
 def read_trials(path) -> list[Trial]:
-    """Read ``<enroll-spk> <test-utt> target|nontarget`` lines.
-
-    Raises
-    ------
-    KaldiFormatError
-        On a line with another shape or label, naming file and line.
-    """
+    """Read ``<enroll-spk> <test-utt> target|nontarget`` lines (:class:`KaldiFormatError` naming file
+    and line on another shape or label)."""
     path = Path(path)
     if not path.is_file():
         raise MissingInputError(f"{path}: no such file")
@@ -175,21 +154,10 @@ class KaldiFolder:
         return list(self.wav)
 
 
-#: The lists the VPC 2026 toolkit copies into an anonymized folder that lacks them (``run_evaluation.py``:
-#: ``utils/prepare_results_in_kaldi_format.py: check_files``); ``wav.scp`` is built from its audio instead.
-#: ``trials`` is the evaluation's choice (``eval_trials_from``) and ``utt2dur`` is left out: the
-#: original's durations are not the anonymized audio's (its header gives those).
-COMPLETED_FILES = ("utt2spk", "spk2gender", "text", "enrolls")
-
-
 def wav_scp_from_audio(folder, original_wav: Path) -> dict[str, str]:
     """``wav.scp`` of an anonymized folder that holds only audio, as the VPC 2026 toolkit builds it: every
-    utterance of ``original_wav`` (in its order) -> ``<folder>/**/<utt>.wav``.
-
-    Raises
-    ------
-    MissingInputError
-        When the folder holds no ``.wav`` file, or none for some utterance (the toolkit stops there too).
+    utterance of ``original_wav`` (in its order) -> ``<folder>/**/<utt>.wav``; no ``.wav`` file, or
+    none for some utterance, is a :class:`MissingInputError` (the toolkit stops there too).
     """
     folder = Path(folder)
     found = {}
@@ -218,21 +186,13 @@ def load_kaldi_folder(
 ) -> KaldiFolder:
     """Load a Kaldi-style folder, checking that ``utt2spk`` covers ``wav.scp``.
 
-    Parameters
-    ----------
-    original : path or None
-        The set's original folder (VPC 2026 layout: ``data/<set>`` beside ``data/<set>_<SYS>``). What
-        this folder lacks is read from there, in memory, as the 2026 toolkit completes the folders its
-        nac and ssl pipelines leave with audio only: :data:`COMPLETED_FILES`, and a missing ``wav.scp``
-        built from the folder's ``**/<utt>.wav`` (:func:`wav_scp_from_audio`). ``folder.completed``
-        says what came from where; nothing is written.
-    unmatched : {"error", "skip"}
-        ``skip`` (the VPC 2026 toolkit, which embeds the utterances of ``utt2spk`` that have audio):
-        utterances of ``wav.scp`` without a speaker are dropped and those of ``utt2spk`` without audio
-        listed, in ``folder.no_speaker`` and ``folder.no_audio``.
+    ``original``: the set's original folder (VPC 2026 layout), from which a folder with audio only is
+    completed in memory as the 2026 toolkit completes it (docs/evaluation-reference.md, folders as the
+    2026 toolkit leaves them); ``folder.completed`` says what came from where. ``unmatched="skip"``
+    (the 2026 toolkit embeds the utterances of ``utt2spk`` that have audio): ``wav.scp`` utterances
+    without a speaker are dropped and listed in ``folder.no_speaker``, ``utt2spk`` ones without audio
+    in ``folder.no_audio``.
 
-    Example
-    -------
     >>> import tempfile, pathlib
     >>> d = pathlib.Path(tempfile.mkdtemp())
     >>> _ = (d / "wav.scp").write_text("u1 wav/u1.wav\\n")

@@ -1,37 +1,9 @@
 """VPC 2026's pooled (mixed-gender) LibriSpeech trial list, built from VPAC 2024's female and male lists.
 
 The rule is that of the VPC 2026 toolkit's ``scripts/mixed_trials_librispeech.py`` as fixed on
-2026-09-01 (commit cc3c8a0; the June version swapped f and m, repeated pairs and drew unseeded):
+2026-09-01 (commit cc3c8a0), step by step in docs/data.md (2026-style pooled lists), with where this
+differs on odd input. Each folder is written complete or not at all (:func:`write_all_mixed_trials`).
 
-1. every line of the female and the male list is kept;
-2. cross-gender non-target trials are added: for each female trial utterance (the list's unique
-   test utterances, sorted), ``k_f`` male enrolled speakers drawn without replacement by
-   ``random.Random(seed).sample(sorted male speakers, min(k_f, count))``, where ``k_f`` is the
-   mean number of non-target trials per female utterance, rounded (Python's ``round``); then the
-   same for the male utterances with female speakers, from the same generator, continuing;
-3. the trial lines are written in this order: male-enroll x female-trial, female-enroll x
-   male-trial, the male list, the female list;
-4. the member files (``spk2gender spk2utt wav.scp text utt2dur utt2spk``) are the female and male
-   folders' lines, merged and sorted (stably) by their first column; a file neither folder has is
-   written empty, as the toolkit's script does.
-
-The enrolled speakers are the ``enrolls`` list's utterances' speakers (from the enrollment folder's
-``utt2spk``; the toolkit's script cuts LibriSpeech ids at the first ``-``, the same speakers for
-LibriSpeech), their genders from its ``spk2gender`` (either case); a speaker the female list enrolls must be
-``f`` there and one the male list enrolls ``m`` (the script would silently draw from the wrong pool). Blank
-lines are skipped (the script fails on them) and a last line without its newline gets one. A ``wav.scp``
-path that resolves only from its own folder (``wav/<utt>.wav``, which a Kaldi folder may hold) is rewritten
-to resolve from the pooled folder; root-relative (the challenges' ``corpora/...``) and absolute paths are
-copied unchanged, as the script copies every line.
-
-Writing (:func:`write_mixed_trials`): each folder is written complete or not at all (staged beside it, then
-renamed into place; all of a run's folders are staged before any is swapped in). A folder that already holds
-exactly these files is left as it is (a rerun after an interruption goes on); one that differs is replaced
-only with ``overwrite`` and only while it holds nothing but the files written here. A staging folder left by
-a killed run is removed.
-
-Example
--------
 >>> mean_nontargets({"u1": 2, "u2": 3})  # round(2.5) = 2: Python rounds halves to even
 2
 """
@@ -228,13 +200,9 @@ def write_all_mixed_trials(jobs, overwrite: bool = False) -> dict[Path, str]:
     or ``unchanged`` (it held exactly these files already).
 
     Every folder is checked, then staged beside its place, before any is swapped in; a failure leaves every
-    folder as it was and no staging folder behind.
-
-    Raises
-    ------
-    MixedTrialsError
-        When a folder holds other lists and ``overwrite`` is not set, when it holds anything besides the
-        files written here (nothing of the user's is removed), or when its parent cannot be written.
+    folder as it was and no staging folder behind. A :class:`MixedTrialsError` when a folder holds other
+    lists and ``overwrite`` is not set, or anything besides the files written here (nothing of the
+    user's is removed), or when its parent cannot be written.
     """
     plans = []
     for result, folder in jobs:
@@ -294,16 +262,3 @@ def write_all_mixed_trials(jobs, overwrite: bool = False) -> dict[Path, str]:
             if staging.exists():
                 shutil.rmtree(staging, ignore_errors=True)
     return {folder: outcome for folder, _, outcome in plans}
-
-
-def write_mixed_trials(result: MixedTrials, folder, overwrite: bool = False) -> Path:
-    """Write ``trials`` and the member files into ``folder`` (complete or not at all; see
-    :func:`write_all_mixed_trials`).
-
-    Raises
-    ------
-    MixedTrialsError
-        When ``folder`` holds other lists and ``overwrite`` is not set (nothing is replaced).
-    """
-    write_all_mixed_trials([(result, folder)], overwrite=overwrite)
-    return Path(folder)

@@ -1,29 +1,7 @@
-"""The evaluation protocols an attacker is trained and scored under, in one table.
+"""The evaluation protocols an attacker is trained and scored under (the ``protocol:`` key), in one
+table, :data:`PROTOCOLS`: each names its data sets, the subsets it scores, how the table averages
+them and the scoring conventions of the challenge code that defines it (docs/evaluation.md).
 
-A protocol names its data sets, the subsets it scores, how the table averages them and
-the scoring conventions of the challenge code that defines it. The recipes read the
-``protocol:`` key of the training YAML (:data:`PROTOCOLS`):
-
-``vpac2024`` (the default)
-    The VoicePrivacy Attacker Challenge 2024, as the paper: ``train-clean-360``; dev and
-    test x female and male trial lists (``libri_{dev,test}_trials_{f,m}``), averaged as the
-    paper's Table 2; VPC 2024's wave normalization.
-``vpc2026-track1``
-    The VoicePrivacy Challenge 2026, Track 1 (English): ``train-clean-360``; one pooled list
-    per part (``libri_{dev,test}_trials_mixed``), ``dev_mixed``, ``test_mixed`` and their
-    average, with extra rows for each list's same-gender and cross-gender trials; the 2026
-    wave normalization; trials of a missing embedding or an unknown speaker are skipped
-    (and counted), as the 2026 code does.
-``vpc2026-track2``
-    The VoicePrivacy Challenge 2026, Track 2 (multilingual, MLS): one attacker per language
-    (``--language=de`` trains on ``train_german``, scores ``de_{dev,test}_trials_mixed``);
-    en, de, fr, es are the languages the toolkit scores; cn and ja are read when present.
-    Otherwise as Track 1.
-
-Where the folders are (the two layouts) is :mod:`segreconcat_aug.data.vpac`'s concern.
-
-Example
--------
 >>> protocol = get_protocol("vpc2026-track2")
 >>> protocol.train_set("de"), protocol.trial_set("test_mixed", "de"), protocol.enroll_set("dev", "de")
 ('train_german', 'de_test_trials_mixed', 'de_dev_enrolls')
@@ -42,8 +20,7 @@ from ..errors import UserError
 
 DEFAULT_PROTOCOL = "vpac2024"
 PARTS = ("dev", "test")
-#: The two folder layouts (see :mod:`segreconcat_aug.data.vpac`): VPAC 2024's ``<root>/<SYS>/data/<set>_<SYS>``
-#: and the VPC 2026 toolkit's ``<root>/data/<set>_<SYS>``.
+#: The two folder layouts (:mod:`segreconcat_aug.data.vpac`).
 LAYOUTS = ("vpac2024", "vpc2026")
 
 
@@ -115,11 +92,9 @@ TRACK2_LANGUAGES = {
 class Protocol:
     """One row of :data:`PROTOCOLS`.
 
-    ``set_prefix`` starts every evaluation set's name (``{language}`` is the language code);
+    ``set_prefix`` starts every evaluation set's name (``{language}``: the language code);
     ``trial_lists`` maps a subset to its part and its trial set's name after the prefix;
-    ``conventions`` are the defaults of the evaluation options where the YAML leaves them
-    null (``eval_normalize_wave``, ``eval_skip_missing_trials``, ``eval_enroll_mean``,
-    ``eval_trials_from``, ``eval_duplicate_trials``, ``eval_resample``).
+    ``conventions`` are the defaults of the ``eval_*`` options the YAML leaves null.
     """
 
     name: str
@@ -221,7 +196,6 @@ _VPC2026_CONVENTIONS = {
     "eval_resample": True,
 }
 
-#: Every protocol, by name.
 PROTOCOLS: dict[str, Protocol] = {
     "vpac2024": Protocol(
         name="vpac2024",
@@ -285,11 +259,6 @@ def get_protocol(name: str | None) -> Protocol:
     return PROTOCOLS[name]
 
 
-def table_layout(protocol: str | None) -> TableLayout:
-    """The results table of a protocol (None: VPAC 2024's)."""
-    return get_protocol(protocol).table
-
-
 #: Track 2 language codes that Whisper spells otherwise.
 WHISPER_LANGUAGES = {"cn": "zh"}
 
@@ -314,13 +283,8 @@ def language_of_set(folder_name: str) -> str | None:
 
 
 def check_protocol_options(values: Mapping) -> None:
-    """Check the keys of a recipe's YAML that must fit its protocol: ``language``, ``eval_subsets``.
-
-    Raises
-    ------
-    ProtocolError
-        Naming the key, the protocol and what it allows.
-    """
+    """Check the keys of a recipe's YAML that must fit its protocol (``language``, ``eval_subsets``);
+    a :class:`ProtocolError` names the key, the protocol and what it allows."""
     if "protocol" not in values:
         return
     protocol = get_protocol(values.get("protocol"))

@@ -1,14 +1,6 @@
-"""Writing result files so that no reader meets half of one: atomic replacement, strict JSON, digests.
-
-- :func:`atomic_writer` / :func:`write_text`: a file is written beside its target under a temporary
-  name and renamed over it when complete (``os.replace``), so a reader sees the old file or the new
-  one, never an empty or cut one. When the write fails, the temporary file goes; a full disk
-  (``ENOSPC``, or a quota: ``EDQUOT``) becomes :class:`DiskFullError`, one line naming the file.
-- :func:`json_text`: JSON that other programs can read: NaN and infinities, which JSON lacks (Python
-  would write ``NaN`` and ``Infinity``), become ``null`` (the writer says why elsewhere), numpy
-  scalars and arrays plain numbers and lists, and ``allow_nan=False`` guards what is left.
-- :func:`file_digest`: the SHA-256 of a file, which ``results.json`` records for each score file so
-  that a score file changed since is noticed (``recipes/run_grid.py``).
+"""Writing result files so that no reader meets half of one: atomic replacement (a full disk becomes
+one line naming the file), strict JSON (NaN and infinities, which JSON lacks, become ``null``) and
+file digests (so a score file changed since is noticed).
 
 >>> json_text({"cllr": float("inf"), "eer": np.float32(12.5), "bins": np.arange(2)})
 '{"cllr": null, "eer": 12.5, "bins": [0, 1]}'
@@ -65,11 +57,9 @@ def disk_full(path, error: OSError) -> DiskFullError:
 
 @contextlib.contextmanager
 def atomic_writer(path, mode: str = "w", **open_options):
-    """``open(path, mode)`` that appears at ``path`` only once it is completely written.
-
-    The handle writes ``.<name>.<pid>.tmp`` in the same folder; on success it replaces ``path`` (in one
-    step, on the same file system); on any error it is removed, ``path`` is left as it was, and a full
-    disk is raised as :class:`DiskFullError`.
+    """``open(path, mode)`` that appears at ``path`` only once it is completely written (a temporary
+    file beside it, then ``os.replace``); on any error it is removed, ``path`` is left as it was, and a
+    full disk is raised as :class:`DiskFullError`.
     """
     path = Path(path)
     temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")

@@ -1,29 +1,7 @@
-"""Where a challenge system's data folders are, in the two layouts the challenges ship.
+"""Where a challenge system's data folders are, in the two layouts the challenges ship (VPAC 2024's
+``<root>/<SYS>/data/<set>_<SYS>/``, the VPC 2026 toolkit's ``<root>/data/<set><suffix>`` beside the
+original ``data/<set>``), with the YAML's ``folder_overrides`` (docs/data.md).
 
-VoicePrivacy Attacker Challenge 2024 (``vpac2024``)
-    Per anonymization system ``SYS``, folders ``<root>/<SYS>/data/<set>_<SYS>/`` (sets of
-    :data:`VPAC_SETS`).
-VoicePrivacy Challenge 2026 toolkit (``vpc2026``)
-    Every set directly under ``<root>/data/``: the original as ``data/<set>`` and the
-    anonymized copy as ``data/<set><suffix>``, the suffix with its underscore (the toolkit's
-    ``anon_data_suffix``: ``--system=B3`` names ``_B3``, ``--system=sttts`` names ``_sttts``).
-    ``wav.scp`` paths are relative to ``<root>`` (``corpora/...``).
-
-:func:`system_folders` finds the folders of a system's sets: in the layout asked for, or,
-when none is (``layout=None``), in the one the data folder holds (:func:`detect_layout`).
-The distributed data has quirks (B4's training folder is ``libri360_anon_B4`` in VPAC 2024;
-one system reuses another's trial lists), so every folder can be overridden from YAML::
-
-    folder_overrides:
-        B4:
-            train-clean-360: libri360_anon_B4        # relative to the layout's data folder
-            libri_dev_trials_f: /abs/path/to/folder  # or absolute
-        vpac2024:                                    # a layout's name: these apply in that layout only
-            B4:
-                train-clean-360: libri360_anon_B4
-
-Example
--------
 >>> import tempfile, pathlib
 >>> root = pathlib.Path(tempfile.mkdtemp())
 >>> (root / "B4" / "data" / "libri360_anon_B4").mkdir(parents=True)
@@ -41,17 +19,13 @@ import logging
 from pathlib import Path
 
 from segreconcat_aug.data.kaldi import KaldiFolder, load_kaldi_folder
-from segreconcat_aug.data.protocols import LAYOUTS, PARTS, get_protocol
+from segreconcat_aug.data.protocols import LAYOUTS, get_protocol
 from segreconcat_aug.errors import UserError
 
 logger = logging.getLogger(__name__)
 
 VPAC_SYSTEMS = ("B3", "B4", "B5", "T8-5", "T10-2", "T12-5", "T25-1")
-_VPAC = get_protocol("vpac2024")
-TRAIN_SET = _VPAC.train_set()
-ENROLL_SETS = {part: _VPAC.enroll_set(part) for part in PARTS}
-TRIAL_SETS = {tuple(subset.split("_")): _VPAC.trial_set(subset) for subset in _VPAC.subsets}
-VPAC_SETS = _VPAC.sets()
+VPAC_SETS = get_protocol("vpac2024").sets()
 
 
 class VPACLayoutError(UserError, FileNotFoundError):
@@ -59,10 +33,8 @@ class VPACLayoutError(UserError, FileNotFoundError):
 
 
 def detect_layout(data_folder, system: str, preferred: str = "vpac2024") -> str:
-    """The layout ``data_folder`` holds ``system``'s data in: ``preferred`` when it does, else the other one.
-
-    VPAC 2024's needs the folder ``<root>/<SYS>/data``, the 2026 toolkit's ``<root>/data``; when
-    neither is there, ``preferred`` (its error names what is missing).
+    """The layout ``data_folder`` holds ``system``'s data in: ``preferred`` when it does, else the other
+    one; when neither, ``preferred`` (its error names what is missing).
 
     >>> import tempfile, pathlib
     >>> root = pathlib.Path(tempfile.mkdtemp()); (root / "data").mkdir()
@@ -125,18 +97,10 @@ def system_folders(
 ) -> dict[str, Path]:
     """The folder of each set of ``system``, checked to exist.
 
-    Parameters
-    ----------
-    layout : {"vpac2024", "vpc2026"} or None
-        None: the layout the data folder holds (:func:`detect_layout`).
-    known_sets : iterable of str, optional
-        The sets ``folder_overrides`` may name (default: :data:`VPAC_SETS` and ``sets``).
-
-    Raises
-    ------
-    VPACLayoutError
-        Naming the system (and the systems or suffixes that do exist) or the missing folder
-        and how to override its name.
+    ``layout`` None: the one the data folder holds (:func:`detect_layout`); ``known_sets``: the sets
+    ``folder_overrides`` may name (default: :data:`VPAC_SETS` and ``sets``). A :class:`VPACLayoutError`
+    names the system (and the systems or suffixes that do exist) or the missing folder and how to
+    override its name.
     """
     layout = detect_layout(data_folder, system) if layout is None else layout
     if layout not in LAYOUTS:
@@ -204,13 +168,8 @@ def log_completion(folder: KaldiFolder) -> None:
 
 
 def load_set_folder(folder, data_folder, set_name: str, layout: str, **options) -> KaldiFolder:
-    """A set's folder as its layout's toolkit leaves it, read with :func:`~segreconcat_aug.data.kaldi.load_kaldi_folder`
-    (``options``: its keywords; relative paths against ``data_folder``).
-
-    In the 2026 layout, what an anonymized folder lacks (its nac and ssl pipelines write only ``wav/*.wav``)
-    is read from the set's original ``data/<set>``, as the toolkit's ``run_evaluation.py`` completes it,
-    and logged; nothing is written.
-    """
+    """A set's folder read with :func:`~segreconcat_aug.data.kaldi.load_kaldi_folder` (``options``: its
+    keywords), completed from the set's original in the 2026 layout (logged; nothing is written)."""
     folder = Path(folder)
     original = original_folder(data_folder, set_name, layout)
     if original is not None and (not original.is_dir() or original.resolve() == folder.resolve()):
@@ -223,10 +182,8 @@ def load_set_folder(folder, data_folder, set_name: str, layout: str, **options) 
 def training_folder(
     data_folder, system: str, overrides: dict | None = None, protocol=None, language=None
 ) -> Path:
-    """The training set's folder of ``system`` under a protocol (``train-clean-360``, ``train_german``, ...).
-
-    The layout is the one the data folder holds (the protocol's own first).
-    """
+    """The training set's folder of ``system`` under a protocol, in the layout the data folder holds
+    (the protocol's own first)."""
     scheme = get_protocol(protocol)
     name = scheme.train_set(language)
     layout = detect_layout(data_folder, system, scheme.layout)

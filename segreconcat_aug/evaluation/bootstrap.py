@@ -1,34 +1,11 @@
 """Confidence intervals and paired tests for EER and minDCF: a speaker-level (subsets) bootstrap.
 
-The trials of one speaker are correlated (one enrollment model, a few test
-recordings), so trials are not independent draws and resampling them one by one
-understates the uncertainty. This module resamples *speakers*, the highest level
-of the hierarchy (kin: Bolle, Ratha and Pankanti's "subsets bootstrap", CVIU 2004,
-resamples subsets of the match scores; Poh, Martin and Bengio, IEEE TPAMI 29(3) 2007,
-resample users, then samples within users: here only the first step; see
-docs/evaluation.md):
+The trials of one speaker are correlated, so resampling trials one by one understates the
+uncertainty: this module resamples *speakers* (kin: Bolle, Ratha and Pankanti's "subsets
+bootstrap", CVIU 2004; Poh, Martin and Bengio, IEEE TPAMI 29(3) 2007). A target trial of speaker
+``k`` counts ``w_k`` times (``w_k``: how often ``k`` was drawn), a non-target trial between ``e``
+and ``s`` ``w_e * w_s`` times. The method, strata and p-values: docs/evaluation-reference.md.
 
-- the speakers of a system's trial lists (enrollment speakers and the test
-  utterances' speakers, one identity when a person is both) are drawn with
-  replacement; speakers that share no list with each other fall in separate
-  strata (e.g. female and male lists), each resampled to its own size;
-- a resample keeps every trial of the drawn speakers: a target trial of speaker
-  ``k`` counts ``w_k`` times (``w_k``: how often ``k`` was drawn), a non-target
-  trial between ``e`` and ``s`` counts ``w_e * w_s`` times (every drawn copy of
-  ``e``'s model against every drawn copy of ``s``'s recordings);
-- the metric of each resample is computed on those weighted trials, for all
-  resamples at once (one sort, cumulative sums of the weights over the sorted
-  scores, in chunks of resamples);
-- the interval is the percentile interval (2.5 % and 97.5 % of the resampled
-  values); a paired comparison applies the *same* resamples to both attackers
-  and reads the interval and a two-sided p-value off the resampled differences.
-
-The resampled EER uses SpeechBrain's thresholds and its first-minimum rule in
-float64 (the point EER, :func:`segreconcat_aug.evaluation.metrics.eer`, also reproduces its
-float32 rounding, which can pick a neighbouring threshold on exact ties).
-
-Example
--------
 >>> design = trial_design(["a", "a", "b", "b"], ["a", "b", "b", "a"], [True, False, True, False])
 >>> design.speakers, design.problem
 (['a', 'b'], None)
@@ -51,11 +28,8 @@ CHUNK_ELEMENTS = 4_000_000  # resamples x trials per chunk (memory: a few arrays
 
 @dataclass
 class TrialDesign:
-    """How one trial list is built from speakers: the unit of each trial's two sides, and targets.
-
-    ``enroll_units`` and ``test_units`` index ``speakers``; ``problem`` says why no
-    bootstrap over speakers is possible (None when it is).
-    """
+    """How one trial list is built from speakers: the unit of each trial's two sides (indices into
+    ``speakers``), and targets; ``problem`` says why no bootstrap over speakers is possible."""
 
     speakers: list[str]
     enroll_units: np.ndarray
@@ -65,11 +39,8 @@ class TrialDesign:
 
 
 def infer_test_speakers(enroll, test, targets) -> list[str]:
-    """Test speakers of a score file without them: a test utterance belongs to its target trial's speaker.
-
-    In the challenge's lists every test utterance is scored against its own
-    speaker's model; an utterance without a target trial is its own unit
-    (``utt:<id>``).
+    """Test speakers of a score file without them: a test utterance belongs to its target trial's speaker;
+    one without a target trial is its own unit (``utt:<id>``).
 
     >>> infer_test_speakers(["a", "b", "a"], ["u1", "u1", "u2"], [True, False, False])
     ['a', 'a', 'utt:u2']
@@ -100,11 +71,6 @@ def trial_design(enroll, test_speakers, targets) -> TrialDesign:
     return TrialDesign(speakers, enroll_units, test_units, targets, problem)
 
 
-# ---------------------------------------------------------------------------------------------------
-# Resampling weights
-# ---------------------------------------------------------------------------------------------------
-
-
 def _strata(designs) -> list[list[str]]:
     """Groups of speakers linked by sharing a trial list (union-find over the lists)."""
     parent: dict[str, str] = {}
@@ -130,10 +96,8 @@ def _strata(designs) -> list[list[str]]:
 def speaker_counts(designs, resamples: int, seed: int) -> dict[str, np.ndarray]:
     """How often each speaker is drawn in each resample: ``speaker -> (resamples,)`` int32 counts.
 
-    Each stratum (:func:`_strata`) of ``n`` speakers is drawn ``n`` times with
-    replacement; the generator of a stratum is seeded from ``seed`` and the
-    stratum's speaker names, so the same lists get the same resamples in every
-    run and for every attacker.
+    Each stratum of ``n`` speakers is drawn ``n`` times with replacement, seeded from ``seed`` and
+    its speaker names, so the same lists get the same resamples in every run and for every attacker.
 
     >>> design = trial_design(["a", "b", "c"], ["b", "c", "a"], [False, False, False])
     >>> counts = speaker_counts([design], 5, seed=1)
@@ -170,40 +134,12 @@ class SpeakerWeights:
         return weights
 
 
-class TrialWeights:
-    """The naive alternative, for comparison: trials resampled independently (targets and non-targets apart)."""
-
-    def __init__(self, targets, resamples: int, seed: int):
-        self.targets = np.asarray(targets, dtype=bool)
-        self.resamples = resamples
-        self.seed = seed
-
-    def chunk(self, start: int, stop: int) -> np.ndarray:
-        weights = np.zeros((stop - start, len(self.targets)), dtype=np.int32)
-        for b in range(start, stop):
-            rng = np.random.default_rng([self.seed, b])
-            for mask in (self.targets, ~self.targets):
-                where = np.flatnonzero(mask)
-                weights[b - start, where] = np.bincount(
-                    rng.integers(0, len(where), len(where)), minlength=len(where)
-                )
-        return weights
-
-
-# ---------------------------------------------------------------------------------------------------
-# Metrics of all resamples at once
-# ---------------------------------------------------------------------------------------------------
-
-
 def _metric_names(p_targets) -> list[str]:
     return ["eer", *(f"min_dcf_{p:g}" for p in p_targets)]
 
 
 def resampled_metrics(scores, targets, weights, p_targets=(0.01, 0.05)) -> dict[str, np.ndarray]:
     """EER (%) and normalized minDCF of every resample: ``name -> (resamples,)``; NaN where undefined.
-
-    ``weights`` is a :class:`SpeakerWeights` or :class:`TrialWeights`. A resample
-    without target or without non-target weight has no EER (NaN).
 
     >>> scores, targets = np.array([0.9, 0.8, 0.3, 0.1, 0.4, 0.2, 0.85]), np.arange(7) < 3
     >>> class Ones:
@@ -247,12 +183,7 @@ def resampled_metrics(scores, targets, weights, p_targets=(0.01, 0.05)) -> dict[
 
 
 def resampled_metrics_loop(scores, targets, weights, p_targets=(0.01, 0.05)) -> dict[str, np.ndarray]:
-    """The same as :func:`resampled_metrics`, one resample at a time on the repeated trials (reference).
-
-    Each resample's trial set is built explicitly (every trial repeated by its
-    weight) and scored with :func:`segreconcat_aug.evaluation.metrics.error_counts` over
-    SpeechBrain's thresholds; ``benchmarks/bench_eer.py`` times both.
-    """
+    """The same as :func:`resampled_metrics`, one resample at a time on the repeated trials (reference)."""
     scores = np.asarray(scores, dtype=np.float64)
     targets = np.asarray(targets, dtype=bool)
     names = _metric_names(p_targets)
@@ -272,16 +203,9 @@ def resampled_metrics_loop(scores, targets, weights, p_targets=(0.01, 0.05)) -> 
     return out
 
 
-# ---------------------------------------------------------------------------------------------------
-# Intervals and paired tests
-# ---------------------------------------------------------------------------------------------------
-
-
 def percentile_interval(samples, confidence: float = CONFIDENCE, problem: str | None = None) -> dict:
-    """``{"low", "high", "resamples", "reason"}``: the percentile interval, or None bounds with the reason.
-
-    Undefined (never a zero-width interval) when a ``problem`` is given, fewer than
-    two resamples are valid, or every resample gives the same value.
+    """``{"low", "high", "resamples", "reason"}``: the percentile interval, or None bounds with the reason
+    (never a zero-width interval).
 
     >>> interval = percentile_interval(np.arange(101.0))
     >>> round(interval["low"], 6), round(interval["high"], 6)
@@ -310,12 +234,8 @@ def percentile_interval(samples, confidence: float = CONFIDENCE, problem: str | 
 def paired_difference(samples_a, samples_b, point_a: float, point_b: float, problem=None, alpha=0.05) -> dict:
     """``a - b`` with its interval and a two-sided bootstrap p-value (the same resamples for both).
 
-    The resampled differences, centred on their mean, stand for the difference's
-    sampling error: the interval is the observed difference plus their 2.5 % and
-    97.5 % points, and ``p`` the share of them at least as far from 0 as the
-    observed difference (``(1 + count) / (1 + resamples)``: the Monte Carlo p-value of
-    North, Curtis and Sham 2002, applied to centred bootstrap differences by this
-    project's choice; docs/evaluation.md). ``significant``: p < ``alpha``.
+    The centred resampled differences stand for the sampling error; ``p`` is North, Curtis and Sham's
+    (2002) Monte Carlo p-value on them (docs/evaluation-reference.md). ``significant``: p < ``alpha``.
 
     >>> result = paired_difference(np.linspace(-3, -1, 99), np.zeros(99), -2.0, 0.0)
     >>> result["difference"], round(result["low"], 2), result["significant"]
@@ -337,11 +257,8 @@ def paired_difference(samples_a, samples_b, point_a: float, point_b: float, prob
 def outside_note(point, interval: dict | None, digits: int = 2) -> str | None:
     """Where the point lies outside its own interval, the sentence that says so (else None).
 
-    A percentile interval need not hold the point: when the resampled values are skewed to one side of
-    it. A maximum-type statistic is the known case (ZEBRA's worst case, the largest ``|log10 LR|`` over
-    all trials, comes out lower in a resample that leaves out the speaker of the extreme trial: the
-    bootstrap of a sample maximum is inconsistent, Bickel and Freedman 1981); identification rates move
-    the same way when the drawn speakers are fewer distinct competitors (docs/evaluation.md).
+    A maximum-type statistic can do this (the bootstrap of a sample maximum is inconsistent, Bickel
+    and Freedman 1981; docs/evaluation-reference.md).
 
     >>> outside_note(1.73, {"low": 1.51, "high": 1.72})
     'the point 1.73 lies above its percentile interval [1.51, 1.72]: most resamples fall below it, as they can for a maximum-type statistic (docs/evaluation.md, a point outside its interval)'
@@ -386,13 +303,8 @@ def format_interval(point, interval: dict | None, digits: int = 2) -> str:
 
 
 def combine_seeds(per_seed, seed: int, key: str = "") -> np.ndarray:
-    """Resampled mean over training seeds: seed and trial variation together.
-
-    ``per_seed`` holds one ``(resamples,)`` array per seed, all from the same
-    speaker resamples. For each resample the seeds are drawn with replacement
-    (a generator seeded from ``seed`` and ``key``) and their values averaged, so
-    the spread reflects both the trials and the training runs (a two-level
-    bootstrap: seeds, then speakers). One seed: its own values.
+    """Resampled mean over training seeds (seeds drawn with replacement per resample, then averaged),
+    so the spread reflects both the trials and the training runs. One seed: its own values.
 
     >>> combine_seeds([np.zeros(4), np.ones(4)], 0).shape
     (4,)

@@ -1,10 +1,5 @@
-"""Comparing attackers across runs (the grid): seeds combined, intervals and paired differences.
-
-:func:`compare_runs` takes each configuration's runs (one per seed) on the same trial lists and
-gives per configuration the mean row, the std across seeds, the intervals from the same speaker
-resamples (:func:`segreconcat_aug.evaluation.intervals.bootstrap_samples`) and the paired
-difference to the baseline with its interval and p-value; privacy metrics the same way.
-:mod:`segreconcat_aug.evaluation.tables` lays these out. Writes nothing.
+"""Comparing attackers across runs (the grid): seeds combined, intervals and paired differences from
+the same speaker resamples. :mod:`.tables` lays these out. Writes nothing.
 """
 
 from __future__ import annotations
@@ -43,31 +38,13 @@ def compare_runs(
 ) -> dict:
     """Intervals per configuration (seeds combined) and each configuration's paired difference to the baseline.
 
-    Parameters
-    ----------
-    runs : dict
-        Configuration -> list of runs, each ``{"seed", "table", "scores": {subset: ScoreFile}}``
-        (:func:`~segreconcat_aug.evaluation.score_files.read_score_file`), all on the same trial lists;
-        with ``privacy_metrics`` also
-        ``"metrics"``: subset -> point values (``results.json``'s ``subsets``).
-    baseline : str
-        The configuration the others are compared with (``difference`` = configuration - baseline).
-    resamples, seed : int
-        Speaker-bootstrap resamples and seed; the same resamples serve every run.
-    key : str
-        Names the comparison (e.g. the system) in the seeds' generator.
-    table : TableLayout, optional
-        The protocol's columns (default: Table 2's).
-    privacy, privacy_metrics : PrivacyOptions, list of str
-        Privacy metrics (:data:`segreconcat_aug.evaluation.privacy.INTERVAL_METRICS`) compared the same way.
+    ``runs``: configuration -> runs (one per seed), each ``{"seed", "table", "scores": {subset:
+    ScoreFile}}`` on the same trial lists, with ``privacy_metrics`` also ``"metrics"`` (subset -> point
+    values); ``key`` names the comparison in the seeds' generator; ``table``: the protocol's columns.
 
-    Returns
-    -------
-    dict
-        Configuration -> ``{"table": mean row, "std": row std across seeds (None for one seed),
-        "intervals": column -> interval, "seeds": [{"seed", "table", "intervals"}],
-        "difference": column -> paired result (absent for the baseline)}`` for the EER, and under
-        ``"privacy"`` the same per privacy metric.
+    Returns configuration -> ``{"table": mean row, "std": std across seeds (None for one seed),
+    "intervals", "seeds": [{"seed", "table", "intervals"}], "difference": column -> paired result
+    (not for the baseline)}`` for the EER, and under ``"privacy"`` the same per privacy metric.
     """
     reference = next(iter(runs.get(baseline) or next(iter(runs.values()))))["scores"]
     mismatched = sorted(

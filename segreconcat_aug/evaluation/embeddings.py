@@ -1,17 +1,6 @@
-"""Whole-utterance speaker embeddings for evaluation, and their cache.
+"""Whole-utterance speaker embeddings for evaluation (VPC 2024/2026 extraction), and their cache.
 
-VPC 2024's extraction, step by step: each wave is read, normalized as the
-challenge normalizes it (:func:`vpc_normalize_wave`: pyloudnorm to -30 LUFS, then
-division by the peak; VPC 2026's variant, :func:`vpc2026_normalize_wave`, differs in
-its block size and its fallbacks) and its leading and trailing zeros are trimmed
-(:func:`trim_zeros`); :class:`EmbeddingExtractor` embeds whole utterances
-(Fbank -> sentence mean normalization -> embedding model), one utterance at a time as both
-challenges' code does (or, as a named speed option, in zero-padded batches of similar
-duration: :func:`duration_batches`), into an :class:`EmbeddingCache` keyed by each
-file's signature (:func:`source_signature`), so rescoring is instant and a changed
-file is embedded again. Audio at another rate is refused, or (VPC 2026) resampled to
-16 kHz after the normalization, as the 2026 toolkit's ``normalize_wave`` does
-(:func:`resample_wave`).
+Each step and its source in the challenges' code: docs/evaluation-reference.md.
 """
 
 from __future__ import annotations
@@ -76,16 +65,9 @@ def loudness_block_size(duration: float) -> float:
 def vpc_normalize_wave(audio: np.ndarray, sample_rate: int = SAMPLE_RATE) -> tuple[np.ndarray, bool]:
     """VPC 2024's evaluation wave normalization (``evaluation/privacy/asv/utils.py: normalize_wave``).
 
-    pyloudnorm measures the integrated loudness (block size :func:`loudness_block_size`),
-    scales the wave to :data:`TARGET_LUFS`, then divides it by its peak, with the same
-    numpy operations (float64 product and quotient, float32 result).
-
-    Returns ``(wave, normalized)``. Where the loudness cannot be measured (every
-    block below pyloudnorm's -70 LUFS gate, e.g. digital silence, so the gain
-    would be infinite; or fewer samples than one block), the wave is returned
-    unchanged with ``normalized`` False: what VPC's code means by its fallback
-    (``except ZeroDivisionError: norm_wave = wave``), where the installed pyloudnorm
-    would otherwise give NaN samples.
+    Returns ``(wave, normalized)``. Where the loudness cannot be measured (e.g. digital silence), the
+    wave is returned unchanged with ``normalized`` False: VPC's ``except ZeroDivisionError`` fallback,
+    where the installed pyloudnorm would otherwise give NaN samples.
 
     >>> tone = 0.01 * np.sin(np.arange(16000) / 5.0).astype(np.float32)
     >>> wave, normalized = vpc_normalize_wave(tone)
@@ -130,16 +112,9 @@ def vpc2026_normalize_wave(
 ) -> tuple[np.ndarray, str]:
     """VPC 2026's evaluation wave normalization (``evaluation/privacy/asv/utils.py: normalize_wave``).
 
-    For a wave with a positive peak and at least 0.02 s: pyloudnorm's integrated loudness
-    (block :func:`vpc2026_block_size`), scaled to :data:`TARGET_LUFS`, divided by its peak.
-    Its fallbacks: where that fails (the wave shorter than its block, a loudness or samples
-    that are not finite, a zero peak), the wave divided by its own peak; a wave under 0.02 s,
-    too; a wave without a positive peak (silence, or NaN samples) becomes Gaussian noise of
-    standard deviation :data:`SILENCE_NOISE`. Non-finite samples of the result become 0.
-
-    Returns ``(wave, how)``: float32 samples and ``"loudness"``, ``"peak"`` or ``"noise"``. The
-    2026 code draws its noise unseeded; here it comes from ``rng`` (default: a generator seeded
-    0), so a rerun embeds the same wave.
+    Returns ``(wave, how)``: float32 samples and ``"loudness"``, ``"peak"`` or ``"noise"`` (the
+    fallbacks: docs/evaluation-reference.md). The 2026 code draws its noise unseeded; here it comes
+    from ``rng`` (default: seeded 0), so a rerun embeds the same wave.
 
     >>> tone = 0.01 * np.sin(np.arange(16000) / 5.0).astype(np.float32)
     >>> wave, how = vpc2026_normalize_wave(tone)
@@ -186,9 +161,8 @@ BATCHINGS = ("exact", "padded")
 
 
 def resample_wave(audio: np.ndarray, rate: int, target: int = SAMPLE_RATE) -> np.ndarray:
-    """``audio`` from ``rate`` to ``target`` Hz as the VPC 2026 toolkit resamples after ``normalize_wave``:
-    torchaudio's band-limited sinc interpolation with its defaults (Hann window, 6 zero crossings,
-    rolloff 0.99; what ``torchaudio.transforms.Resample(orig_freq, new_freq)`` computes).
+    """``audio`` from ``rate`` to ``target`` Hz as the VPC 2026 toolkit resamples after ``normalize_wave``
+    (``torchaudio.transforms.Resample`` defaults).
 
     >>> wave = np.sin(np.arange(22050) / 10.0).astype(np.float32)
     >>> resample_wave(wave, 22050).shape, resample_wave(wave, 16000) is wave
@@ -203,9 +177,7 @@ def resample_wave(audio: np.ndarray, rate: int, target: int = SAMPLE_RATE) -> np
 
 
 def trim_zeros(audio: np.ndarray) -> np.ndarray:
-    """Drop leading and trailing exact zeros (VPC 2024's extractor: ``np.trim_zeros``).
-
-    An all-zero wave is returned whole (trimming would leave nothing to embed).
+    """Drop leading and trailing exact zeros (VPC 2024's extractor); an all-zero wave is returned whole.
 
     >>> trim_zeros(np.array([0, 0, 0.5, 0, -0.5, 0], dtype=np.float32)).tolist()
     [0.5, 0.0, -0.5]
@@ -239,14 +211,10 @@ def source_signature(source) -> str:
 class EmbeddingCache:
     """Embeddings of one folder, as ``shard-*.npz`` files (ids, file signatures, float32 matrix).
 
-    Shards are written atomically while embedding runs, so an interrupted run
-    resumes where it stopped. Each embedding is stored with its audio file's
-    signature (:func:`source_signature`), so a file changed since is embedded
-    again (a later shard's entry wins); a non-finite embedding is never stored,
-    and one found in an older cache is not used.
+    Shards are written atomically, so an interrupted run resumes. An entry whose file signature
+    (:func:`source_signature`) changed is embedded again (a later shard's entry wins); non-finite
+    embeddings are never stored nor used.
 
-    Example
-    -------
     >>> import tempfile
     >>> cache = EmbeddingCache(tempfile.mkdtemp())
     >>> cache.add(["u1", "u2"], np.array([[1.0, 2.0], [np.nan, 0.0]]), ["10:1", "10:2"]); cache.flush()
@@ -301,11 +269,8 @@ class EmbeddingCache:
 
 
 def duration_batches(durations: dict[str, float], batch_size: int, max_batch_seconds: float | None = None):
-    """Utterance ids in batches of similar duration (sorted, longest first).
-
-    A batch holds at most ``batch_size`` utterances and, when set, at most
-    ``max_batch_seconds`` of padded audio (a longer single utterance still
-    gets its own batch).
+    """Utterance ids in batches of similar duration (longest first), of at most ``batch_size``
+    utterances and ``max_batch_seconds`` of padded audio (a longer utterance gets its own batch).
 
     >>> duration_batches({"a": 1.0, "b": 9.0, "c": 2.0, "d": 8.5}, batch_size=2)
     [['b', 'd'], ['c', 'a']]
@@ -334,27 +299,11 @@ def duration_batches(durations: dict[str, float], batch_size: int, max_batch_sec
 class EmbeddingExtractor:
     """Embeds whole utterances: Fbank -> sentence mean normalization -> embedding model.
 
-    Parameters
-    ----------
-    compute_features, mean_var_norm, embedding_model : torch.nn.Module
-        The training YAML's modules (the model already loaded with its weights).
-    device : str
-    batch_size : int
-        With ``padded``: utterances per batch; batches group similar durations so padding stays small.
-    max_batch_seconds : float or None
-        With ``padded``: cap on padded seconds per batch (memory).
-    normalize_wave : {"vpc2024", "vpc2026"}, bool or None
-        Normalize each waveform first as that challenge's extraction does (:func:`vpc_normalize_wave`,
-        :func:`vpc2026_normalize_wave`); True is ``vpc2024``, False or None none.
-    trim_zeros : bool
-        Then drop its leading and trailing zeros (:func:`trim_zeros`; VPC 2024 does).
-    sample_rate : int
-    resample : bool
-        Resample audio at another rate to ``sample_rate`` after the normalization (:func:`resample_wave`;
-        the VPC 2026 toolkit); False: such audio is an error naming the file.
-    padded : bool
-        Zero-padded batches of similar duration (``eval_batching: padded``, a speed option); False (the
-        default): one utterance at a time, as both challenges' code embeds (``eval_batching: exact``).
+    ``compute_features``, ``mean_var_norm`` and ``embedding_model`` are the training YAML's modules
+    (weights loaded). The options are the ``eval_*`` keys (docs/evaluation-reference.md):
+    ``normalize_wave`` (:func:`wave_normalization`), ``trim_zeros``, ``resample`` (else audio at
+    another rate is an error naming the file), ``padded`` (``eval_batching: padded``, with
+    ``batch_size`` and ``max_batch_seconds``; False embeds one utterance at a time).
     """
 
     def __init__(
@@ -430,12 +379,8 @@ class EmbeddingExtractor:
         durations: dict[str, float] | None = None,
         desc: str = "embed",
     ) -> dict[str, np.ndarray]:
-        """Embeddings of the utterances in ``wav`` (id -> source), read from / added to the cache.
-
-        A cached embedding is used only if its file has not changed since (same
-        size and modification time). A non-finite embedding is not cached: an
-        :class:`EmbeddingError` names its utterances and files.
-        """
+        """Embeddings of the utterances in ``wav`` (id -> source), read from / added to the cache; a
+        non-finite one raises :class:`EmbeddingError` naming its utterances and files."""
         cache = EmbeddingCache(cache_folder)
         found = cache.load()
         signatures = {utt: source_signature(wav[utt]) for utt in wav}

@@ -1,7 +1,5 @@
-"""Figures: DET curves (one system's ``det.png``, the grid's ``det_<system>.png``), forest plots of
-EERs with their intervals (``forest_<system>.png``) and the privacy figure (risk per speaker and
-linkability: ``privacy.png``, ``privacy_<system>.png``) and learning curves (EER against training
-hours: ``learning_curve_<system>.png``). matplotlib loads on first use.
+"""Figures: DET curves, forest plots of EERs with their intervals, the privacy figure (risk per speaker
+and linkability) and learning curves. matplotlib loads on first use.
 """
 
 from __future__ import annotations

@@ -1,11 +1,5 @@
-"""Speaker-bootstrap intervals of one system's table: designs, resamples and why an interval is undefined.
-
-The bootstrap itself (resampling, percentile intervals, paired tests) is
-:mod:`segreconcat_aug.evaluation.bootstrap`; this module applies it to a protocol's table: the
-subsets' trial designs (:func:`subset_design`), every attacker's resampled metrics on the same
-speaker resamples (:func:`bootstrap_samples`), the averages of the table's columns
-(:func:`table_averages`, :func:`privacy_table`) and one system's intervals
-(:func:`system_intervals`, which ``results.csv/.md/.json`` report). Writes nothing.
+"""Speaker-bootstrap intervals of one system's table (:mod:`.bootstrap` applied to a protocol's
+subsets and averages). Writes nothing.
 """
 
 from __future__ import annotations
@@ -26,16 +20,13 @@ from .privacy import ListPrivacy
 # The default (VPAC 2024) table; a protocol's own is protocols.get_protocol(name).table.
 TABLE_COLUMNS = VPAC_TABLE.columns
 SUBSET_COLUMNS = VPAC_TABLE.subsets
-TABLE_HEADERS = VPAC_TABLE.headers
 #: Bootstrap settings when the caller gives none (the YAML keys eval_bootstrap_resamples / _seed).
 BOOTSTRAP_DEFAULTS = {"resamples": 1000, "seed": 1986}
 
 
 def table_averages(values: dict, table=None) -> dict:
-    """A table's columns from per-subset values (numbers or arrays of resamples): subsets and averages.
-
-    ``table``: a :class:`segreconcat_aug.data.protocols.TableLayout` (default: the paper's Table 2, part
-    averages and the average of the four); an average is the mean of its subsets present.
+    """A table's columns from per-subset values (numbers or arrays of resamples): subsets and averages
+    (the mean of its subsets present); ``table`` default: the paper's Table 2.
 
     >>> float(table_averages({"dev_f": 30.0, "dev_m": 20.0, "test_f": 10.0, "test_m": 20.0})["avg"])
     20.0
@@ -76,25 +67,11 @@ def bootstrap_samples(
 ):
     """Resampled metrics of several attackers on the same trials, with the same speaker resamples.
 
-    A pooled (mixed-gender) list links the speakers of both genders, so they are resampled
-    together, as one stratum (:func:`segreconcat_aug.evaluation.bootstrap.speaker_counts`). ``table``: the
-    protocol's columns (default: Table 2's), whose averages are resampled too.
-
-    Parameters
-    ----------
-    subsets : dict
-        Subset name -> scored trials (``enroll``, ``test``, ``targets``, optional ``test_speakers``).
-    score_sets : list of dict
-        Per attacker: subset name -> scores in the trials' order.
-    privacy : PrivacyOptions or None
-        Also the privacy metrics of :mod:`segreconcat_aug.evaluation.privacy` (``privacy_metrics``: only these).
-
-    Returns
-    -------
-    (designs, samples)
-        ``designs``: subset -> ``(TrialDesign, test-speaker source)``; ``samples``: per attacker,
-        subset and Table 2 column -> metric -> ``(resamples,)`` array (averages: EER and the privacy
-        metrics).
+    A pooled (mixed-gender) list links the speakers of both genders into one stratum. ``subsets``:
+    name -> scored trials (``enroll``, ``test``, ``targets``, optional ``test_speakers``);
+    ``score_sets``: per attacker, subset name -> scores in the trials' order; ``privacy``: also the
+    privacy metrics (``privacy_metrics``: only these). Returns ``(designs, samples)``: subset ->
+    ``(TrialDesign, test-speaker source)``; per attacker, column -> metric -> ``(resamples,)`` array.
     """
     designs = {name: subset_design(subset) for name, subset in subsets.items()}
     counts = speaker_counts([design for design, _ in designs.values()], resamples, seed)
@@ -141,9 +118,6 @@ def column_problem(designs: dict, column: str, table=None) -> str | None:
 def metric_problem(metrics: dict, column: str, metric: str, table=None) -> str | None:
     """Why ``metric`` has no value in a subset or average column (its ``undefined_because``), or None.
 
-    ``table``: the protocol's :class:`~segreconcat_aug.data.protocols.TableLayout` (default: Table 2's),
-    which names the subsets of each average.
-
     >>> metric_problem({"dev_f": {"undefined_because": {"linkability": "15 targets"}}}, "dev_avg", "linkability")
     'dev_f: 15 targets'
     """
@@ -176,10 +150,8 @@ def privacy_table(metrics: dict, metric: str, table=None) -> dict:
 
 
 def system_intervals(results, resamples: int, seed: int, p_targets=(0.01, 0.05), privacy=None) -> dict:
-    """Intervals of every subset metric and every table average of one system: column -> metric -> interval.
-
-    ``privacy`` (PrivacyOptions): also the privacy metrics (their undefined reasons from ``results.metrics``).
-    """
+    """Intervals of every subset metric and every table average of one system (with ``privacy``, also
+    the privacy metrics): column -> metric -> interval."""
     table = get_protocol(getattr(results, "protocol", None)).table
     designs, (samples,) = bootstrap_samples(
         results.subsets,

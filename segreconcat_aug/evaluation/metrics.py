@@ -1,24 +1,16 @@
 """Verification metrics: EER (SpeechBrain's exact definition), normalized minDCF, DET points.
 
-:func:`eer` returns the same number as ``speechbrain.utils.metric_stats.EER``
-(the challenge's metric) but sorts once instead of scanning every trial for
-every threshold: O(n log n) time and O(n) memory instead of O(n^2) time.
+:func:`eer` returns the same number as ``speechbrain.utils.metric_stats.EER`` (the challenge's
+metric) but sorts once: O(n log n) time instead of O(n^2). SpeechBrain's definition, reproduced
+including its float32 arithmetic:
 
-SpeechBrain's definition, reproduced here including its float32 arithmetic:
-
-- thresholds = the sorted unique scores and the midpoints between neighbours
-  (computed in the scores' dtype);
+- thresholds = the sorted unique scores and the midpoints between neighbours (in the scores' dtype);
 - at threshold ``t``: FRR = mean(pos <= t), FAR = mean(neg > t), both float32;
-- the chosen ``t`` minimizes ``|FAR - FRR|``, scanning thresholds in increasing
-  order and replacing the current choice only on a strictly smaller value,
-  where the candidate's difference is rounded to float32 and the current
-  choice's is exact (that is what ``(FAR - FRR).abs().item() <
+- the chosen ``t`` minimizes ``|FAR - FRR|``, scanning thresholds in increasing order and replacing
+  the current choice only on a strictly smaller value, where the candidate's difference is rounded
+  to float32 and the current choice's is exact (what ``(FAR - FRR).abs().item() <
   abs(final_FAR - final_FRR)`` computes);
 - EER = (FAR + FRR) / 2 at that threshold.
-
-Example
--------
-At t = 0.4 one target of three is missed and one non-target of four accepted:
 
 >>> result = eer([0.9, 0.8, 0.3], [0.1, 0.4, 0.2, 0.85])
 >>> round(result.eer, 4), result.threshold
@@ -81,9 +73,8 @@ def candidate_thresholds(pos: np.ndarray, neg: np.ndarray) -> np.ndarray:
 
 
 def error_counts(pos_sorted: np.ndarray, neg_sorted: np.ndarray, thresholds: np.ndarray):
-    """Per threshold: number of targets ``<= t`` (misses) and non-targets ``> t`` (false alarms).
-
-    Both score arrays must be sorted ascending.
+    """Per threshold: number of targets ``<= t`` (misses) and non-targets ``> t`` (false alarms);
+    both score arrays sorted ascending.
 
     >>> error_counts(np.array([1.0, 2.0]), np.array([0.0, 1.5]), np.array([1.0, 1.5]))
     (array([1, 1]), array([1, 0]))
@@ -94,22 +85,11 @@ def error_counts(pos_sorted: np.ndarray, neg_sorted: np.ndarray, thresholds: np.
 
 
 def eer(positive_scores, negative_scores) -> EERResult:
-    """Equal error rate with exactly SpeechBrain's definition (see the module doc).
+    """Equal error rate with exactly SpeechBrain's definition (see the module doc), as a fraction.
 
-    Parameters
-    ----------
-    positive_scores, negative_scores : array-like
-        Scores of target and non-target trials (higher = more likely the same
-        speaker). float32 input reproduces SpeechBrain on float32 tensors,
-        float64 input on float64 tensors.
+    Higher scores = more likely the same speaker. float32 input reproduces SpeechBrain on float32
+    tensors, float64 input on float64 tensors.
 
-    Returns
-    -------
-    EERResult
-        ``eer`` as a fraction (x100 for the percentages the challenge reports).
-
-    Example
-    -------
     >>> eer([0.6, 0.7, 0.8, 0.5], [0.4, 0.3, 0.2, 0.1]).eer
     0.0
     """
@@ -147,14 +127,10 @@ def min_dcf(
 ) -> DCFResult:
     """Minimum detection cost over SpeechBrain's thresholds, normalized by default.
 
-    ``C(t) = c_miss * P_miss(t) * p_target + c_fa * P_fa(t) * (1 - p_target)``
-    with ``P_miss = mean(pos <= t)`` and ``P_fa = mean(neg > t)`` (float64).
-    Normalized: divided by ``min(c_miss * p_target, c_fa * (1 - p_target))``,
-    the cost of the better of the two trivial systems, as in NIST SRE.
-    ``normalize=False`` gives SpeechBrain's ``minDCF`` (up to its float32 rounding).
+    ``C(t) = c_miss * P_miss(t) * p_target + c_fa * P_fa(t) * (1 - p_target)`` (float64), normalized
+    by ``min(c_miss * p_target, c_fa * (1 - p_target))`` as in NIST SRE. ``normalize=False`` gives
+    SpeechBrain's ``minDCF`` (up to its float32 rounding).
 
-    Example
-    -------
     >>> round(min_dcf([0.9, 0.8, 0.3], [0.1, 0.4, 0.2, 0.85], p_target=0.5).min_dcf, 4)
     0.5
     """
@@ -172,14 +148,9 @@ def min_dcf(
 
 
 def det_curve(positive_scores, negative_scores, max_points: int | None = 2000):
-    """False-alarm and miss rates over all thresholds, for a DET plot.
+    """``(far, frr)`` fractions at every unique score, for a DET plot, thinned to at most
+    ``max_points`` evenly spaced points (the end points kept).
 
-    Returns ``(far, frr)`` arrays (fractions) at every unique score (FAR
-    decreasing, FRR increasing), thinned to at most ``max_points`` evenly
-    spaced points (the end points kept) when set.
-
-    Example
-    -------
     >>> far, frr = det_curve([0.9, 0.8], [0.1, 0.85])
     >>> far.tolist(), frr.tolist()
     ([0.5, 0.5, 0.0, 0.0], [0.0, 0.5, 0.5, 1.0])

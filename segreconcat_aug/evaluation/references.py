@@ -1,6 +1,5 @@
-"""Published numbers (``reference_results.csv`` beside this module): the paper's Tables 1 and 2, the
-VPAC 2024 baseline attacker and VPC 2026's own attacker. The grid's tables show them in separate,
-labelled columns, never mixed with ours; each row names its source. Reads only.
+"""Published numbers (``reference_results.csv`` beside this module, each row naming its source): the
+paper's Tables 1 and 2, the VPAC 2024 baseline attacker and VPC 2026's own attacker.
 """
 
 from __future__ import annotations
@@ -17,9 +16,7 @@ REFERENCE_FILE = Path(__file__).with_name("reference_results.csv")
 
 def load_reference_results(path=REFERENCE_FILE) -> list[dict]:
     """Published EERs (%): rows with ``source``, ``table``, ``system``, ``attacker`` and the table columns
-    of :data:`REFERENCE_COLUMNS` (VPAC 2024's Table 2 and VPC 2026's dev / test mixed).
-
-    Empty cells become ``None``. Sources are named in each row.
+    of :data:`REFERENCE_COLUMNS` (VPAC 2024's Table 2 and VPC 2026's dev / test mixed); empty cells None.
 
     >>> rows = load_reference_results()
     >>> [r["avg"] for r in rows if r["table"] == "paper-table2" and r["system"] == "T8-5"]

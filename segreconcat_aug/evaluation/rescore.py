@@ -1,15 +1,10 @@
 """Rescoring an evaluation folder from its score files: every number of its report computed again.
 
-An evaluation folder's numbers (``results.csv/.md/.json``, the figures) are computed from its score
-files (``scores/<subset>.txt``). When those change after the fact (scores normalized or calibrated by
-another tool, a list filtered), :func:`rescore_folder` reads them back and writes the report again with
-the settings the evaluation recorded (protocol, language, minDCF targets, bootstrap, privacy options),
-no model and no audio needed. ``results.json`` then records the score files' new digests, so the grid
-(``recipes/run_grid.py``, which refuses a finished cell whose score files no longer match its
-``results.json``, or rescores it with ``rescore_changed_scores: True``) reads the cell as consistent.
-
-Unchanged score files give the report they came from: the scores are written with float32's round-trip
-precision (9 significant digits), and every metric is a function of the scores.
+When the score files change after the fact (normalized or calibrated by another tool, a list
+filtered), :func:`rescore_folder` writes the report again with the settings the evaluation recorded,
+no model and no audio needed; ``results.json`` then records the new digests, so the grid reads the
+cell as consistent. Unchanged score files give the report they came from (scores are written with
+float32's round-trip precision).
 """
 
 from __future__ import annotations

@@ -1,10 +1,6 @@
-"""Score files: one line per scored trial, ``scores/<subset>.txt`` of an evaluation folder.
-
-``<enroll-spk> <test-utt> target|nontarget <score> [<test-spk>]``: the test speaker when known
-(for the speaker bootstrap); files without it stay readable. :func:`write_scores` writes one
-(:func:`segreconcat_aug.evaluation.system_report.write_system_report` calls it per subset),
-:func:`read_score_file` reads it back (the grid reads every run's for the paired comparisons
-and the DET figures).
+"""Score files, ``scores/<subset>.txt`` of an evaluation folder: one line per scored trial,
+``<enroll-spk> <test-utt> target|nontarget <score> [<test-spk>]`` (the test speaker when known, for
+the speaker bootstrap; files without it stay readable).
 """
 
 from __future__ import annotations
@@ -23,11 +19,8 @@ class ScoreFileError(UserError, ValueError):
 
 
 def write_scores(path, subset) -> Path:
-    """Write ``<enroll> <test> target|nontarget <score> [<test-spk>]`` lines (float32 round-trip precision).
-
-    The fifth column (the test utterance's speaker, for the speaker bootstrap) is
-    written when ``subset.test_speakers`` knows every one.
-    """
+    """Write a score file (float32 round-trip precision); the fifth column when
+    ``subset.test_speakers`` knows every test speaker."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     speakers = getattr(subset, "test_speakers", None)
@@ -53,11 +46,8 @@ class ScoreFile(NamedTuple):
 
 
 def read_score_file(path) -> ScoreFile:
-    """Read a score file with or without the test-speaker column.
-
-    Raises :class:`ScoreFileError` (a ValueError) naming file and line on a malformed line, a file
-    mixing 4 and 5 columns, or a score that is not a finite number (NaN, inf: evaluation never writes one).
-    """
+    """Read a score file with or without the test-speaker column; :class:`ScoreFileError` names file
+    and line on a malformed line, mixed 4 and 5 columns, or a score that is not a finite number."""
     enroll, test, targets, scores, speakers = [], [], [], [], []
     with open(path, encoding="utf-8") as handle:
         for number, line in enumerate(handle, start=1):
@@ -91,11 +81,3 @@ def read_score_file(path) -> ScoreFile:
         np.array(scores, dtype=np.float32),
         speakers if has_speakers else None,
     )
-
-
-def read_scores(path):
-    """Read a score file back: ``(enroll, test, targets bool array, scores float32 array)``.
-
-    Raises ValueError naming file and line on a malformed line.
-    """
-    return tuple(read_score_file(path)[:4])

@@ -1,16 +1,8 @@
 """Scoring trials: enrollment models, cosine scores, score normalizations and their cohort.
 
-An enrollment model is the mean of a speaker's raw embeddings (:func:`speaker_models`; ``l2``:
-of its L2-normalized embeddings, as VPC 2026's own WavLM+ECAPA extractor gives them);
-a trial's score is the cosine similarity of model and test embedding
-(:func:`cosine_scores`). Score normalization is off by default, as the paper uses
-none; ``s-norm`` or ``as-norm`` (:func:`normalize_scores`) score both sides against a
-cohort drawn from the system's training speakers (:func:`cohort_utterances`);
-``as-norm-voxattack`` (:func:`normalize_scores_voxattack`) against a cohort of training
-utterances, as VoxATtack computes it (:func:`cohort_utterance_draw`).
+Score normalization is off by default, as the paper uses none (the options:
+docs/evaluation-reference.md).
 
-Example
--------
 >>> enroll, test = np.array([[1.0, 0.0], [0.0, 2.0]]), np.array([[3.0, 0.0], [1.0, 1.0]])
 >>> [round(float(s), 4) for s in cosine_scores(enroll, test)]
 [1.0, 0.7071]
@@ -45,11 +37,8 @@ def cosine_scores(enroll: np.ndarray, test: np.ndarray) -> np.ndarray:
 def speaker_models(
     speakers: dict[str, list[str]], embeddings: dict[str, np.ndarray], mean: str = "raw"
 ) -> dict[str, np.ndarray]:
-    """Model per speaker (``speaker -> utterances``): the mean of its embeddings.
-
-    ``mean="raw"``: of the raw (not length-normalized) embeddings; ``"l2"``: of the embeddings
-    each divided by its L2 norm first. The enrollment models, and the cohort's for score
-    normalization.
+    """Model per speaker (``speaker -> utterances``): the mean of its raw embeddings, or (``"l2"``)
+    of its embeddings each divided by its L2 norm first.
 
     >>> e = {"a": np.array([3.0, 0.0]), "b": np.array([0.0, 1.0])}
     >>> speaker_models({"s": ["a", "b"]}, e)["s"].tolist(), speaker_models({"s": ["a", "b"]}, e, "l2")["s"].tolist()
@@ -75,11 +64,8 @@ def normalize_scores(
     method: str = "s-norm",
     top_k: int | None = None,
 ) -> np.ndarray:
-    """Symmetric (``s-norm``) or adaptive symmetric (``as-norm``, top-``k`` cohort) score normalization.
-
-    ``s = ((s - mu_e) / sd_e + (s - mu_t) / sd_t) / 2`` with the mean and
-    standard deviation of each side's cosine scores against the cohort (its
-    ``top_k`` highest for ``as-norm``).
+    """Symmetric (``s-norm``) or adaptive symmetric (``as-norm``, top-``k`` cohort) score normalization:
+    ``s = ((s - mu_e) / sd_e + (s - mu_t) / sd_t) / 2`` over each side's cosine scores against the cohort.
 
     >>> rng = np.random.default_rng(0)
     >>> e, t, c = rng.normal(size=(3, 4)), rng.normal(size=(3, 4)), rng.normal(size=(20, 4))

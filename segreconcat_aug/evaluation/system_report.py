@@ -1,18 +1,7 @@
-"""The report of one evaluated system, under its evaluation folder (:func:`write_system_report`).
+"""The report of one evaluated system, under its evaluation folder (:func:`write_system_report`):
+score files, ``results.csv/.md/.json``, ``per_speaker_eer.csv``, ``det.png`` and ``privacy.png``
+(each file: docs/evaluation.md).
 
-- ``scores/<subset>.txt``: the score files (:mod:`segreconcat_aug.evaluation.score_files`);
-- ``results.csv``: one row per subset (EER %, normalized minDCF, counts, each metric's
-  95 % interval from a speaker bootstrap, :mod:`segreconcat_aug.evaluation.intervals`) and the
-  averages (``dev_avg``, ``test_avg``, ``avg``, EER only);
-- ``results.md``: the protocol's table (VPAC 2024: the paper's Table 2 columns, dev f / m / avg,
-  test f / m / avg, average of the four) with a row of intervals, followed by the per-subset
-  details, and with privacy metrics their section (:func:`privacy_markdown`);
-- ``results.json``: the same numbers for programs (:func:`read_results`; the grid reads it);
-- ``per_speaker_eer.csv`` (privacy metrics asked for), ``det.png`` and ``privacy.png``
-  (:mod:`segreconcat_aug.evaluation.figures`).
-
-Example
--------
 >>> markdown_table(["a", "b"], [[1, 2.5]])
 '| a | b |\\n|---|---|\\n| 1 | 2.50 |'
 """
@@ -72,16 +61,11 @@ def write_system_report(
 ) -> dict[str, Path]:
     """Write the score files, ``results.csv/.md/.json`` and ``det.png`` of one evaluated system.
 
-    ``results`` is a :class:`segreconcat_aug.evaluation.system.SystemResults`; its protocol names the
-    table's columns (VPAC 2024: the paper's Table 2). ``bootstrap``:
-    ``{"resamples": int, "seed": int}`` for the 95 % intervals (default
-    :data:`~segreconcat_aug.evaluation.intervals.BOOTSTRAP_DEFAULTS`; ``resamples: 0`` leaves them out).
-    When ``results.privacy`` holds
-    :class:`~segreconcat_aug.evaluation.privacy.PrivacyOptions` (its metrics are in ``results.metrics``), the
-    privacy metrics get their intervals too, a section in ``results.md``, ``per_speaker_eer.csv``
-    and ``privacy.png`` (with ``det_plot``). ``convergence``: the model's training run's convergence
-    (:func:`segreconcat_aug.data.convergence.model_convergence`; None: unknown, a model from elsewhere),
-    a section of ``results.md`` and ``convergence`` in ``results.json``.
+    ``results``: a :class:`segreconcat_aug.evaluation.system.SystemResults`. ``bootstrap``:
+    ``{"resamples": int, "seed": int}`` for the 95 % intervals (default :data:`BOOTSTRAP_DEFAULTS`;
+    ``resamples: 0`` leaves them out). With ``results.privacy``, the privacy metrics get intervals, a
+    section in ``results.md``, ``per_speaker_eer.csv`` and ``privacy.png``. ``convergence``: the
+    training run's :func:`segreconcat_aug.data.convergence.model_convergence` (None: unknown).
     Returns the written paths by kind.
     """
     protocol = get_protocol(getattr(results, "protocol", None))

@@ -1,9 +1,5 @@
-"""The grid's markdown tables across runs: :func:`comparison_table` (Table 2 style, baseline vs.
-SegReConcat per system with the difference), :func:`ablation_table` (Table 1 style),
-:func:`language_table` (VPC 2026 Track 2, a row per language), :func:`interval_notes` (why an
-interval is missing) and :func:`convergence_notes` (the convergence flags of a cell marked ``†``). Cells are :func:`segreconcat_aug.evaluation.comparison.compare_runs` entries
-or plain table rows; published numbers (:mod:`segreconcat_aug.evaluation.references`) go in
-separate, labelled columns.
+"""The grid's markdown tables across runs (Table 2 and Table 1 styles, VPC 2026 Track 2 per language)
+and their notes. Published numbers (:mod:`.references`) go in separate, labelled columns.
 """
 
 from __future__ import annotations
@@ -17,8 +13,7 @@ from .system_report import PRIVACY_COLUMNS, markdown_table
 
 
 def _summary(cell) -> dict:
-    """A grid cell as :func:`~segreconcat_aug.evaluation.comparison.compare_runs` describes it (a plain
-    table row: no intervals, one run)."""
+    """A grid cell as :func:`~segreconcat_aug.evaluation.comparison.compare_runs` describes it."""
     if not cell:
         return {"table": {}, "intervals": {}, "seeds": [], "std": None}
     return cell if "table" in cell else {"table": cell, "intervals": {}, "seeds": [], "std": None}
@@ -96,31 +91,12 @@ def comparison_table(
 ) -> str:
     """Table 2 style: per system, the baseline row then each compared configuration with its difference.
 
-    Parameters
-    ----------
-    cells : dict
-        ``(system, configuration) -> cell``: a :func:`compare_runs` entry (EERs with their
-        intervals, each seed's row and the mean ± std across seeds, the paired difference to the
-        baseline with its interval, p-value and significance at 5 %) or a plain table row
-        (:func:`~segreconcat_aug.evaluation.system_report.read_results`' ``table``); missing cells print
-        as ``-``.
-    systems : list of str
-    baseline : str
-        The configuration every other is compared with (``diff avg`` = config - baseline).
-    compared : list of str
-    labels : dict
-        Configuration -> name in the table (e.g. ``SegReConcat+SpecAug``).
-    references : list of dict
-        Published rows; adds "published avg" columns: those the protocol names (VPAC 2024: the
-        paper's Table 2 and the challenge baseline; VPC 2026 Track 1: the challenge's own attacker).
-    protocol : str, optional
-        The protocol whose table columns and published numbers are shown (default ``vpac2024``).
-    privacy_columns : list of str
-        Privacy metrics (e.g. ``["linkability", "min_cllr"]``): per metric the average over the subsets
-        with its interval and the paired difference to the baseline (``compare_runs(privacy_metrics=...)``).
+    ``cells``: ``(system, configuration) -> cell``, a :func:`compare_runs` entry or a plain table row
+    (missing cells print as ``-``); ``diff avg`` = configuration - ``baseline``; ``labels``:
+    configuration -> name in the table; ``references``: published rows, shown in the columns the
+    ``protocol`` names; ``privacy_columns``: privacy metrics, each with its average [CI] and paired
+    difference to the baseline.
 
-    Example
-    -------
     >>> from segreconcat_aug.evaluation.intervals import TABLE_COLUMNS
     >>> row = dict(zip(TABLE_COLUMNS, [30.0, 20.0, 25.0, 30.0, 20.0, 25.0, 25.0]))
     >>> better = {k: v - 5 for k, v in row.items()}

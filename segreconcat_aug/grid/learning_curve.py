@@ -1,23 +1,10 @@
 """Learning curves: the same attacker trained on nested, seeded fractions of its training set.
 
-Is the attacker strong enough? If the EER still falls when the attacker gets more data, the EER
-it reports measures its training budget as much as the anonymizer, and likely overstates privacy.
-With ``learning_curve: True`` (``recipes/run_grid.py ... --learning_curve``) the grid trains, for
-each *row* of ``learning_curve_configurations`` (default: Table 2's baseline and compared
-configurations), each axis of ``learning_curve_subsample`` and each fraction below 1 of
-``learning_curve_fractions``, a derived configuration ``<row>@<axis><percent>`` (e.g.
-``baseline@utterances25``): the row's own overrides plus ``--train_fraction=<f>
---train_subsample=<axis>``, in its own folder beside the row's. The 100 % point is the row itself.
-A row is any configuration name with its overrides, whatever attacker it trains, so any grid of
-attackers can have its curves. The subsets (:func:`segreconcat_aug.training.data_prep.subsample_training`)
-are nested and seeded by the run's seed; every point is evaluated on the same trial lists.
-
-:func:`learning_curves` reads the points back: per point the training hours (the run's
-``prep_summary.json``), speakers, utterances and the EERs with intervals from one set of speaker
-resamples (:func:`segreconcat_aug.evaluation.comparison.compare_runs`), and the paired difference of
-the 100 % attacker to the half-data one on those resamples, with :func:`curve_verdict`'s sentence.
-:func:`write_learning_curves` writes ``learning_curve.md``, ``learning_curve.json`` and a
-figure per unit, ``learning_curve_<unit>.png`` (average EER against training hours, log x, 95 % intervals).
+If the EER still falls when the attacker gets more data, the EER measures its training budget as
+much as the anonymizer, and likely overstates privacy. Each row of ``learning_curve_configurations``
+gets derived configurations ``<row>@<axis><percent>`` (e.g. ``baseline@utterances25``), the 100 %
+point being the row itself; :func:`learning_curves` reads the points back with a paired test of the
+100 % attacker against the half-data one (docs/evaluation.md#learning-curves).
 """
 
 from __future__ import annotations
@@ -193,24 +180,13 @@ def _mean(values):
 
 
 def learning_curves(grid, results: dict, units) -> dict:
-    """Every curve's points and its paired test, from the grid's evaluated runs.
+    """Every curve's points and its paired test, from the grid's evaluated runs
+    (``results``: ``(unit, configuration) -> runs``).
 
-    Parameters
-    ----------
-    grid : dict
-        The loaded grid (:func:`~segreconcat_aug.grid.plan.load_grid`).
-    results : dict
-        ``(unit, configuration) -> runs`` (:func:`segreconcat_aug.grid.results.collect`).
-    units : list of str
-        The grid's units (:func:`~segreconcat_aug.grid.plan.grid_units`).
-
-    Returns
-    -------
-    dict
-        ``unit -> row -> axis -> {"points": [...], "half": fraction, "difference": paired result of
-        100 % - half (average EER), "verdict": str}``; each point ``{"fraction", "configuration",
-        "hours", "speakers", "utterances", "seeds", "table", "intervals", "flags"}`` (``flags``: the names of
-        the convergence flags its attackers carry).
+    Returns ``unit -> row -> axis -> {"points": [...], "half": fraction, "difference": paired result of
+    100 % - half (average EER), "verdict": str}``; each point ``{"fraction", "configuration", "hours",
+    "speakers", "utterances", "seeds", "table", "intervals", "flags"}`` (``flags``: the names of the
+    convergence flags its attackers carry).
     """
     resamples = int(grid.get("bootstrap_resamples", BOOTSTRAP_DEFAULTS["resamples"]))
     seed = int(grid.get("bootstrap_seed", BOOTSTRAP_DEFAULTS["seed"]))

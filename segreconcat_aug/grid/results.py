@@ -1,25 +1,9 @@
 """The grid's results: every run's evaluation read back, compared, and laid out as the paper's tables.
 
-:func:`assemble` writes, in the grid's ``output_folder``:
-
-- ``table2_comparison.md``: baseline vs. each compared configuration per system: EERs with 95 %
-  intervals from a speaker bootstrap, each seed's row and the mean ± std across seeds, and the
-  paired difference to the baseline with its interval, p-value and significance at 5 %
-  (:func:`segreconcat_aug.evaluation.comparison.compare_runs`); ``privacy_columns`` adds those
-  privacy metrics (their average over the subsets, interval and paired difference);
-- ``table1_ablation.md`` (one system) and, under ``vpc2026-track2``, ``table_languages.md``;
-- ``det_<system>.png`` (a DET panel per subset, a line per configuration), ``forest_<system>.png``
-  (EER and interval per configuration and subset), ``privacy_<system>.png`` (EER of every speaker
-  and linkability per Table 2 configuration);
-- ``grid_results.csv`` and ``grid_results.json`` (:func:`write_grid_results`);
-- with ``learning_curve: True``: ``learning_curve.md``, ``learning_curve.json`` and
-  ``learning_curve_<system>.png`` (:mod:`.learning_curve`).
-
-A cell whose attacker carries a convergence flag (its results.json ``convergence``: best epoch the
-last, dev loss still falling, train/dev gap, augmentation fallback; :mod:`segreconcat_aug.data.convergence`)
-is marked ``†`` in the tables, with a note per flagged cell.
-
-Published numbers appear in separate, labelled columns. The method: docs/evaluation.md.
+:func:`assemble` writes the tables (``table2_comparison.md``, ``table1_ablation.md``,
+``table_languages.md``), the figures and ``grid_results.csv/.json`` in the grid's ``output_folder``
+(each file: docs/evaluation.md). A cell whose attacker carries a convergence flag is marked ``†``;
+published numbers appear in separate, labelled columns.
 """
 
 from __future__ import annotations
@@ -89,13 +73,8 @@ def cell_scores(folder: Path, results: dict, rescore: bool = False) -> tuple[dic
 
 
 def collect(grid) -> dict[tuple[str, str], list[dict]]:
-    """``(system, configuration) -> runs``: per evaluated seed ``{"seed", "folder", "table", "results", "scores"}``.
-
-    ``scores`` holds each subset's score file, read once for the intervals and the DET curves, and
-    checked against the cell's results.json (:func:`cell_scores`): a changed one is refused, or, with
-    ``rescore_changed_scores``, the cell is rescored from its score files first
-    (:func:`segreconcat_aug.evaluation.rescore.rescore_folder`).
-    """
+    """``(system, configuration) -> runs``: per evaluated seed ``{"seed", "folder", "table", "results", "scores"}``,
+    the score files checked by :func:`cell_scores` (changed ones rescored with ``rescore_changed_scores``)."""
     rescore = bool(grid.get("rescore_changed_scores"))
     found: dict[tuple[str, str], list[dict]] = {}
     for system, config, seed in grid_runs(grid):
@@ -417,10 +396,9 @@ def grid_privacy_panels(results: dict, system: str, configs, labels: dict) -> di
 def versus_pairs(grid, results: dict) -> list[dict]:
     """Each configuration with ``versus: <configuration>`` paired with that one on every unit both ran.
 
-    The grid's comparison pairs every row with one baseline (``comparison.baseline``); ``versus`` adds
-    a second, row-specific pairing, e.g. an attacker with SegReConcat against the same attacker without it
-    (hparams/attackers.yaml). Each pair: ``{"system", "config", "versus", "difference": {"difference",
-    "low", "high", "p_value", "significant"}}`` for the average EER, from the grid's bootstrap settings.
+    ``versus`` adds a second, row-specific pairing to the grid's baseline comparison, e.g. an attacker
+    with SegReConcat against the same attacker without it (hparams/attackers.yaml). Each pair:
+    ``{"system", "config", "versus", "difference"}`` for the average EER.
     """
     resamples = int(grid.get("bootstrap_resamples", BOOTSTRAP_DEFAULTS["resamples"]))
     seed = int(grid.get("bootstrap_seed", BOOTSTRAP_DEFAULTS["seed"]))
@@ -477,11 +455,8 @@ def pairs_table(pairs: list[dict], labels: dict) -> str:
 
 
 def write_grid_results(out: Path, cells: dict, columns, privacy_columns=()) -> dict[str, Path]:
-    """``grid_results.csv`` (a row per seed and per configuration mean) and ``grid_results.json`` (everything).
-
-    ``columns``: the protocol's table columns. Each of ``privacy_columns`` adds its average, interval
-    and paired difference (``<metric>_avg``, ...).
-    """
+    """``grid_results.csv`` (a row per seed and per configuration mean) and ``grid_results.json``
+    (everything); each of ``privacy_columns`` adds its average, interval and paired difference."""
     header = ["system", "configuration", "seed", *columns, "avg_ci_low", "avg_ci_high", "avg_std"]
     header += ["diff_avg", "diff_avg_ci_low", "diff_avg_ci_high", "diff_avg_p", "diff_avg_significant"]
     for metric in privacy_columns:

@@ -13,20 +13,10 @@ Every aligner has the same small API, so ``recipes/align.py`` and other code can
   still count);
 - ``stats``: a ``Counter`` of what had to be handled (OOV words, retries, clamped times).
 
-Returned words are cleaned (:func:`segreconcat_aug.align.cache.clean_words`): in order,
-inside ``[0, duration]``, non-overlapping, non-empty. The Whisper backends fail an
-utterance under 0.2 s or with no word (:mod:`.common`).
+Returned words are cleaned (:func:`segreconcat_aug.align.cache.clean_words`): in order, inside
+``[0, duration]``, non-overlapping, non-empty. :func:`make_aligner` builds one by backend name (the
+backends: docs/alignment.md); importers of existing alignments are in :mod:`.importers`.
 
-Backends: ``faster-whisper`` (:mod:`.faster_whisper`, the default: CTranslate2, openai-whisper's
-word timing, batched), ``openai-whisper`` (:mod:`.openai_whisper`, the authors' tool, batch 1),
-``transformers`` (:mod:`.whisper`; ``whisper`` is its former name), ``pocketsphinx``
-(:mod:`.pocketsphinx`, forced alignment to the transcript).
-
-:func:`make_aligner` builds one by backend name; the importers for existing alignments
-(Montreal Forced Aligner TextGrid, Kaldi CTM) are in :mod:`.importers`.
-
-Example
--------
 >>> aligner = make_aligner("pocketsphinx")
 >>> aligner.name, aligner.needs_transcript
 ('pocketsphinx:en-us', True)
@@ -43,10 +33,7 @@ class AlignmentFailed(RuntimeError):
 
 
 def make_aligner(backend: str, **options):
-    """``"faster-whisper"`` -> :class:`.faster_whisper.FasterWhisperAligner`,
-    ``"openai-whisper"`` -> :class:`.openai_whisper.OpenAIWhisperAligner`, ``"transformers"``
-    (or ``"whisper"``) -> :class:`.whisper.WhisperAligner`, ``"pocketsphinx"`` ->
-    :class:`.pocketsphinx.PocketsphinxAligner`; ``options`` go to the constructor."""
+    """The aligner of a backend of :data:`BACKENDS` (or an alias); ``options`` go to its constructor."""
     backend = ALIASES.get(backend, backend)
     if backend == "faster-whisper":
         from .faster_whisper import FasterWhisperAligner

@@ -1,11 +1,6 @@
-"""What every Whisper backend does the same way: refuse unusable audio, clean the words.
+"""What every Whisper backend does the same way: refuse unusable audio (an :class:`AlignmentFailed`
+that the recipe counts, and goes on), clean the words.
 
-An utterance shorter than :data:`MIN_SECONDS` or with no word found (silence, noise,
-non-speech, clipped audio that Whisper cannot read) is an :class:`AlignmentFailed` with
-its reason: the recipe counts it in the failures file and the exit status, and goes on.
-
-Example
--------
 >>> import numpy as np
 >>> from collections import Counter
 >>> unusable(np.zeros(1000, np.float32))
@@ -78,14 +73,10 @@ def finish_words(words: list[Word], duration: float, stats: Counter):
 class BatchedAligner:
     """The batch loop every batched Whisper backend shares; a backend adds ``_decode``.
 
-    ``_decode(audios) -> list[list[Word]]`` decodes usable utterances together. Unusable
-    audio fails alone; a batch that fails as a whole (e.g. out of memory) is retried one
-    utterance at a time, so one bad utterance does not fail its neighbours. ``label`` names
-    the backend in messages; ``stats`` counts retries and word fixes.
-
-    After :meth:`align_batch`, ``languages`` holds the language each utterance was transcribed
-    in (None for a failed one): what ``_decode`` left in ``_decoded_languages`` (one per
-    utterance, e.g. Whisper's detection), else ``language``, the language the backend was told.
+    ``_decode(audios) -> list[list[Word]]`` decodes usable utterances together; a batch that fails as
+    a whole (e.g. out of memory) is retried one utterance at a time, so one bad utterance does not fail
+    its neighbours. After :meth:`align_batch`, ``languages`` holds each utterance's language (None for
+    a failed one): ``_decoded_languages`` when ``_decode`` set it (Whisper's detection), else ``language``.
     """
 
     label = "whisper"

@@ -1,29 +1,11 @@
 """Whisper word timestamps with faster-whisper (CTranslate2): the default backend.
 
-faster-whisper ports openai-whisper's word timing (``word_timestamps=True``: a second pass
-over the decoded text aligns every token to the audio through the alignment heads' cross
-attention and dynamic time warping; each word gets its own start *and* end, so a pause
-between two words stays a pause, as with the authors' ``transcribe(..., word_timestamps=True)``).
+faster-whisper ports openai-whisper's word timing (each word gets its own start *and* end, so a
+pause between two words stays a pause). Batching is across utterances (one encoder call and one
+batched ``generate`` per batch), the word timing per utterance, so an utterance's words do not
+depend on its batch neighbours. The decoding options, language detection and where they differ
+from openai-whisper's ``transcribe``: docs/alignment.md.
 
-Batching is across utterances: every utterance is one chunk of at most 30 s (longer ones are
-cut into 30 s windows, each decoded on its own), the chunks of ``batch_size`` utterances go
-through one encoder call and one batched ``generate`` of faster-whisper's
-``BatchedInferencePipeline``, and the word timing then runs per utterance, so an
-utterance's words do not depend on its batch neighbours. As in openai-whisper's
-``transcribe``: timestamp tokens on (segments split at them), the first timestamp at most
-1 s, greedy decoding (``num_beams`` 1), a window with a likely no-speech token and a low
-log probability skipped (silence then has no words: a counted failure), no voice
-activity filter. Unlike it: no temperature
-fallback and no conditioning on the previous 30 s window (the batched pipeline has neither;
-both only matter for hard or long audio; ``--backend=openai-whisper`` is the exact reference).
-
-Language: with ``language=None`` (and a multilingual model) each 30 s window's language is
-detected as the batched pipeline detects it, an utterance's is its first window's (as
-openai-whisper detects on the first 30 s), its words are timed with that language's prompt, and
-the language is reported per utterance (``languages``, recorded in the alignment cache).
-
-Example
--------
 >>> aligner = FasterWhisperAligner.__new__(FasterWhisperAligner)
 >>> [(offset, len(piece)) for offset, piece in aligner._windows(np.zeros(16000 * 40, np.float32))]
 [(0.0, 480000), (30.0, 160000)]
@@ -50,25 +32,11 @@ logger = logging.getLogger(__name__)
 class FasterWhisperAligner(BatchedAligner):
     """Word timestamps from a CTranslate2 Whisper, batched across utterances.
 
-    Parameters
-    ----------
-    model : str
-        A size name (``medium``, the paper's) or a local CTranslate2 folder.
-    device : str or None
-        ``None``: :func:`segreconcat_aug.data.jobs.default_device`.
-    compute_type : str
-        ``auto`` (float16 on GPU, int8 on CPU), ``float32``, ``int8_float16``, ...
-    batch_size : int
-    language : str or None
-        ``en``; None detects it per utterance (the authors' script passed none).
-    max_new_tokens : int or None
-        Per 30 s window (None: the model's limit). Tests cap it.
-    num_beams : int
-        1: greedy, as openai-whisper's ``transcribe`` at temperature 0.
-    options : dict or None
-        Overrides of faster-whisper's ``TranscriptionOptions`` (e.g. ``suppress_tokens``).
-    cpu_threads : int
-        CTranslate2 threads on the CPU (0: its default).
+    ``model``: a size name (``medium``, the paper's) or a local CTranslate2 folder; ``compute_type``:
+    ``auto`` (float16 on GPU, int8 on CPU), ...; ``language``: None detects it per utterance (the
+    authors' script passed none); ``max_new_tokens``: per 30 s window (None: the model's limit);
+    ``num_beams`` 1: greedy, as ``transcribe`` at temperature 0; ``options``: overrides of
+    faster-whisper's ``TranscriptionOptions``; ``cpu_threads``: 0 is CTranslate2's default.
     """
 
     label = "faster-whisper"

@@ -1,23 +1,10 @@
-"""Import alignments users already have: Montreal Forced Aligner TextGrids and Kaldi CTM.
+"""Import alignments users already have: Montreal Forced Aligner TextGrids and Kaldi CTM (the formats:
+docs/alignment.md).
 
 Both end in the same cache as the aligners (``aligner`` = ``"mfa"`` / ``"ctm"``), through
-:class:`segreconcat_aug.data.jobs.Job`, so imports resume, refuse duplicate ids and record
-failures like an alignment run.
+:class:`segreconcat_aug.data.jobs.Job`, so imports resume, refuse duplicate ids and record failures
+like an alignment run. Empty and silence labels (:data:`SILENCE_LABELS`) are not words.
 
-- TextGrid (Praat long or short text format, UTF-8 or UTF-16): the interval tier named
-  ``words`` (or ``<speaker> - words``, MFA's multi-speaker naming); the utterance id is the
-  file name without ``.TextGrid``. Empty and silence labels (``sil``, ``sp``, ``spn``,
-  ``<eps>``) are not words.
-- CTM: ``<utt> <channel> <start> <duration> <word> [<confidence>]`` per line, times in
-  seconds, utterance ids as in ``wav.scp`` (a CTM of recordings plus a ``segments`` file
-  must be converted first).
-
-The duration of each utterance comes from ``durations`` (``utt2dur`` or audio headers, see
-``recipes/align.py``); a TextGrid falls back to its own ``xmax``, a CTM to its last word's
-end (counted as ``duration_from_last_word``).
-
-Example
--------
 >>> import tempfile, pathlib
 >>> d = pathlib.Path(tempfile.mkdtemp())
 >>> _ = (d / "a.ctm").write_text("u1 1 0.10 0.30 hello 0.9\\nu1 1 0.45 0.20 world 0.8\\n")
@@ -187,12 +174,8 @@ def import_textgrids(
     shard: Shard | None = None,
     progress: bool = True,
 ) -> tuple[Job, Counter]:
-    """Every ``*.TextGrid`` under ``source`` (recursively) into the cache ``output``.
-
-    ``ids`` (optional) restricts to these utterances and reports those without a
-    TextGrid as failures (``missing``). Returns the closed job (counts, summary) and the
-    word fixes.
-    """
+    """Every ``*.TextGrid`` under ``source`` (recursively) into the cache ``output``; the closed job and
+    the word fixes. ``ids``: only these utterances, those without a TextGrid failures (``missing``)."""
     source = Path(source)
     files = sorted(source.rglob("*.TextGrid")) if source.is_dir() else [source]
     by_id: dict[str, Path] = {}

@@ -2,18 +2,10 @@
 
 The authors' timestamp script (``create_timestamps.py`` of monkeyDarefeen/SegReConcat_augmenter)
 calls ``model.transcribe(audio_path, word_timestamps=True)`` with every other option at its
-default, one file at a time, and keeps each word's ``start`` and ``end`` from every
-segment. This backend does the same on the decoded 16 kHz audio (batch 1): temperature
-fallback, conditioning on the previous window, timestamp tokens, no voice activity filter.
-``language`` is passed when set (``--language=en`` forces English; the recipe's default, null,
-lets openai-whisper detect it per utterance, as the authors' call did);
-``fp16`` follows the device. ``options`` adds keyword arguments to ``transcribe`` (tests
-shorten the decoding; real runs leave it empty, as the authors did).
+default, one file at a time; this backend does the same on the decoded 16 kHz audio (batch 1).
+``options`` adds keyword arguments to ``transcribe``. Install: ``pip install
+'segreconcat-aug[whisper]'``.
 
-Install: ``pip install 'segreconcat-aug[whisper]'`` (openai-whisper, tokenizer files included).
-
-Example
--------
 >>> OpenAIWhisperAligner.batch_size, OpenAIWhisperAligner.needs_transcript
 (1, False)
 """
@@ -33,19 +25,8 @@ logger = logging.getLogger(__name__)
 
 
 class OpenAIWhisperAligner(BatchedAligner):
-    """``whisper.load_model(model).transcribe(audio, word_timestamps=True)`` per utterance.
-
-    Parameters
-    ----------
-    model : str
-        A size name (``medium``, the paper's) or a ``*.pt`` checkpoint path.
-    device : str or None
-        ``None``: :func:`segreconcat_aug.data.jobs.default_device`.
-    language : str or None
-        ``en``; None lets openai-whisper detect it (the authors' call).
-    options : dict or None
-        More keyword arguments for ``transcribe``.
-    """
+    """``whisper.load_model(model).transcribe(audio, word_timestamps=True)`` per utterance;
+    ``language`` None lets openai-whisper detect it (the authors' call)."""
 
     label = "openai-whisper"
     batch_size = 1

@@ -1,22 +1,12 @@
 """Offline forced alignment with pocketsphinx (its wheel ships a US-English model).
 
-A named alternative to Whisper for folders with transcripts (``text``): every transcript
-word is placed in order, so the segments follow what was said, not what a recognizer
-heard. Without a transcript the aligner can fall back to pocketsphinx's own recognition
-(``recognize_without_transcript=True``; poor text on hard audio, but word times).
+A named alternative to Whisper for folders with transcripts: every transcript word is placed in
+order, so the segments follow what was said, not what a recognizer heard. What it handles, each
+counted in ``stats``: ``bestpath=False`` (otherwise the last word can be lost); one retry with very
+wide beams when the alignment fails or misses transcript words (``retried_wide_beam``);
+out-of-vocabulary words get a letter-to-sound guess so they keep their place and a plausible length
+(``oov="add"``, ``oov_added``) or are left out (``oov="skip"``, ``oov_skipped``).
 
-What it handles (each counted in ``stats``):
-
-- transcripts are normalized (lower case, punctuation removed, apostrophes kept);
-- ``bestpath=False`` (otherwise the last word can be lost);
-- when the alignment fails or does not return every transcript word, one retry with very
-  wide beams (``beam = wbeam = pbeam = 1e-100``), ``retried_wide_beam``;
-- out-of-vocabulary words: ``oov="add"`` (default) gives them a letter-to-sound guess so
-  they keep their place and a plausible length (``oov_added``); ``oov="skip"`` aligns
-  without them (``oov_skipped``; they are then missing from the output).
-
-Example
--------
 >>> normalize_transcript("IT'S A \\"Test\\", isn't it?")
 ["it's", 'a', 'test', "isn't", 'it']
 >>> letter_to_sound("northanger")
@@ -131,21 +121,10 @@ def _to_int16(audio: np.ndarray) -> bytes:
 class PocketsphinxAligner:
     """Forced alignment (or recognition) with pocketsphinx's bundled English model.
 
-    Parameters
-    ----------
-    oov : {"add", "skip"}
-        What to do with words missing from the 134k-word dictionary (see module doc).
-    recognize_without_transcript : bool
-        ``None`` / empty transcripts are recognized instead of failing.
-    wide_beam_retry : bool
-        Retry a failed alignment with very wide beams.
-    model : str
-        Label recorded in the cache (``pocketsphinx:<model>``).
-    decoder_options : dict
-        Extra ``pocketsphinx.Decoder`` options (``hmm``, ``dict`` for another model).
+    ``recognize_without_transcript``: ``None`` / empty transcripts are recognized instead of
+    failing; ``model``: the label recorded in the cache (``pocketsphinx:<model>``);
+    ``decoder_options``: extra ``pocketsphinx.Decoder`` options (``hmm``, ``dict`` for another model).
 
-    Example
-    -------
     >>> import soundfile, segreconcat_aug
     >>> from pathlib import Path
     >>> fixtures = Path(segreconcat_aug.__file__).parents[1] / "tests" / "fixtures" / "librispeech"
@@ -244,14 +223,9 @@ class PocketsphinxAligner:
         return aligned if [w.word for w in aligned] == words else None
 
     def align(self, audio, transcript: str | None = None) -> list[Word]:
-        """Words of one utterance (16 kHz mono float32), forced to ``transcript`` when given.
-
-        Raises
-        ------
-        AlignmentFailed
-            Empty audio, no transcript (unless recognition is enabled), no alignable word,
-            or an alignment that fails even with wide beams.
-        """
+        """Words of one utterance (16 kHz mono float32), forced to ``transcript`` when given;
+        :class:`AlignmentFailed` for empty audio, no transcript (unless recognition is enabled), no
+        alignable word, or an alignment that fails even with wide beams."""
         audio = np.asarray(audio, dtype=np.float32)
         if audio.ndim != 1 or len(audio) == 0:
             raise AlignmentFailed("empty audio")

@@ -1,18 +1,7 @@
-"""How good an aligner's words are: word error rate against a transcript, timing against a reference.
+"""How good an aligner's words are: word error rate against a transcript, timing against a reference
+(for the real-weights tests and ``benchmarks/bench_real_whisper.py``). Numbers are not spelled out,
+so Whisper's "1803" against LibriSpeech's "EIGHTEEN O THREE" counts as errors.
 
-Used by the real-weights tests (``tests/test_real_whisper.py``) and
-``benchmarks/bench_real_whisper.py``, whose figures docs/alignment.md gives.
-
-- :func:`word_error_rate`: (substitutions + deletions + insertions) / reference words, after
-  both sides are normalized as the cache normalizes words (lower case, no surrounding
-  punctuation); numbers are not spelled out, so Whisper's "1803" against LibriSpeech's
-  "EIGHTEEN O THREE" counts as errors.
-- :func:`timing_agreement`: of utterances aligned by two aligners, those with the same words,
-  and on those the share of words whose start and end agree within a tolerance and the
-  largest difference.
-
-Example
--------
 >>> from segreconcat_aug.align.cache import Word
 >>> word_error_rate(["the cat sat"], [["the", "cat", "sat", "down"]])
 0.3333333333333333
@@ -50,10 +39,8 @@ def edit_distance(reference: Sequence[str], hypothesis: Sequence[str]) -> int:
 
 
 def word_error_rate(references, hypotheses) -> float:
-    """Corpus WER: edit distances summed over utterances / reference words summed.
-
-    ``references`` and ``hypotheses``: one transcript (a string) or word list per utterance.
-    """
+    """Corpus WER: edit distances summed over utterances / reference words summed (one transcript
+    string or word list per utterance)."""
     errors = words = 0
     for reference, hypothesis in zip(references, hypotheses, strict=True):
         ref, hyp = _tokens(reference), _tokens(hypothesis)
@@ -65,18 +52,12 @@ def word_error_rate(references, hypotheses) -> float:
 
 
 def timing_agreement(ours: Mapping, reference: Mapping, tolerance: float = 0.01) -> dict:
-    """Compare the word times of two aligners on the utterances both aligned.
+    """Compare the word times of two aligners on the utterances both aligned (utterance id -> words).
 
-    ``ours`` and ``reference``: utterance id -> list of :class:`segreconcat_aug.align.cache.Word`
-    (or anything with ``word``, ``start``, ``end``).
-
-    Returns
-    -------
-    dict
-        ``utterances`` (both aligned), ``same_words`` (utterances whose normalized words are
-        identical), ``words`` (on those), ``within_tolerance`` (share of those words whose start
-        and end both differ by at most ``tolerance`` seconds), ``max_difference`` (seconds) and
-        ``median_start_shift`` (ours - reference, seconds).
+    Returns ``utterances`` (both aligned), ``same_words`` (utterances whose normalized words are
+    identical), ``words`` (on those), ``within_tolerance`` (share of those words whose start and end
+    both differ by at most ``tolerance`` seconds), ``max_difference`` and ``median_start_shift``
+    (ours - reference), in seconds.
     """
     import numpy as np
 
@@ -107,10 +88,7 @@ def transcribe_words(model, audio, *, language: str | None = None) -> list:
     """faster-whisper's own sequential ``transcribe(word_timestamps=True)``: the reference for
     the batched aligner (:class:`segreconcat_aug.align.aligners.faster_whisper.FasterWhisperAligner`).
 
-    ``model``: a ``faster_whisper.WhisperModel``. Decoding as the aligner's (greedy at
-    temperature 0, no voice activity filter, no conditioning on the previous window), so
-    what differs is the pipeline: sequential with openai-whisper's log-mel padding here,
-    batched there. Words as :class:`segreconcat_aug.align.cache.Word`.
+    Decoding as the aligner's, so what differs is the pipeline (sequential here, batched there).
     """
     from ..cache import Word
 

@@ -1,23 +1,12 @@
 """Whisper word timestamps through transformers (``--backend=transformers``).
 
-Kept beside the faster-whisper default (:mod:`.faster_whisper`) because the SR strategy's
-encoder features use transformers; it needs transformers >= 4.50 (checked at load, see
-:func:`segreconcat_aug.align.whisper.check_token_timestamp_convention`). Batched ``model.generate`` with ``return_token_timestamps`` (cross-attention DTW over the
-checkpoint's alignment heads), the ``attention_mask`` passed so each utterance is aligned
-over its own frames rather than the padded 30 s window. Utterances over 30 s go through
-Whisper's long-form (sequential 30 s windows) decoding in the same batch. Tokens become
-words at leading spaces and timestamp tokens; word text is lower-cased without
-surrounding punctuation; times are clamped to the audio and validated
-(:func:`segreconcat_aug.align.cache.clean_words`, fixes counted in ``stats``).
+Kept beside the faster-whisper default because the SR strategy's encoder features use
+transformers (>= 4.50, checked at load). Batched ``model.generate`` with
+``return_token_timestamps``, the ``attention_mask`` passed so each utterance is aligned over its
+own frames rather than the padded 30 s window. Unlike openai-whisper's timing, these words are
+contiguous: a pause is absorbed into a neighbouring word and the first word starts at 0. The
+folder's transcript is not used (Whisper transcribes).
 
-Unlike openai-whisper's timing (a start and an end per word from the alignment path, which
-:mod:`.openai_whisper` and :mod:`.faster_whisper` give), these words are contiguous: a pause
-is absorbed into a neighbouring word and the first word starts at 0. Audio under 0.2 s and
-an utterance with no word are failures with their reason (:mod:`.common`). The transcript
-of the folder is not used (Whisper transcribes).
-
-Example
--------
 >>> import numpy as np
 >>> from segreconcat_aug.testing import tiny_whisper
 >>> aligner = WhisperAligner(bundle=tiny_whisper(), batch_size=2, max_new_tokens=8)
@@ -84,22 +73,10 @@ def tokens_to_words(tokenizer, token_ids, times, text_limit: int) -> list[Word]:
 class WhisperAligner(BatchedAligner):
     """Word timestamps from Whisper, batched.
 
-    Parameters
-    ----------
-    bundle : WhisperBundle or None
-        A loaded model (tests pass :func:`segreconcat_aug.testing.tiny_whisper`); else
-        ``model``, ``device`` and ``dtype`` load one with :func:`load_whisper`.
-    model, device, dtype :
-        See :func:`segreconcat_aug.align.whisper.load_whisper` (dtype ``auto`` = float16 on GPU).
-    batch_size : int
-    language : str or None
-        ``en`` (the challenge data is English); None: detected per utterance on its first 30 s window
-        (Whisper's ``detect_language``, as openai-whisper's ``transcribe`` does), each utterance then
-        transcribed and timed in its language and reported in ``languages``. English-only checkpoints
-        always transcribe English.
-    max_new_tokens : int or None
-        Per 30 s window (None: the model's limit). Tests cap it; real runs leave it.
-    num_beams : int
+    ``bundle``: a loaded model (tests pass :func:`segreconcat_aug.testing.tiny_whisper`), else
+    ``model``, ``device`` and ``dtype`` load one (:func:`load_whisper`); ``language`` None: detected
+    per utterance on its first 30 s window (as ``transcribe`` does), reported in ``languages``;
+    ``max_new_tokens``: per 30 s window (None: the model's limit).
     """
 
     label = "whisper"

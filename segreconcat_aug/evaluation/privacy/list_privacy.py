@@ -186,11 +186,8 @@ class ListPrivacy:
         return values
 
     def resampled(self, weights, names=None) -> dict[str, np.ndarray]:
-        """Every interval metric of every resample: ``name -> (resamples,)`` (NaN where undefined).
-
-        ``weights``: the list's :class:`~segreconcat_aug.evaluation.bootstrap.SpeakerWeights`; ``names``: only
-        these metrics (default: :func:`interval_names`).
-        """
+        """Every interval metric (or only ``names``) of every resample under the list's
+        :class:`~segreconcat_aug.evaluation.bootstrap.SpeakerWeights`: ``name -> (resamples,)``, NaN where undefined."""
         o = self.options
         names = list(interval_names(o) if names is None else names)
         unknown = sorted(set(names) - set(interval_names(o)))

@@ -1,5 +1,6 @@
-"""Risk per speaker: the EER of each enrolled speaker (its target trials against the non-target trials
-of its own model), the share of speakers below a threshold and the worst speakers."""
+"""Risk per speaker (as VoxATtack's analysis notebook): the EER of each enrolled speaker (its target
+trials against the non-target trials of its own model), the share of speakers below a threshold and
+the worst speakers."""
 
 from __future__ import annotations
 

@@ -73,7 +73,7 @@ def _parsed_again(monkeypatch):
     def refuse(*args, **kwargs):
         raise AssertionError("parsed although a valid index exists")
 
-    monkeypatch.setattr(alignment, "_parse_file", refuse)
+    monkeypatch.setattr(alignment, "_parse", refuse)
 
 
 @pytest.mark.parametrize("keep_words", [False, True])
@@ -140,8 +140,8 @@ def test_index_of_another_version_of_the_code_is_not_used(tmp_path, monkeypatch)
     load_alignments(path)
     monkeypatch.setattr(alignment, "_CODE_DIGEST", "another-version")
     calls = []
-    original = alignment._parse_file
-    monkeypatch.setattr(alignment, "_parse_file", lambda *a: calls.append(a) or original(*a))
+    original = alignment._parse
+    monkeypatch.setattr(alignment, "_parse", lambda *a: calls.append(a) or original(*a))
     load_alignments(path)
     assert len(calls) == 1
 

@@ -578,8 +578,10 @@ def run_array(
     local rerun does). The tasks' logs go to ``<output>.submitit/``. Returns 0 when every task exited 0,
     else 1 (each shard's failures are in its ``*.failures.tsv``; a task that died left its ``.partial``).
     """
-    import submitit
-
+    try:
+        import submitit
+    except ImportError:
+        raise JobError("--launcher=slurm submits through submitit: pip install submitit") from None
     done = written_ids(output)
     todo = {shard_of(utt, shards) for utt in ids if utt not in done}
     if not todo:

@@ -311,7 +311,10 @@ class Job:
         progress: bool = True,
         fsync: bool = False,
     ):
-        self.output, self.shard, self.desc, self.show_progress = Path(output), shard, desc, progress
+        self.output = Path(output)
+        self.shard = shard
+        self.desc = desc
+        self.show_progress = progress
         self.path = shard_path(self.output, shard)
         self.partial = Path(f"{self.path}{PARTIAL}")
         self.failures_path = failures_path(self.path)

@@ -9,12 +9,15 @@ Usage::
 
     python recipes/align.py hparams/align.yaml --data_folder=<folder> --output=<x.jsonl>
     python recipes/align.py hparams/align.yaml --data_folder=<folder> --output=<x.jsonl> --shard=0/4
+    python recipes/align.py hparams/align.yaml --data_folder=<folder> --output=<x.jsonl> --launcher=slurm --shards=8
     torchrun --standalone --nproc_per_node=8 recipes/align.py hparams/align.yaml --data_folder=... --output=<dir>
     python recipes/align.py hparams/align.yaml --output=<x.jsonl> --merge=True [--data_folder=<folder>]
     python recipes/align.py hparams/align.yaml --backend=mfa --import_from=<TextGrids> --output=<x.jsonl>
 
 Reruns skip what is done; failed utterances go to ``<part>.failures.tsv`` and make the exit
-status 1 unless ``--allow_failures=True``.
+status 1 unless ``--allow_failures=True``. ``--launcher=slurm --shards=N`` runs the N shards as a SLURM
+job array (resources: the ``slurm_*`` keys), waits for it, then merges them into ``--output`` (or
+``merge_output``), as ``--merge=True`` does.
 
 Language: Whisper detects it per utterance (``language: null``, the default) and the cache records
 it per utterance; ``--language=de`` forces one (VPC 2026 Track 2 codes: ``cn`` is Whisper's ``zh``).
@@ -25,11 +28,12 @@ Track 2 folder's name such as ``train_german_<SYS>``) is another.
 from __future__ import annotations
 
 import logging
+import sys
 from pathlib import Path
 
 from segreconcat_aug.align.aligners import ALIASES, BACKENDS, make_aligner
 from segreconcat_aug.align.aligners.importers import import_ctm, import_textgrids
-from segreconcat_aug.align.cache import UtteranceAlignment
+from segreconcat_aug.align.cache import UtteranceAlignment, load_alignments
 from segreconcat_aug.align.whisper import DEFAULT_MODELS, check_model_folder
 from segreconcat_aug.cli import load_recipe_hparams, run_main
 from segreconcat_aug.data.audio import SAMPLE_RATE, AudioReadError, audio_duration
@@ -37,11 +41,14 @@ from segreconcat_aug.data.jobs import (
     ItemError,
     Job,
     JobError,
+    array_shards,
     merge_jsonl,
     read_failures,
     read_inputs,
     read_item_audio,
     resolve_shard,
+    run_array,
+    task_arguments,
 )
 from segreconcat_aug.data.jsonl_files import shard_files
 from segreconcat_aug.data.kaldi import PipeCommand, read_kaldi_map
@@ -129,8 +136,8 @@ def build_aligner(hparams: dict, device: str | None):
     return make_aligner(backend, model=model, device=device, dtype=hparams["dtype"], **transformers_options)
 
 
-def align(hparams: dict, device: str | None) -> int:
-    """Align every pending utterance of this shard; returns the exit status."""
+def checked_inputs(hparams: dict) -> list:
+    """The utterances to align, after the checks that stop a run before anything is written."""
     if not hparams["data_folder"]:
         raise OptionError("--data_folder=<Kaldi folder or CSV manifest> is required: the utterances to align")
     backend = ALIASES.get(hparams["backend"], hparams["backend"])
@@ -138,7 +145,21 @@ def align(hparams: dict, device: str | None) -> int:
         # A wrong model folder stops the run before anything is written (a WhisperLoadError: one line).
         check_model_folder(hparams["whisper_model"], backend)
     check_language(hparams, backend)
-    items = read_inputs(hparams["data_folder"], allow_pipes=hparams["allow_pipes"], root=hparams["data_root"])
+    return read_inputs(hparams["data_folder"], allow_pipes=hparams["allow_pipes"], root=hparams["data_root"])
+
+
+def align_array(hparams: dict, shards: int, argv) -> int:
+    """``--launcher=slurm``: this command's shards as one SLURM job array, then their merge."""
+    items = checked_inputs(hparams)
+    command = [sys.executable, str(Path(__file__).resolve()), *task_arguments(argv)]
+    ids = [item.id for item in items]
+    status = run_array(command, hparams["output"], ids, shards=shards, hparams=hparams, name="align")
+    return max(status, merge(hparams))
+
+
+def align(hparams: dict, device: str | None) -> int:
+    """Align every pending utterance of this shard; returns the exit status."""
+    items = checked_inputs(hparams)
     shard = resolve_shard(hparams["shard"])
     with Job(
         hparams["output"],
@@ -218,7 +239,10 @@ def run_import(hparams: dict) -> int:
 
 
 def merge(hparams: dict) -> int:
-    """Parts of ``output`` -> one file; with ``data_folder``, every utterance must be there."""
+    """Parts of ``output`` -> one file, with its binary index; with ``data_folder``, every utterance must be there.
+
+    What the file held before (a merge or a one-process run) stays in it.
+    """
     output = Path(hparams["output"])
     target = Path(hparams["merge_output"] or (output if output.suffix == ".jsonl" else f"{output}.jsonl"))
     expected = None
@@ -231,10 +255,12 @@ def merge(hparams: dict) -> int:
         # Failed utterances are known to be missing; allow_failures accepts that.
         expected = [utt for utt in ids if not (hparams["allow_failures"] and utt in failures)]
     try:
-        report = merge_jsonl(shard_files(output), target, expected_ids=expected)
+        previous = [target] if target.is_file() else []  # what the file held before stays in it
+        report = merge_jsonl([*previous, *shard_files(output)], target, expected_ids=expected)
     except JobError as err:
         logger.error("merge refused: %s", err)
         return 1
+    load_alignments(target)  # checks every record and writes the binary index training loads
     logger.info("merged %d utterances from %d part(s) into %s", report.lines, len(report.per_file), target)
     if failures:
         logger.warning("%d utterance(s) failed in the shards (see *.failures.tsv)", len(failures))
@@ -248,12 +274,17 @@ def main(argv=None) -> int:
     # SpeechBrain's own --device wins over the YAML key when given.
     device = run_opts.get("device") or hparams["device"]
     backend = hparams["backend"]
+    shards = array_shards(hparams)
     if hparams["merge"]:
         return merge(hparams)
     if backend in IMPORTERS:
+        if shards:
+            raise OptionError(f"--backend={backend} imports files here (quickly): drop --launcher=slurm")
         return run_import(hparams)
     if backend not in BACKENDS and backend not in ALIASES:
         raise OptionError(f"--backend={backend!r}: expected one of {', '.join(BACKENDS + IMPORTERS)}")
+    if shards:
+        return align_array(hparams, shards, sys.argv[1:] if argv is None else argv)
     return align(hparams, device)
 
 

@@ -7,21 +7,33 @@ Usage::
         --strategy=acoustic
     python recipes/compute_orders.py hparams/orders.yaml --data_folder=<VPAC root> --system=T8-5 \
         --strategy=semantic --shard=0/4        # one of four processes (or run under torchrun)
+    python recipes/compute_orders.py hparams/orders.yaml --data_folder=<VPAC root> --system=T8-5 \
+        --strategy=acoustic --launcher=slurm --shards=16   # a SLURM job array of 16, then the merge
 
 Reads the system's training folder (or ``--input``: a Kaldi folder or CSV manifest) and its
 word-alignment cache, and appends one line per utterance to ``orders_cache`` (see
 :mod:`segreconcat_aug.method.orders`). Reruns skip what is done and retry failures; failures go to
 ``<orders_cache stem>.failures.tsv`` and make the exit status 1 unless ``allow_failures``.
 Training reads the cache with the same strategy and segmentation settings
-(``recipes/train.py``, key ``orders_cache``).
+(``recipes/train.py``, key ``orders_cache``). With ``--launcher=slurm --shards=N``, the N shards run as a
+SLURM job array (resources: the ``slurm_*`` keys); then their parts are merged into ``orders_cache``.
 """
 
 import logging
+import sys
 from pathlib import Path
 
 from segreconcat_aug.align.cache import load_alignments
 from segreconcat_aug.cli import load_recipe_hparams, run_main
-from segreconcat_aug.data.jobs import read_inputs, resolve_shard
+from segreconcat_aug.data.jobs import (
+    array_shards,
+    merge_jsonl,
+    read_inputs,
+    resolve_shard,
+    run_array,
+    task_arguments,
+)
+from segreconcat_aug.data.jsonl_files import shard_files
 from segreconcat_aug.data.vpac import training_folder
 from segreconcat_aug.method.order_computer import OrderComputer, OrderOptionError, run_order_job
 
@@ -77,15 +89,33 @@ def build_computer(hparams, alignments, device=None) -> OrderComputer:
     )
 
 
+def orders_array(hparams, shards: int, ids: list, argv) -> int:
+    """``--launcher=slurm``: this command's shards as one SLURM job array, then their merge into ``orders_cache``
+    (what it held before stays in it)."""
+    output = Path(hparams["orders_cache"])
+    command = [sys.executable, str(Path(__file__).resolve()), *task_arguments(argv)]
+    status = run_array(command, output, ids, shards=shards, hparams=hparams, name="orders")
+    parts = shard_files(output)
+    if output.suffix == ".jsonl" and parts:
+        report = merge_jsonl([*([output] if output.is_file() else []), *parts], output)
+        logger.info("merged %d orders from %d part(s) into %s", report.lines, len(parts), output)
+    return status
+
+
 def main(argv=None) -> int:
     hparams_file, run_opts, overrides, hparams = load_recipe_hparams(argv)
     if hparams.get("dtw_threads"):
         import numba
 
         numba.set_num_threads(int(hparams["dtw_threads"]))
+    shards = array_shards(hparams)
     source = input_source(hparams)
     items = read_inputs(source, allow_pipes=hparams["allow_pipes"], root=hparams.get("data_root"))
     alignments = load_alignments(hparams["alignment_cache"])
+    if shards:
+        return orders_array(
+            hparams, shards, [item.id for item in items], sys.argv[1:] if argv is None else argv
+        )
     # --device and --noprogressbar are SpeechBrain's own options, not YAML overrides.
     computer = build_computer(hparams, alignments, device=getattr(run_opts, "device", None))
     job = run_order_job(

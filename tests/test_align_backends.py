@@ -253,8 +253,9 @@ def test_default_backend_killed_with_sigkill_then_resumed(tmp_path, ct2_model):
         *_backend_args("faster-whisper", ct2_model, None),
         "--batch_size=1",
     ]
-    kill_when_written(command, out, lines=3, cwd=REPO)
-    assert 3 <= out.read_bytes().count(b"\n") < len(expected)
+    partial = tmp_path / "cache.jsonl.partial"  # the running shard's lines; cache.jsonl appears when it ends
+    kill_when_written(command, partial, lines=3, cwd=REPO)
+    assert 3 <= partial.read_bytes().count(b"\n") < len(expected)
     result = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=600)
     assert result.returncode == 1, result.stderr[-2000:]  # "short" failed
     failures = read_failures(out)

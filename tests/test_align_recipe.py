@@ -12,6 +12,7 @@ import soundfile
 from vpac_fixture import FIXTURES, kill_when_written
 
 from segreconcat_aug.align.cache import load_alignments
+from segreconcat_aug.data import jobs
 from segreconcat_aug.data.audio import resample_audio
 from segreconcat_aug.data.jobs import jsonl_ids, read_failures
 from segreconcat_aug.data.kaldi import read_kaldi_map, write_kaldi_map
@@ -133,18 +134,20 @@ def test_kill_9_mid_run_then_resume_loses_nothing_duplicates_nothing(tmp_path):
         "--backend=pocketsphinx",
         "--noprogressbar",
     ]
-    kill_when_written(command, out, lines=3, cwd=REPO)
-    data = out.read_bytes()
+    partial = tmp_path / "cache.jsonl.partial"  # the running shard's lines; cache.jsonl appears when it ends
+    kill_when_written(command, partial, lines=3, cwd=REPO)
+    assert not out.exists()
+    data = partial.read_bytes()
     assert 3 <= data.count(b"\n") < len(wav)
     # As if the kill had landed in the middle of writing a record: cut the last line in two.
     last = data.rstrip(b"\n").rfind(b"\n")
-    out.write_bytes(data[: len(data) - (len(data) - last) // 2])
+    partial.write_bytes(data[: len(data) - (len(data) - last) // 2])
     torn = json.loads(data[last + 1 :])["id"]
     result = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-2000:]
     lines = out.read_text().splitlines()
     ids = [json.loads(line)["id"] for line in lines]
-    assert sorted(ids) == sorted(wav)  # none lost, none duplicated
+    assert sorted(ids) == sorted(wav) and not partial.exists()  # none lost, none duplicated
     assert ids.count(torn) == 1
     assert len(load_alignments(out).get(torn).words) == len(text[torn].split())
 
@@ -182,3 +185,62 @@ def test_import_entry_point(recipe, tmp_path):
     index = load_alignments(tmp_path / "c.jsonl")
     assert index.duration("u1") == 1.5 and index.aligners == ["ctm", "ctm"]
     assert "u3" in read_failures(tmp_path / "c.jsonl")
+
+
+def _slurm_answers() -> bool:
+    try:
+        return subprocess.run(["sinfo", "-h"], capture_output=True, timeout=30).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+
+
+@pytest.mark.parametrize("cluster", ["local", "slurm"])
+def test_a_job_array_merges_into_the_cache_one_process_writes(
+    recipe, vpac_root, tmp_path, monkeypatch, cluster
+):
+    """--launcher=slurm --shards=3: three array tasks, then the merge, give the cache of one process.
+
+    ``local`` runs the same array through submitit's local executor (task processes on this machine);
+    ``slurm`` submits it to the cluster that ``sinfo`` answers for, and is skipped without one.
+    """
+    if cluster == "slurm" and not _slurm_answers():
+        pytest.skip("no SLURM cluster answers sinfo here")
+    monkeypatch.setattr(jobs, "ARRAY_CLUSTER", cluster)
+    folder = vpac_root / "B3" / "data" / "train-clean-360_B3"
+    common = [
+        f"--data_folder={folder}",
+        f"--data_root={vpac_root}",
+        "--backend=transformers",
+        "--whisper_model=tiny-random-whisper",
+        "--batch_size=2",
+        "--max_new_tokens=12",
+        "--device=cpu",
+    ]
+    one = tmp_path / "one.jsonl"
+    assert _run(recipe, *common, f"--output={one}") == 0
+    array = tmp_path / "array.jsonl"
+    slurm = ["--launcher=slurm", "--shards=3", "--slurm_gpus_per_node=null", "--slurm_cpus_per_task=1"]
+    assert _run(recipe, *common, f"--output={array}", *slurm) == 0
+    assert [p.name for p in sorted(tmp_path.glob("array.part-*.jsonl"))] == [
+        f"array.part-00{k}-of-003.jsonl" for k in range(3)
+    ]
+    assert sorted(array.read_text().splitlines()) == sorted(one.read_text().splitlines())
+    assert load_alignments(array).ids == load_alignments(array, use_index=False).ids
+    # A rerun finds every shard done: it submits nothing and merges the same lines again.
+    merged = array.read_text()
+    (tmp_path / "array.jsonl.submitit").rename(tmp_path / "first-logs")
+    assert _run(recipe, *common, f"--output={array}", *slurm) == 0
+    assert array.read_text() == merged and not (tmp_path / "array.jsonl.submitit").exists()
+
+
+def test_array_options_are_checked_before_anything_runs(recipe, tmp_path):
+    base = [f"--data_folder={tmp_path}", f"--output={tmp_path / 'x.jsonl'}"]
+    for args, message in [
+        (["--launcher=pbs"], "expected local"),
+        (["--shards=3"], "size of a --launcher=slurm job array"),
+        (["--launcher=slurm"], "needs the number of array tasks"),
+        (["--launcher=slurm", "--shards=3", "--shard=0/2"], "give one of them"),
+    ]:
+        with pytest.raises(jobs.ShardError, match=message):
+            _run(recipe, *base, *args)
+    assert sorted(tmp_path.iterdir()) == []

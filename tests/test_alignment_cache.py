@@ -113,7 +113,7 @@ def test_shards_of_a_file_load_before_and_after_a_merge(tmp_path, caplog):
     unmerged = load_alignments(target)
     assert sorted(unmerged.ids) == ["u1", "u2", "u3"]
     merge_jsonl(parts, target)
-    with caplog.at_level("INFO", logger="segreconcat_aug.align.cache"):
+    with caplog.at_level("INFO", logger="segreconcat_aug.data.jsonl_files"):
         merged = load_alignments(target)
     assert sorted(merged.ids) == ["u1", "u2", "u3"]  # each once, though read from b3.jsonl and its parts
     for utt in records:

@@ -73,7 +73,7 @@ def _parsed_again(monkeypatch):
     def refuse(*args, **kwargs):
         raise AssertionError("parsed although a valid index exists")
 
-    monkeypatch.setattr(alignment, "_parse_file", refuse)
+    monkeypatch.setattr(alignment, "_parse", refuse)
 
 
 @pytest.mark.parametrize("keep_words", [False, True])
@@ -126,8 +126,7 @@ def test_index_is_rebuilt_when_the_cache_changes(tmp_path):
     with open(path, "a", encoding="utf-8") as handle:  # an aligner resumed and appended
         handle.write(_record("u2", [("b", 0.2, 0.9)]) + "\n")
     assert load_alignments(path).ids == ["u1", "u2"]
-    # The same size, rewritten within one tick of the file clock (the time set back to show it): only the
-    # content digest of a racy index tells.
+    # The same size, and the modification time set back: the digest of the bytes tells.
     stat = path.stat()
     path.write_text(path.read_text().replace("0.9", "0.8"))
     os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
@@ -140,8 +139,8 @@ def test_index_of_another_version_of_the_code_is_not_used(tmp_path, monkeypatch)
     load_alignments(path)
     monkeypatch.setattr(alignment, "_CODE_DIGEST", "another-version")
     calls = []
-    original = alignment._parse_file
-    monkeypatch.setattr(alignment, "_parse_file", lambda *a: calls.append(a) or original(*a))
+    original = alignment._parse
+    monkeypatch.setattr(alignment, "_parse", lambda *a: calls.append(a) or original(*a))
     load_alignments(path)
     assert len(calls) == 1
 
@@ -222,10 +221,10 @@ def test_read_only_folder_still_loads(tmp_path, user_cache, monkeypatch):
 
 
 def test_an_edit_that_keeps_the_size_and_the_time_is_seen(tmp_path):
-    """Size and modification time restored after an edit (``touch -r``): the change time gives it away."""
+    """Size and modification time restored after an edit (``touch -r``): the digest of the bytes gives it away."""
     path = tmp_path / "b3.jsonl"
     path.write_text(_record("u1", [("a", 0.1, 0.44), ("b", 0.6, 1.0)]) + "\n")
-    os.utime(path, (1.6e9, 1.6e9))  # written long ago: the index is not "racy", no content digest in it
+    os.utime(path, (1.6e9, 1.6e9))  # written long ago
     assert load_alignments(path).spans("u1")[1].tolist() == [0.44, 1.0]
     assert index_locations(path)[0].is_file()
     stat = path.stat()
@@ -255,3 +254,22 @@ def test_concurrent_loaders_all_get_the_full_index(tmp_path):
     assert all(loader.returncode == 0 for loader in loaders)
     assert all(output[:3] == [line] * 3 for output in outputs)
     assert not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
+
+
+def test_a_folder_cache_keeps_its_index_inside_and_a_changed_part_rebuilds_it(tmp_path, monkeypatch):
+    folder = tmp_path / "shards"
+    _messy_cache(folder / "part-000-of-002.jsonl", count=30, seed=1)
+    _messy_cache(folder / "part-001-of-002.jsonl", count=30, seed=2)
+    (folder / "part-001-of-002.jsonl").write_text(
+        (folder / "part-001-of-002.jsonl").read_text().replace('"u00', '"v00')
+    )
+    expected = load_alignments(folder, use_index=False)
+    _same(expected, load_alignments(folder))
+    assert (
+        index_locations(folder)[0] == folder / ".segreconcat-index.npz"
+        and index_locations(folder)[0].is_file()
+    )
+    (folder / "part-001-of-002.jsonl").unlink()  # another set of files: another digest
+    assert len(load_alignments(folder)) == 30
+    _parsed_again(monkeypatch)
+    assert len(load_alignments(folder)) == 30

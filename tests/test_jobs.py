@@ -73,10 +73,12 @@ def test_file_target_uses_part_names_next_to_it(tmp_path):
     assert _run(target, _ids(10)).written == 0
 
 
-def test_merge_refuses_duplicates_and_unfinished_shards(tmp_path):
+def test_merge_refuses_conflicts_and_unfinished_shards(tmp_path):
     (tmp_path / "a.jsonl").write_text('{"id": "x"}\n{"id": "y"}\n')
-    (tmp_path / "b.jsonl").write_text('{"id": "y"}\n')
-    with pytest.raises(JobError, match=r"b.jsonl:1: id 'y' already in .*a.jsonl:2"):
+    (tmp_path / "b.jsonl").write_text('{"id": "y", "n": 2}\n')
+    with pytest.raises(
+        JobError, match=r"b.jsonl:1: id 'y' already defined at .*a.jsonl:2 with other content"
+    ):
         merge_jsonl([tmp_path / "a.jsonl", tmp_path / "b.jsonl"], tmp_path / "m.jsonl")
     assert not (tmp_path / "m.jsonl").exists()
     (tmp_path / "b.jsonl").write_text('{"id": "z"}\n{"id": "w"')
@@ -86,16 +88,47 @@ def test_merge_refuses_duplicates_and_unfinished_shards(tmp_path):
         merge_jsonl([tmp_path / "a.jsonl"], tmp_path / "m.jsonl", expected_ids=["x", "q"])
 
 
-def test_resume_truncates_half_line_and_skips_done(tmp_path):
+def test_merge_writes_a_line_found_twice_once(tmp_path):
+    """The merged file among its inputs (a rerun's merge): each id once, nothing lost."""
+    (tmp_path / "a.jsonl").write_text('{"id": "x"}\n{"id": "y"}\n')
+    (tmp_path / "m.jsonl").write_text('{"id": "y"}\n{"id": "w"}\n')
+    report = merge_jsonl(
+        [tmp_path / "m.jsonl", tmp_path / "a.jsonl"], tmp_path / "m.jsonl", expected_ids="wxy"
+    )
+    assert report.lines == 3 and list(jsonl_ids(tmp_path / "m.jsonl")) == ["y", "w", "x"]
+
+
+@pytest.mark.parametrize("killed", ["partial", "finished"])
+def test_resume_truncates_half_line_and_skips_done(tmp_path, killed):
+    """A kill in the middle of the sixth record: in the running shard's .partial, or (a file written by
+    appending to the shard file itself) in the shard file."""
     ids = _ids(12)
     path = shard_path(tmp_path / "out")
     path.parent.mkdir()
+    torn = path.with_name(path.name + ".partial") if killed == "partial" else path
     done = "".join(json.dumps({"id": utt}) + "\n" for utt in ids[:5])
-    path.write_text(done + '{"id": "' + ids[5])  # a kill in the middle of the sixth record
+    torn.write_text(done + '{"id": "' + ids[5])
+    assert read_failures(tmp_path / "out") == {} and shard_files(tmp_path / "out") == (
+        [path] * (torn == path)
+    )
     job = _run(tmp_path / "out", ids)
     assert job.previously_done == 5 and job.written == 7
     lines = path.read_text().splitlines()
     assert [json.loads(line)["id"] for line in lines] == ids
+    assert not torn.with_name(path.name + ".partial").exists()
+
+
+def test_a_stopped_shard_is_not_read_until_it_is_done(tmp_path):
+    """The shard file appears whole when the shard ends; a stopped run's lines wait in its .partial."""
+    ids = _ids(6)
+    with pytest.raises(KeyboardInterrupt), Job(tmp_path / "o.jsonl", progress=False) as job:
+        for utt in job.track(job.pending(ids)):
+            if utt == ids[3]:
+                raise KeyboardInterrupt
+            job.write(utt, json.dumps({"id": utt}))
+    assert not (tmp_path / "o.jsonl").exists() and len(jsonl_ids(tmp_path / "o.jsonl.partial")) == 3
+    assert _run(tmp_path / "o.jsonl", ids).written == 3
+    assert list(jsonl_ids(tmp_path / "o.jsonl")) == ids and not (tmp_path / "o.jsonl.partial").exists()
 
 
 def test_changing_shard_count_never_duplicates(tmp_path):
@@ -176,10 +209,15 @@ def test_a_run_stopped_before_its_first_line_leaves_no_files(tmp_path):
     target = tmp_path / "x.jsonl"
     with pytest.raises(RuntimeError, match="no model"), Job(target, progress=False):
         raise RuntimeError("no model")
-    assert sorted(p.name for p in tmp_path.iterdir()) == []
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        ".x.jsonl.lock"
+    ]  # the shard's lock (lock_folder), hidden
     with Job(target, progress=False) as job:
         job.write("a", json.dumps({"id": "a"}))
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["x.jsonl"]  # no empty failures file either
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        ".x.jsonl.lock",
+        "x.jsonl",
+    ]  # no empty failures file
     with Job(target, progress=False) as job:  # all done: the cache is kept as it is
         assert job.pending(["a"]) == []
     assert target.read_text() == '{"id": "a"}\n'

@@ -10,6 +10,7 @@ import pytest
 from hyperpyyaml import load_hyperpyyaml
 
 from segreconcat_aug.align.cache import AlignmentIndex, load_alignments
+from segreconcat_aug.data import jobs
 from segreconcat_aug.data.audio import read_audio, write_audio
 from segreconcat_aug.data.jobs import (
     JobError,
@@ -21,6 +22,7 @@ from segreconcat_aug.data.jobs import (
     resolve_shard,
     shard_path,
 )
+from segreconcat_aug.data.jsonl_files import shard_files
 from segreconcat_aug.data.kaldi import read_kaldi_map
 from segreconcat_aug.errors import UserError
 from segreconcat_aug.method.augment import MissingAlignmentError, SegReConcat
@@ -439,6 +441,20 @@ def test_recipe_on_the_vpac_layout_then_training_reads_the_cache(vpac_root, tmp_
     # A training run with another segment policy must not reuse them.
     with pytest.raises(StaleOrderError, match="stale .*cut by 'onsets'.*now by 'words'"):
         load_orders(output, strategy="acoustic", alignments=alignments, segment_policy="words")
+
+
+def test_a_job_array_of_orders_merges_into_what_one_process_writes(vpac_root, tmp_path, monkeypatch):
+    """--launcher=slurm --shards=2, run through submitit's local executor (task processes on this machine;
+    tests/test_align_recipe.py also submits its array to SLURM when a cluster answers)."""
+    monkeypatch.setattr(jobs, "ARRAY_CLUSTER", "local")
+    args = [str(REPO / "hparams" / "orders.yaml"), f"--data_folder={vpac_root}", "--system=B3"]
+    args += ["--progress=False", "--dtw_threads=1"]
+    one, array = tmp_path / "one.jsonl", tmp_path / "array.jsonl"
+    assert load_recipe().main(args + [f"--orders_cache={one}"]) == 0
+    slurm = ["--launcher=slurm", "--shards=2", "--slurm_cpus_per_task=1"]
+    assert load_recipe().main(args + [f"--orders_cache={array}", *slurm]) == 0
+    assert len(shard_files(array)) == 2
+    assert sorted(array.read_text().splitlines()) == sorted(one.read_text().splitlines())
 
 
 def test_sr_orders_from_before_the_context_option_are_refused(tmp_path):

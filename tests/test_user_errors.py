@@ -169,7 +169,7 @@ def table(vpac_root, tmp_path_factory):
         VPC_YAML.format(**sizes).replace("embedding_model", "encoder")
     )
     locked = new("locked")
-    lock = open(locked / "cache.jsonl.lock", "w")
+    lock = open(locked / ".cache.jsonl.lock", "w")
     fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)  # a first aligner is writing this shard
     stale = new("stale")
     alignments = load_alignments(vpac_root / "alignments" / "T8-5.jsonl")

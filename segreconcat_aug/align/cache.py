@@ -34,7 +34,6 @@ import logging
 import math
 import os
 import tempfile
-import time
 import zipfile
 from collections import Counter
 from collections.abc import Iterable
@@ -44,7 +43,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ..data.jsonl_files import cache_files, truncate_partial_tail
+from ..data.jsonl_files import RepeatedIds, cache_files, truncate_partial_tail
 from ..errors import UserError
 
 logger = logging.getLogger(__name__)
@@ -261,46 +260,6 @@ def completed_ids(path) -> set[str]:
     return {alignment.id for _, alignment in iter_cache(path)}
 
 
-class RepeatedIds:
-    """Where each id of a cache was first read, to decide what a second line for it means.
-
-    The same line again (a merged file read beside its parts) is skipped and
-    counted; another line for the same id is an error naming both places.
-
-    >>> seen = RepeatedIds(ValueError)
-    >>> seen.is_repeat("u1", "a.jsonl:1", '{"id": "u1"}\\n'), seen.is_repeat("u1", "b.jsonl:4", '{"id": "u1"}')
-    (False, True)
-    >>> seen.is_repeat("u1", "b.jsonl:5", '{"id": "u1", "x": 1}')
-    Traceback (most recent call last):
-    ...
-    ValueError: b.jsonl:5: id 'u1' already defined at a.jsonl:1 with other content
-    """
-
-    def __init__(self, error: type[Exception]):
-        self._first: dict[str, tuple[str, int]] = {}
-        self._error = error
-        self.repeats = 0
-
-    def is_repeat(self, utt_id: str, where: str, line: str | None, fingerprint: int | None = None) -> bool:
-        """``fingerprint`` (of the line without its newline) replaces ``line`` when given."""
-        if fingerprint is None:
-            fingerprint = hash(line.rstrip("\n"))  # the same process compares: str hashes are stable here
-        first = self._first.get(utt_id)
-        if first is None:
-            self._first[utt_id] = (where, fingerprint)
-            return False
-        if first[1] != fingerprint:
-            raise self._error(f"{where}: id {utt_id!r} already defined at {first[0]} with other content")
-        self.repeats += 1
-        return True
-
-    def log(self, path, what: str) -> None:
-        if self.repeats:
-            logger.info(
-                "%s: %d %s read twice (a merged file beside its parts) counted once", path, self.repeats, what
-            )
-
-
 class AlignmentIndex:
     """All alignments of a cache in flat arrays, indexed by utterance id.
 
@@ -371,242 +330,106 @@ def load_alignments(
     Words are cleaned as they are read (fixes counted in ``index.stats``); an id
     that appears twice with different content is an error naming both places.
 
-    ``use_index``: read each file's cleaned arrays from its binary index (see
-    :func:`index_locations`) when that index matches the file's size,
-    modification time and this module's code, and write one after a successful
-    read otherwise (files of :data:`INDEX_MIN_BYTES` or more). The result, repair
-    counts included, is the same either way.
+    ``use_index``: a cache of :data:`INDEX_MIN_BYTES` or more is read from its binary index (see
+    :func:`index_locations`) when that index was written for the same content (a digest of the cache's files
+    and of this module's code), and the index is written after a successful parse otherwise. The result,
+    repair counts included, is the same either way.
     """
-    parts, built = [], []
-    for file in cache_files(path):
-        indexed = use_index and file.stat().st_size >= INDEX_MIN_BYTES
-        part = _read_index(file, keep_words) if indexed else None
-        if part is None:
-            part = _parse_file(file, keep_words, partial_tail)
-            if indexed:
-                built.append(part)
-        parts.append(part)
-    index = _combine(parts, keep_words, path)
-    for part in built:  # only after the whole load succeeded: nothing broken is cached
-        _write_index(part)
+    files = cache_files(path)
+    indexed = use_index and sum(file.stat().st_size for file in files) >= INDEX_MIN_BYTES
+    key = _digest(files) if indexed else None
+    index = _read_index(path, key, keep_words) if indexed else None
+    if index is None:
+        index = _parse(files, path, partial_tail)
+        # A file without its last newline is being written, or was cut; a changed file was read half old:
+        # neither is indexed (nothing broken is cached).
+        if indexed and all(_ends_with_newline(file) for file in files) and _digest(files) == key:
+            _write_index(path, index, key)
+        if not keep_words:
+            index.words = None
     return index
 
 
-# ---------------------------------------------------------------------------------------------------------
-# The binary index of one cache file: its cleaned arrays, so a 104k-utterance cache loads in a fraction of
-# a second instead of parsing and cleaning millions of words in Python at every training start.
+def _parse(files: list[Path], path, partial_tail: str) -> AlignmentIndex:
+    """Parse and clean the records of a cache's files (the slow path the index saves); repeats read once."""
+    repeated = RepeatedIds(AlignmentCacheError)
+    ids, aligners, durations, offsets, starts, ends, words = [], [], [], [0], [], [], []
+    stats: Counter = Counter()
+    repaired: list[str] = []  # the first utterances whose words needed a fix (logged by training)
+    repaired_count = 0
+    names: dict[str, str] = {}  # one str object per aligner name, however many records share it
+    for file in files:
+        for where, record, line in iter_jsonl(file, partial_tail=partial_tail):
+            alignment = UtteranceAlignment.from_record(record, where)
+            if repeated.is_repeat(alignment.id, where, line):
+                continue
+            fixes: Counter = Counter()
+            cleaned = clean_words(alignment.words, alignment.duration, fixes)
+            if fixes:
+                stats.update(fixes)
+                repaired_count += 1
+                if len(repaired) < 10:
+                    repaired.append(alignment.id)
+            ids.append(alignment.id)
+            durations.append(alignment.duration)
+            aligners.append(names.setdefault(alignment.aligner, alignment.aligner))
+            starts.extend(w.start for w in cleaned)
+            ends.extend(w.end for w in cleaned)
+            words.extend(w.word for w in cleaned)
+            offsets.append(len(starts))
+    repeated.log(path, "alignments")
+    return AlignmentIndex(
+        ids, durations, offsets, starts, ends, aligners, words, stats, repaired, repaired_count
+    )
 
-INDEX_FORMAT = 1
+
+# ---------------------------------------------------------------------------------------------------------
+# The binary index of a cache: its loaded arrays in one .npz, so a 104k-utterance cache loads in about a second
+# instead of parsing and cleaning millions of words in Python at every training start.
+
 # Smaller caches (a few thousand utterances) parse in a fraction of a second: no file is written for them.
 INDEX_MIN_BYTES = 4 << 20
 _INDEX_SUFFIX = ".segreconcat-index.npz"
 # Any change to this module (cleaning rules, record parsing) invalidates every index it wrote.
 _CODE_DIGEST = hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:16]
+_ARRAYS = ("durations", "offsets", "starts", "ends")
 
 
-def _fingerprint(line: str) -> int:
-    """A stable digest of a cache line (without its newline): equal lines, equal fingerprints."""
-    digest = hashlib.blake2b(line.rstrip("\n").encode("utf-8"), digest_size=8).digest()
-    return int.from_bytes(digest, "little", signed=True)
+def index_locations(path) -> list[Path]:
+    """Where the binary index of a cache is looked for, in order.
 
-
-@dataclass
-class _FileAlignments:
-    """Every record of one cache file, cleaned, in file order (repeats not yet resolved)."""
-
-    file: Path
-    key: dict | None  # the file's path, size, times and inode when read (_file_key); None: not indexable
-    ids: list[str]
-    lines: np.ndarray  # line number of each record
-    fingerprints: np.ndarray  # int64, of each record's line
-    durations: np.ndarray
-    offsets: np.ndarray
-    starts: np.ndarray
-    ends: np.ndarray
-    aligners: list[str]
-    words: list[str] | None
-    fix_keys: list[str]
-    fixes: np.ndarray  # (k, 3) int64 rows of (record, key number, count), the fixes of each record
-
-
-def _file_key(file: Path) -> dict:
-    """What identifies one state of a cache file. Size and modification time alone miss an edit that keeps
-    the size and sets the time back (``touch -r``); any write changes the inode's change time (ctime),
-    which no user can set, and a file replaced by another has another inode."""
-    stat = file.stat()
-    return {
-        "path": str(file.resolve()),
-        "size": stat.st_size,
-        "mtime_ns": stat.st_mtime_ns,
-        "ctime_ns": stat.st_ctime_ns,
-        "inode": stat.st_ino,
-    }
-
-
-def _ends_with_newline(file: Path, size: int) -> bool:
-    if size == 0:
-        return True
-    with open(file, "rb") as handle:
-        handle.seek(-1, os.SEEK_END)
-        return handle.read(1) == b"\n"
-
-
-def _parse_file(file: Path, keep_words: bool, partial_tail: str) -> _FileAlignments:
-    """Parse and clean one cache file (the slow path the index saves)."""
-    key = _file_key(file)
-    # A file without its last newline is being written, or was cut: never indexed.
-    indexable = _ends_with_newline(file, key["size"])
-    ids, lines, fingerprints, durations, aligners, offsets = [], [], [], [], [], [0]
-    starts, ends, texts = [], [], []
-    fix_keys: dict[str, int] = {}
-    fixes = []
-    names: dict[str, str] = {}  # one str object per aligner name, however many records share it
-    for where, record, line in iter_jsonl(file, partial_tail=partial_tail):
-        alignment = UtteranceAlignment.from_record(record, where)
-        stats: Counter = Counter()
-        words = clean_words(alignment.words, alignment.duration, stats)
-        for name, count in stats.items():
-            if count:
-                fixes.append((len(ids), fix_keys.setdefault(name, len(fix_keys)), count))
-        ids.append(alignment.id)
-        lines.append(int(where.rsplit(":", 1)[1]))
-        fingerprints.append(_fingerprint(line))
-        durations.append(alignment.duration)
-        aligners.append(names.setdefault(alignment.aligner, alignment.aligner))
-        starts.extend(w.start for w in words)
-        ends.extend(w.end for w in words)
-        if keep_words:
-            texts.extend(w.word for w in words)
-        offsets.append(len(starts))
-    if indexable and _file_key(file) != key:
-        indexable = False  # changed while we read it (a writer is appending): not a consistent state
-    return _FileAlignments(
-        file=file,
-        key=key if indexable else None,
-        ids=ids,
-        lines=np.asarray(lines, dtype=np.int64),
-        fingerprints=np.asarray(fingerprints, dtype=np.int64),
-        durations=np.asarray(durations, dtype=np.float64),
-        offsets=np.asarray(offsets, dtype=np.int64),
-        starts=np.asarray(starts, dtype=np.float64),
-        ends=np.asarray(ends, dtype=np.float64),
-        aligners=aligners,
-        words=texts if keep_words else None,
-        fix_keys=list(fix_keys),
-        fixes=np.asarray(fixes, dtype=np.int64).reshape(-1, 3),
-    )
-
-
-def _combine(parts: list[_FileAlignments], keep_words: bool, path) -> AlignmentIndex:
-    """One index from the files' records: repeats read once (or an error), fixes of the kept records summed."""
-    repeated = RepeatedIds(AlignmentCacheError)
-    keep = []
-    count = sum(len(part.ids) for part in parts)
-    if len({utt for part in parts for utt in part.ids}) == count:  # no id twice: every record is kept
-        parts_to_check = []
-        keep = [np.ones(len(part.ids), dtype=bool) for part in parts]
-    else:
-        parts_to_check = parts
-    for part in parts_to_check:
-        where_prefix = f"{part.file}:"
-        fingerprints = part.fingerprints.tolist()
-        lines = part.lines.tolist()
-        keep.append(
-            np.fromiter(
-                (
-                    not repeated.is_repeat(utt, where_prefix + str(lines[k]), None, fingerprints[k])
-                    for k, utt in enumerate(part.ids)
-                ),
-                dtype=bool,
-                count=len(part.ids),
-            )
-        )
-    repeated.log(path, "alignments")
-    ids, aligners, texts, durations, lengths, starts, ends = [], [], [], [], [], [], []
-    stats: Counter = Counter()
-    repaired: list[str] = []  # the first utterances whose words needed a fix
-    repaired_count = 0
-    for part, kept in zip(parts, keep):
-        lengths_all = np.diff(part.offsets)
-        if kept.all():
-            ids.extend(part.ids)
-            aligners.extend(part.aligners)
-            word_rows = slice(None)
-        else:
-            rows = np.flatnonzero(kept)
-            ids.extend(part.ids[r] for r in rows)
-            aligners.extend(part.aligners[r] for r in rows)
-            word_rows = np.flatnonzero(np.repeat(kept, lengths_all))
-        durations.append(part.durations[kept])
-        lengths.append(lengths_all[kept])
-        starts.append(part.starts[word_rows])
-        ends.append(part.ends[word_rows])
-        if keep_words:
-            kept_words = part.words if isinstance(word_rows, slice) else [part.words[r] for r in word_rows]
-            texts.extend(kept_words)
-        kept_fixes = part.fixes[kept[part.fixes[:, 0]]]
-        for _record, key, count in kept_fixes.tolist():
-            stats[part.fix_keys[key]] += count
-        fixed_records = np.unique(kept_fixes[:, 0])  # records whose words needed a fix (logged by training)
-        repaired_count += len(fixed_records)
-        repaired.extend(part.ids[r] for r in fixed_records[: 10 - len(repaired)].tolist())
-    all_lengths = np.concatenate(lengths) if lengths else np.zeros(0, dtype=np.int64)
-    offsets = np.concatenate([[0], np.cumsum(all_lengths)])
-
-    def joined(arrays):
-        return np.concatenate(arrays) if arrays else np.zeros(0)
-
-    return AlignmentIndex(
-        ids,
-        joined(durations),
-        offsets,
-        joined(starts),
-        joined(ends),
-        aligners,
-        texts if keep_words else None,
-        stats,
-        repaired_ids=repaired,
-        repaired_count=repaired_count,
-    )
-
-
-def _user_cache_folder() -> Path:
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "segreconcat_aug" / "alignment-index"
-
-
-def index_locations(file) -> list[Path]:
-    """Where the binary index of a cache file is looked for, in order.
-
-    Beside the file as ``.<name>.segreconcat-index.npz`` (hidden, and no
-    ``*.jsonl`` glob matches it), else, where that folder is read-only, in the
-    user's cache folder (``$XDG_CACHE_HOME`` or ``~/.cache``) under a name made
-    from the file's absolute path.
+    Beside the file as ``.<name>.segreconcat-index.npz`` (inside a folder cache as
+    ``.segreconcat-index.npz``; hidden, and no ``*.jsonl`` glob matches it), else, where that folder is
+    read-only, in the user's cache folder (``$XDG_CACHE_HOME`` or ``~/.cache``) under a name made from
+    the cache's absolute path.
 
     >>> [p.name for p in index_locations("/data/align/B3.jsonl")][0]
     '.B3.jsonl.segreconcat-index.npz'
     """
-    file = Path(file).resolve()
-    hashed = hashlib.sha256(str(file).encode("utf-8")).hexdigest()[:24]
-    return [file.with_name(f".{file.name}{_INDEX_SUFFIX}"), _user_cache_folder() / f"{hashed}{_INDEX_SUFFIX}"]
+    path = Path(path).resolve()
+    beside = path / _INDEX_SUFFIX if path.is_dir() else path.with_name(f".{path.name}{_INDEX_SUFFIX}")
+    user_cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    hashed = hashlib.sha256(str(path).encode("utf-8")).hexdigest()[:24]
+    return [beside, Path(user_cache) / "segreconcat_aug" / "alignment-index" / f"{hashed}{_INDEX_SUFFIX}"]
 
 
-# File times tick coarsely (a few ms on Linux): a file rewritten at the same size within one tick of being
-# indexed keeps its key. As git does, an index written that soon after the file's last change is "racy"
-# and checked against the file's content digest whenever it is read.
-_RACY_SECONDS = 2.0
-
-
-def _content_digest(file: Path) -> str:
-    digest = hashlib.blake2b(digest_size=16)
-    with open(file, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 22), b""):
-            digest.update(block)
+def _digest(files: list[Path]) -> str:
+    """What the index is valid for: the cache files' names and bytes, and this module's code."""
+    digest = hashlib.sha256(_CODE_DIGEST.encode())  # sha256: hardware-accelerated on current CPUs
+    for file in files:
+        digest.update(f"\0{file.name}\0".encode())
+        with open(file, "rb") as handle:
+            for block in iter(lambda: handle.read(1 << 22), b""):
+                digest.update(block)
     return digest.hexdigest()
 
 
-def _index_meta(part: _FileAlignments) -> dict:
-    return {"format": INDEX_FORMAT, "code": _CODE_DIGEST, **part.key}
+def _ends_with_newline(file: Path) -> bool:
+    with open(file, "rb") as handle:
+        if handle.seek(0, os.SEEK_END) == 0:
+            return True
+        handle.seek(-1, os.SEEK_END)
+        return handle.read(1) == b"\n"
 
 
 def _json_array(value) -> np.ndarray:
@@ -617,29 +440,20 @@ def _from_json_array(array: np.ndarray):
     return json.loads(array.tobytes().decode("utf-8"))
 
 
-def _write_index(part: _FileAlignments) -> Path | None:
-    """Save a freshly parsed file's arrays atomically; None when no location is writable (logged)."""
-    if part.key is None:
-        return None
-    names = sorted(set(part.aligners))
+def _write_index(path, index: AlignmentIndex, key: str) -> Path | None:
+    """Save the index atomically at the first writable location; None when there is none (logged)."""
+    names = sorted(set(index.aligners))
     code = {name: k for k, name in enumerate(names)}
-    changed = max(part.key["mtime_ns"], part.key["ctime_ns"]) / 1e9  # ctime: when it was really last written
-    racy = time.time() - changed < _RACY_SECONDS
+    meta = {"key": key, "stats": dict(index.stats), "repaired": [index.repaired_ids, index.repaired_count]}
     arrays = {
-        "meta": _json_array(_index_meta(part)),
-        "content": _json_array(_content_digest(part.file) if racy else None),
-        "ids": _json_array(part.ids),
+        "meta": _json_array(meta),
+        "ids": _json_array(index.ids),
         "aligner_names": _json_array(names),
-        "aligner_codes": np.asarray([code[name] for name in part.aligners], dtype=np.int32),
-        "fix_keys": _json_array(part.fix_keys),
-        "words": _json_array(part.words) if part.words is not None else np.zeros(0, dtype=np.uint8),
-        "has_words": np.asarray(part.words is not None),
-        **{
-            name: getattr(part, name)
-            for name in ("lines", "fingerprints", "durations", "offsets", "starts", "ends", "fixes")
-        },
+        "aligner_codes": np.asarray([code[name] for name in index.aligners], dtype=np.int32),
+        "words": _json_array(index.words),
+        **{name: getattr(index, name) for name in _ARRAYS},
     }
-    for location in index_locations(part.file):
+    for location in index_locations(path):
         tmp = None
         try:
             location.parent.mkdir(parents=True, exist_ok=True)
@@ -648,74 +462,49 @@ def _write_index(part: _FileAlignments) -> Path | None:
             handle, tmp = tempfile.mkstemp(prefix=location.name + ".", suffix=".tmp", dir=location.parent)
             with os.fdopen(handle, "wb") as out:
                 np.savez(out, **arrays)
-            os.chmod(tmp, part.file.stat().st_mode & 0o666)  # readable by whoever reads the cache
+            os.chmod(tmp, 0o644)  # readable by whoever reads the cache
             os.replace(tmp, location)
             return location
         except OSError as err:
             if tmp is not None:
                 Path(tmp).unlink(missing_ok=True)
             logger.debug("%s: cannot write the alignment index (%s)", location, err)
-    logger.info("%s: no writable place for its binary index; it will be parsed again next time", part.file)
+    logger.info("%s: no writable place for its binary index; it will be parsed again next time", path)
     return None
 
 
-def _read_index(file: Path, keep_words: bool) -> _FileAlignments | None:
-    """The file's arrays from a matching index, or None (none, stale, unreadable: then it is rebuilt)."""
-    try:
-        key = _file_key(file)
-    except OSError:
-        return None
-    for location in index_locations(file):
+def _read_index(path, key: str, keep_words: bool) -> AlignmentIndex | None:
+    """The index saved for this content, or None (none, stale, unreadable: then it is rebuilt)."""
+    for location in index_locations(path):
         if not location.is_file():
             continue
         try:
             with np.load(location, allow_pickle=False) as saved:
-                if _from_json_array(saved["meta"]) != {"format": INDEX_FORMAT, "code": _CODE_DIGEST, **key}:
-                    continue
-                if keep_words and not bool(saved["has_words"]):
-                    continue
-                content = _from_json_array(saved["content"])
-                if content is not None and content != _content_digest(file):
+                meta = _from_json_array(saved["meta"])
+                if meta["key"] != key:
                     continue
                 names = _from_json_array(saved["aligner_names"])
-                part = _FileAlignments(
-                    file=file,
-                    key=key,
-                    ids=_from_json_array(saved["ids"]),
-                    lines=saved["lines"],
-                    fingerprints=saved["fingerprints"],
-                    durations=saved["durations"],
-                    offsets=saved["offsets"],
-                    starts=saved["starts"],
-                    ends=saved["ends"],
-                    aligners=[names[k] for k in saved["aligner_codes"].tolist()],
-                    words=_from_json_array(saved["words"]) if keep_words else None,
-                    fix_keys=_from_json_array(saved["fix_keys"]),
-                    fixes=saved["fixes"],
+                index = AlignmentIndex(
+                    _from_json_array(saved["ids"]),
+                    *(saved[name] for name in _ARRAYS),
+                    [names[k] for k in saved["aligner_codes"].tolist()],
+                    _from_json_array(saved["words"]) if keep_words else None,
+                    Counter(meta["stats"]),
+                    *meta["repaired"],
                 )
-        except (OSError, ValueError, KeyError, IndexError, EOFError, zipfile.BadZipFile) as err:
+        except (OSError, ValueError, KeyError, IndexError, TypeError, EOFError, zipfile.BadZipFile) as err:
             logger.info("%s: unreadable alignment index ignored, rebuilding it (%s)", location, err)
             continue
-        if _consistent(part):
-            return part
+        n, offsets = len(index.ids), index.offsets
+        if (  # shapes that agree with each other (a damaged index that still unzips fails here)
+            index.durations.shape == (n,)
+            and len(index.aligners) == n
+            and offsets.shape == (n + 1,)
+            and offsets[0] == 0
+            and bool(np.all(np.diff(offsets) >= 0))
+            and index.starts.shape == index.ends.shape == (int(offsets[-1]),)
+            and (index.words is None or len(index.words) == int(offsets[-1]))
+        ):
+            return index
         logger.info("%s: inconsistent alignment index ignored, rebuilding it", location)
     return None
-
-
-def _consistent(part: _FileAlignments) -> bool:
-    """Shapes that agree with each other (a damaged index that still unzips fails here)."""
-    n = len(part.ids)
-    offsets = part.offsets
-    return (
-        part.lines.shape == part.fingerprints.shape == part.durations.shape == (n,)
-        and len(part.aligners) == n
-        and offsets.shape == (n + 1,)
-        and offsets[0] == 0
-        and bool(np.all(np.diff(offsets) >= 0))
-        and part.starts.shape == part.ends.shape == (int(offsets[-1]),)
-        and (part.words is None or len(part.words) == int(offsets[-1]))
-        and part.fixes.ndim == 2
-        and part.fixes.shape[1] == 3
-        and bool(np.all((part.fixes[:, 0] >= 0) & (part.fixes[:, 0] < n)))
-        and bool(np.all((part.fixes[:, 1] >= 0) & (part.fixes[:, 1] < len(part.fix_keys))))
-    )

@@ -1,22 +1,24 @@
-"""Batch-job utilities: shards, resumable JSON Lines output, failures, merge, progress, inputs.
+"""Batch jobs: shards, each written as its own file, resumable; failures, merge, inputs; SLURM job arrays.
 
 Long per-utterance jobs (word alignment, order computation) share these pieces:
 
 - :func:`resolve_shard` turns ``--shard i/n`` (0-based ``i``) and/or torchrun's ``RANK`` /
   ``WORLD_SIZE`` into a :class:`Shard`; ``Shard.owns(id)`` picks ids by a stable hash, so a
   shard's share does not depend on the input order.
-- :func:`shard_path` names each shard's output: ``<folder>/part-002-of-008.jsonl`` when the
-  output is a folder (``load_alignments(folder)`` then reads all parts, no merge needed), or
-  ``x.part-002-of-008.jsonl`` next to an ``x.jsonl`` target (one shard writes ``x.jsonl``).
-- :class:`Job` writes one JSON object per line (key ``"id"``), flushed; on start it truncates
-  a half-written last line (a killed run), skips ids already present in its own file *and in its
-  sibling parts* (so changing the shard count never duplicates an id), holds an exclusive lock
-  so the same shard cannot run twice at once, records failures as ``<id>\\t<reason>`` lines in
-  ``<stem>.failures.tsv`` (rewritten each run: failed ids are retried on the next run; no file when
-  nothing failed), counts them by kind, and shows a tqdm bar (utterances/s, ETA). A run stopped
-  before its first line leaves no empty output behind.
-- :func:`merge_jsonl` concatenates shards into one file, refusing duplicate ids and unfinished
-  shards.
+- A shard is its own file (:func:`shard_path`): ``<folder>/part-002-of-008.jsonl`` when the output is a
+  folder (``load_alignments(folder)`` then reads all parts, no merge needed), or ``x.part-002-of-008.jsonl``
+  next to an ``x.jsonl`` target (one shard writes ``x.jsonl``).
+- :class:`Job` runs one shard. It appends one JSON object per line (key ``"id"``), flushed, to
+  ``<shard file>.partial`` and, when the shard is done, writes the shard file whole (its earlier lines,
+  then this run's) and renames it into place: readers see finished shards only. A run stopped before the
+  end leaves its ``.partial`` for the next run to resume; the next run skips ids already in any file of the
+  output (so changing the shard count never duplicates an id). One writer per shard
+  (:func:`~segreconcat_aug.data.folder_lock.lock_folder`). Failures go to ``<stem>.failures.tsv`` as
+  ``<id>\\t<reason>`` lines (rewritten each run: failed ids are retried; no file when nothing failed),
+  counted by kind; a tqdm bar shows utterances/s and the ETA.
+- :func:`merge_jsonl` concatenates shards into one file, refusing two different lines for an id.
+- :func:`run_array` runs the shards that have work left as one SLURM job array (submitit), each task
+  the same command with its ``--shard=k/n``.
 - :func:`read_inputs` yields :class:`JobItem` ``(id, source, text, problem)`` from a Kaldi
   folder or a SpeechBrain CSV manifest (columns ``ID``, ``wav``, optional ``text``), and
   :func:`read_item_audio` reads one item's audio or raises :class:`ItemError` whose ``kind``
@@ -34,7 +36,7 @@ Example
 ...                 job.fail(item.id, "cannot read audio", kind="unreadable")
 ...             else:
 ...                 job.write(item.id, json.dumps({"id": item.id, "n": 1}))
->>> sorted(p.name for p in out.iterdir())  # a failures file only for the shard where u3 failed
+>>> sorted(p.name for p in out.glob("part-*"))  # a failures file only for the shard where u3 failed
 ['part-000-of-002.failures.tsv', 'part-000-of-002.jsonl', 'part-001-of-002.jsonl']
 >>> report = merge_jsonl(shard_files(out), out.parent / "all.jsonl")
 >>> report.lines, sorted(read_failures(out))
@@ -50,11 +52,12 @@ A rerun skips what is done (here it retries ``u3`` only):
 from __future__ import annotations
 
 import csv
-import fcntl
 import json
 import logging
 import os
 import re
+import shutil
+import subprocess
 import zlib
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
@@ -63,7 +66,15 @@ from pathlib import Path
 from typing import NamedTuple
 
 from ..errors import MissingInputError, UserError
-from .jsonl_files import _is_folder_target, cache_files, shard_files, truncate_partial_tail
+from .folder_lock import FolderInUseError, lock_folder
+from .jsonl_files import (
+    PARTIAL,
+    RepeatedIds,
+    _is_folder_target,
+    cache_files,
+    shard_files,
+    truncate_partial_tail,
+)
 from .kaldi import KaldiFormatError, PipeCommand, load_kaldi_folder
 from .vpac import log_completion, sibling_original
 
@@ -83,7 +94,11 @@ __all__ = [
     "read_inputs",
     "read_item_audio",
     "resolve_shard",
+    "array_shards",
+    "run_array",
+    "task_arguments",
     "shard_path",
+    "written_ids",
 ]
 
 
@@ -118,11 +133,16 @@ class Shard:
             )
 
     def owns(self, utt_id: str) -> bool:
-        """Whether this shard processes ``utt_id`` (stable CRC32 hash of the id)."""
-        return self.count == 1 or zlib.crc32(utt_id.encode("utf-8")) % self.count == self.index
+        """Whether this shard processes ``utt_id``."""
+        return self.count == 1 or shard_of(utt_id, self.count) == self.index
 
     def __str__(self) -> str:
         return f"{self.index}/{self.count}"
+
+
+def shard_of(utt_id: str, count: int) -> int:
+    """Which of ``count`` shards processes ``utt_id`` (a stable CRC32 hash of the id)."""
+    return zlib.crc32(utt_id.encode("utf-8")) % count
 
 
 def resolve_shard(spec: str | None = None, *, env=None) -> Shard:
@@ -211,18 +231,15 @@ def _line_id(line: str, key: str, where: str):
         raise JobError(f"{where}: not a JSON object with key {key!r}") from None
 
 
-def jsonl_ids(path, *, key: str = "id", truncate: bool = False) -> dict[str, int]:
+def jsonl_ids(path, *, key: str = "id") -> dict[str, int]:
     """``{id: line}`` of a JSON Lines file.
 
-    ``truncate=True`` first cuts a half-written last line (use it on your own file before
-    appending); otherwise an unterminated last line is ignored (another process may be
-    writing it). Any other malformed line or a duplicate id is an error naming file and line.
+    An unterminated last line is ignored (a writer killed, or still writing). Any other malformed line or a
+    duplicate id is an error naming file and line.
     """
     path = Path(path)
     if not path.exists():
         return {}
-    if truncate:
-        truncate_partial_tail(path)
     ids: dict[str, int] = {}
     with open(path, encoding="utf-8") as handle:
         for number, line in enumerate(handle, start=1):
@@ -235,6 +252,15 @@ def jsonl_ids(path, *, key: str = "id", truncate: bool = False) -> dict[str, int
                 raise JobError(f"{path}:{number}: id {utt!r} already on line {ids[utt]}")
             ids[utt] = number
     return ids
+
+
+def written_ids(output, *, key: str = "id") -> set[str]:
+    """The ids in any file of ``output``: its finished shards and the ``.partial`` of unfinished ones."""
+    return {
+        utt
+        for file in cache_files(output, required=False, in_progress=True)
+        for utt in jsonl_ids(file, key=key)
+    }
 
 
 # --------------------------------------------------------------------------- the job
@@ -287,41 +313,30 @@ class Job:
     ):
         self.output = Path(output)
         self.shard = shard
-        self.key = key
         self.desc = desc
         self.show_progress = progress
         self.path = shard_path(self.output, shard)
+        self.partial = Path(f"{self.path}{PARTIAL}")
         self.failures_path = failures_path(self.path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._lock = open(self.path.with_name(self.path.name + ".lock"), "w")
+        lock_name = f".{self.path.name}.lock"
         try:
-            fcntl.flock(self._lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            self._lock.close()
+            self._lock = lock_folder(self.path.parent, f"{desc} shard {shard}", name=lock_name)
+        except FolderInUseError:
+            holder = (self.path.parent / lock_name).read_text(encoding="utf-8").strip() or "another process"
             raise JobError(
-                f"{self.path}: another process is writing this shard: wait for it to finish, or give this "
-                "one another --shard"
+                f"{self.path}: another process is writing this shard ({holder}): wait for it to finish, "
+                "or give this one another --shard"
             ) from None
-        own = jsonl_ids(self.path, key=key, truncate=True)
-        self.done: set[str] = set(own)
-        for sibling in self._siblings():
-            self.done.update(jsonl_ids(sibling, key=key))
+        for own in (self.path, self.partial):  # a line cut by a kill (ours: this shard is locked)
+            if own.is_file():
+                truncate_partial_tail(own)
+        self.done = written_ids(self.output, key=key)
         self.previously_done = len(self.done)
-        # Left empty, close() removes the failures file and an output this run created (a run stopped
-        # before its first line): a failures file is there only when something failed.
-        self._new_output = not self.path.exists()
-        self._handle = open(self.path, "a", encoding="utf-8")
+        self._handle = open(self.partial, "a", encoding="utf-8")
         self._failures = open(self.failures_path, "w", encoding="utf-8")
         self._fsync = fsync
         self.written = 0
         self.failures: Counter = Counter()
-        self._bar = None
-
-    def _siblings(self) -> list[Path]:
-        # What a loader of this output reads (its file and every part), but this shard's part.
-        return [file for file in cache_files(self.output, required=False) if file != self.path]
-
-    # -- selection and progress
 
     def pending(self, items: Iterable) -> list:
         """The items (or ids) this shard owns that are not done yet, in input order."""
@@ -343,7 +358,7 @@ class Job:
             len(items),
             self.path,
         )
-        self._bar = tqdm(
+        bar = tqdm(
             total=len(items),
             desc=f"{self.desc} [{self.shard}]",
             unit="utt",
@@ -355,24 +370,18 @@ class Job:
             problem = getattr(item, "problem", None)
             if problem:
                 self.fail(_item_id(item), problem, kind="refused")
-                self._bar.update(1)
-                continue
-            if batch_size is None:
-                yield item
-                self._bar.update(1)
+                bar.update(1)
                 continue
             ready.append(item)
-            if len(ready) == batch_size:
-                yield ready
-                self._bar.update(len(ready))
+            if len(ready) == (batch_size or 1):
+                yield ready if batch_size else ready[0]
+                bar.update(len(ready))
                 ready = []
         if ready:
             yield ready
-            self._bar.update(len(ready))
-        self._bar.set_postfix(written=self.written, failed=sum(self.failures.values()))
-        self._bar.close()
-
-    # -- output
+            bar.update(len(ready))
+        bar.set_postfix(written=self.written, failed=self.failed)
+        bar.close()
 
     def write(self, utt_id: str, line: str) -> None:
         """Append one JSON record (no newline inside) for ``utt_id``; an id twice is an error."""
@@ -419,23 +428,36 @@ class Job:
         """0 when nothing failed (or failures are allowed), else 1."""
         return 0 if allow_failures or not self.failed else 1
 
-    def close(self) -> None:
-        for handle in (self._handle, self._failures):
-            if not handle.closed:
-                handle.close()
-        for file, removable in ((self.path, self._new_output), (self.failures_path, True)):
-            if removable and file.is_file() and file.stat().st_size == 0:
-                file.unlink()
-        if not self._lock.closed:
-            fcntl.flock(self._lock, fcntl.LOCK_UN)
-            self._lock.close()
-            Path(self._lock.name).unlink(missing_ok=True)
+    def close(self, finished: bool = True) -> None:
+        """Close; a ``finished`` shard's file is written whole and renamed into place, an unfinished one's
+        lines stay in its ``.partial`` for the next run."""
+        if self._handle.closed:
+            return
+        self._handle.close()
+        self._failures.close()
+        if self.failures_path.stat().st_size == 0:
+            self.failures_path.unlink()
+        if self.partial.stat().st_size == 0:
+            self.partial.unlink()
+        elif finished:
+            temporary = Path(f"{self.path}.tmp")
+            with open(temporary, "wb") as out:
+                for file in (self.path, self.partial):
+                    if file.is_file():
+                        with open(file, "rb") as lines:
+                            shutil.copyfileobj(lines, out)
+                if self._fsync:
+                    out.flush()
+                    os.fsync(out.fileno())
+            os.replace(temporary, self.path)
+            self.partial.unlink()
+        self._lock.close()
 
     def __enter__(self):
         return self
 
-    def __exit__(self, *exc):
-        self.close()
+    def __exit__(self, error_type, *exc):
+        self.close(finished=error_type is None)
 
 
 # --------------------------------------------------------------------------- merge
@@ -450,24 +472,25 @@ class MergeReport(NamedTuple):
 
 
 def merge_jsonl(inputs: Iterable, output, *, key: str = "id", expected_ids=None) -> MergeReport:
-    """Concatenate JSON Lines shards into ``output``, refusing duplicate ids.
+    """Concatenate JSON Lines shards into ``output``, each id once.
 
-    An unterminated last line (a shard still running or killed) is refused: finish or
-    rerun that shard first. ``expected_ids`` (optional) makes missing ids an error too.
-    The output is written to a temporary file and renamed, so it is never half-merged.
+    The same line twice (``output`` itself among the inputs, or a part merged before) is written once;
+    two different lines for an id are refused. An unterminated last line is refused (finish or rerun that
+    shard first). ``expected_ids`` (optional) makes missing ids an error too. The output is written to a
+    temporary file and renamed, so it is never half-merged.
     """
     output = Path(output)
-    inputs = [Path(p) for p in inputs if Path(p).resolve() != output.resolve()]
+    inputs = [Path(p) for p in inputs]
     if not inputs:
         raise JobError(f"{output}: no shard files to merge")
-    seen: dict[str, str] = {}
+    repeated = RepeatedIds(JobError)
     per_file: dict[str, int] = {}
     temporary = output.with_name(output.name + ".merging")
     output.parent.mkdir(parents=True, exist_ok=True)
     try:
         with open(temporary, "w", encoding="utf-8") as out:
             for file in inputs:
-                count = 0
+                per_file[str(file)] = 0
                 with open(file, encoding="utf-8") as handle:
                     for number, line in enumerate(handle, start=1):
                         if not line.strip():
@@ -477,21 +500,119 @@ def merge_jsonl(inputs: Iterable, output, *, key: str = "id", expected_ids=None)
                                 f"{file}:{number}: unterminated last line (is this shard still running "
                                 "or was it killed? rerun it to completion first)"
                             )
-                        utt = _line_id(line, key, f"{file}:{number}")
-                        if utt in seen:
-                            raise JobError(f"{file}:{number}: id {utt!r} already in {seen[utt]}")
-                        seen[utt] = f"{file}:{number}"
-                        out.write(line)
-                        count += 1
-                per_file[str(file)] = count
+                        if not repeated.is_repeat(
+                            _line_id(line, key, f"{file}:{number}"), f"{file}:{number}", line
+                        ):
+                            out.write(line)
+                            per_file[str(file)] += 1
+        merged = sum(per_file.values())
         if expected_ids is not None:
-            missing = [utt for utt in expected_ids if utt not in seen]
+            missing = [utt for utt in expected_ids if utt not in repeated]
             if missing:
                 raise JobError(f"{output}: {len(missing)} expected id(s) missing, first: {missing[:5]}")
         os.replace(temporary, output)
     finally:
         temporary.unlink(missing_ok=True)
-    return MergeReport(output, len(seen), per_file)
+    return MergeReport(output, merged, per_file)
+
+
+# --------------------------------------------------------------------------- SLURM job arrays
+
+#: submitit's cluster for ``--launcher=slurm`` (its AutoExecutor would pick SLURM by itself whenever ``srun``
+#: is on PATH; naming it keeps the choice explicit). Tests set ``"local"``: the same array, run here.
+ARRAY_CLUSTER = "slurm"
+#: The YAML keys of a job array's resources, and submitit's names for them.
+SLURM_KEYS = {
+    "slurm_partition": "slurm_partition",
+    "slurm_gpus_per_node": "gpus_per_node",
+    "slurm_cpus_per_task": "cpus_per_task",
+    "slurm_mem_gb": "mem_gb",
+    "slurm_time_min": "timeout_min",
+    "slurm_array_parallelism": "slurm_array_parallelism",
+    "slurm_additional_parameters": "slurm_additional_parameters",
+}
+
+
+def array_shards(hparams) -> int | None:
+    """``shards`` when ``launcher: slurm`` asks for a job array; None for a run here (``launcher: local``)."""
+    launcher, shards = hparams.get("launcher", "local"), hparams.get("shards")
+    if launcher not in ("local", "slurm"):
+        raise ShardError(
+            f"--launcher={launcher!r}: expected local (this process) or slurm (a SLURM job array)"
+        )
+    if launcher == "local":
+        if shards is not None:
+            raise ShardError(
+                f"--shards={shards} is the size of a --launcher=slurm job array; here give --shard=i/n (or torchrun)"
+            )
+        return None
+    if isinstance(shards, bool) or not isinstance(shards, int) or shards < 1:
+        raise ShardError(
+            f"--shards={shards!r}: --launcher=slurm needs the number of array tasks, e.g. --shards=8"
+        )
+    if hparams.get("shard") not in (None, "", "None"):
+        raise ShardError(
+            "--shard=i/n runs one shard here; --launcher=slurm runs all --shards: give one of them"
+        )
+    return shards
+
+
+def task_arguments(argv: list[str]) -> list[str]:
+    """A recipe's arguments for one array task: its own, run here (``--launcher=local``, no ``--shards``)."""
+    kept, skip = [], False
+    for arg in argv:
+        if not skip and arg.split("=", 1)[0] not in ("--launcher", "--shards"):
+            kept.append(arg)
+        skip = arg in ("--launcher", "--shards")  # the value follows as its own argument
+    return [*kept, "--launcher=local", "--shards=null"]
+
+
+def run_command(command: list[str], cwd: str) -> int:
+    """One array task: the command's exit status (its output goes to the task's log)."""
+    return subprocess.run(command, cwd=cwd, check=False).returncode
+
+
+def run_array(
+    command: list[str], output, ids: Iterable[str], *, shards: int, hparams: dict, name: str
+) -> int:
+    """Run ``command --shard=k/<shards>`` for each shard ``k`` with work left, as one job array; wait for it.
+
+    Work left: an id of ``ids`` the shard owns that no file of ``output`` holds (failures are retried, as a
+    local rerun does). The tasks' logs go to ``<output>.submitit/``. Returns 0 when every task exited 0,
+    else 1 (each shard's failures are in its ``*.failures.tsv``; a task that died left its ``.partial``).
+    """
+    try:
+        import submitit
+    except ImportError:
+        raise JobError("--launcher=slurm submits through submitit: pip install submitit") from None
+    done = written_ids(output)
+    todo = {shard_of(utt, shards) for utt in ids if utt not in done}
+    if not todo:
+        logger.info("%s: every shard of %d is done; nothing to submit", output, shards)
+        return 0
+    executor = submitit.AutoExecutor(folder=f"{output}.submitit", cluster=ARRAY_CLUSTER)
+    resources = {SLURM_KEYS[key]: hparams[key] for key in SLURM_KEYS if hparams.get(key) is not None}
+    executor.update_parameters(name=name, **resources)
+    tasks = [[*command, f"--shard={k}/{shards}"] for k in sorted(todo)]
+    jobs = executor.map_array(run_command, tasks, [os.getcwd()] * len(tasks))
+    logger.info(
+        "%s: %d of %d shard(s) submitted as job(s) %s; waiting (logs in %s.submitit)",
+        name,
+        len(jobs),
+        shards,
+        ", ".join(job.job_id for job in jobs),
+        output,
+    )
+    status = 0
+    for task, job in zip(tasks, jobs):
+        try:
+            code = job.result()
+        except (submitit.core.utils.FailedJobError, submitit.core.utils.UncompletedJobError) as err:
+            logger.error("%s: task %s did not finish: %s", name, job.job_id, str(err).splitlines()[0])
+            code = 1
+        status = max(status, int(code != 0))
+        logger.info("%s: %s exited %s", job.job_id, task[-1], code)
+    return status
 
 
 # --------------------------------------------------------------------------- inputs

@@ -260,7 +260,7 @@ def run_order_job(
     from ..data.jobs import ItemError, Job, JobError, Shard, read_item_audio
 
     shard = Shard() if shard is None else shard
-    stale = stale_orders(cache_files(output, required=False), **computer.settings)
+    stale = stale_orders(cache_files(output, required=False, in_progress=True), **computer.settings)
     if stale:
         raise JobError(
             f"{output}: {len(stale)} cached order(s) were computed with other alignments, segmentation or "

@@ -267,7 +267,7 @@ def table(vpac_root, tmp_path_factory):
             [f"{empty / 'train.csv'}: no rows after the header"], [empty, world / "empty-manifest"]),
         "evaluate: truncated embedding_model.ckpt": (
             "evaluate", [*evaluate, f"--output_folder={cut}"],
-            [f"{model}: cannot be read, the file is damaged or cut", "recipes/train.py"], [cut]),
+            [f"{model}: cannot be read (model checkpoint), the file is damaged or cut", "recipes/train.py"], [cut]),
         "evaluate: model of another size": (
             "evaluate", args(evaluate, f"--output_folder={other_size}", "--channels=[32,32,32,32,96]"),
             ["the export has channels=[16, 16, 16, 16, 48]", "embedding_model channels=[32, 32, 32, 32, 96]"],

@@ -87,7 +87,9 @@ def read_torch_file(path, *, what: str, trusted: bool = False, again: str = "cop
     try:
         return torch.load(path, map_location="cpu", weights_only=not trusted)
     except pickle.UnpicklingError as error:
-        if "Weights only load failed" not in str(error):
+        with open(path, "rb") as handle:  # a zip (torch.save) or a pickle (PROTO opcode) at all?
+            pickled = handle.read(2)[:1] in (b"P", b"\x80")
+        if not pickled or "Weights only load failed" not in str(error):
             raise CheckpointError(f"{path}: not a PyTorch checkpoint ({what}): {_reason(error)}") from None
         found = re.search(r"(?:Unsupported global: GLOBAL|unsupported GLOBAL) ([\w.]+)", str(error))
         held = f"a Python object ({found.group(1)})" if found else f"pickled data ({_reason(error)})"

@@ -31,6 +31,7 @@ from segreconcat_aug.models.folder import (
     ModelMismatchError,
     load_speaker_model,
 )
+from segreconcat_aug.models.state_dicts import CheckpointError
 
 REPO = Path(__file__).resolve().parents[1]
 HPARAMS = REPO / "hparams" / "ecapa_segreconcat.yaml"
@@ -178,7 +179,10 @@ def test_a_folder_that_does_not_fit_is_one_line_naming_both(tmp_path, case):
     elif case == "damaged checkpoint":
         checkpoint = hub / "embedding_model.ckpt"
         checkpoint.write_bytes(checkpoint.read_bytes()[:500])
-        expected = ExportError, [f"{checkpoint}: cannot be read, the file is damaged or cut"]
+        expected = (
+            CheckpointError,
+            [f"{checkpoint}: cannot be read (model checkpoint), the file is damaged or cut"],
+        )
     elif case == "missing file":
         (hub / "classifier.ckpt").unlink()
         expected = ModelFolderError, [f"{yaml_file}: pretrainer.paths.classifier", f"{hub}/classifier.ckpt"]

@@ -97,7 +97,9 @@ def test_another_speechbrain_model_is_read_generically_and_a_family_can_claim_it
 
     calls = []
 
-    def read(folder, spec):  # a family's own reader: its name mapping into the training's modules
+    def read(
+        folder, spec, *, trusted=False
+    ):  # a family's own reader: its name mapping into the training's modules
         calls.append(("read", folder))
         return PretrainedModel(folder, "", folder / "x", {"xvector": {}}, {})
 

@@ -19,6 +19,7 @@ import pytest
 import soundfile
 import torch
 from model_folders import VPC_YAML, hub_folder
+from test_model_safety import hostile
 from test_train import TINY as TRAIN_TINY
 
 from segreconcat_aug import cli
@@ -110,6 +111,7 @@ CASE_IDS = [
     "train: audio problems in a new output folder",
     "train: a second trainer into a folder in use",
     "train: an empty training manifest",
+    "train: an init_from folder whose hyperparams.yaml would run code",
     "evaluate: truncated embedding_model.ckpt",
     "evaluate: model of another size",
     "evaluate: NaN embedding under check_audio header",
@@ -118,6 +120,7 @@ CASE_IDS = [
     "evaluate: a model folder's hyperparams.yaml without embedding_model",
     "evaluate: a second evaluation into an eval folder in use",
     "evaluate: an empty enrolls list",
+    "evaluate: a model folder whose hyperparams.yaml would run code",
     "align: output under a file",
     "align: shard 3/2",
     "align: no data_folder",
@@ -168,6 +171,9 @@ def table(vpac_root, tmp_path_factory):
     (encoder_only / "hyperparams.yaml").write_text(
         VPC_YAML.format(**sizes).replace("embedding_model", "encoder")
     )
+    # Model folders whose hyperparams.yaml would write <folder>/ran when built: the folder's digest shows it.
+    hostile_init, _, init_line = hostile(hub_folder(world / "hostile-init", sizes)[0], "embedding_model")
+    hostile_eval, _, eval_line = hostile(hub_folder(world / "hostile-eval", sizes)[0])
     locked = new("locked")
     lock = open(locked / ".cache.jsonl.lock", "w")
     fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)  # a first aligner is writing this shard
@@ -261,9 +267,13 @@ def table(vpac_root, tmp_path_factory):
             "train", [*train, f"--output_folder={new('empty-manifest')}/out", "--skip_prep=True",
                       f"--train_annotation={empty / 'train.csv'}", f"--valid_annotation={empty / 'train.csv'}"],
             [f"{empty / 'train.csv'}: no rows after the header"], [empty, world / "empty-manifest"]),
+        "train: an init_from folder whose hyperparams.yaml would run code": (
+            "train", [*train, f"--output_folder={new('hostile-init-run')}/out", f"--init_from={hostile_init}"],
+            [f"{hostile_init}/hyperparams.yaml:{init_line}: the tag !apply:pathlib.Path.write_text", "--trusted=True"],
+            [hostile_init, world / "hostile-init-run"]),
         "evaluate: truncated embedding_model.ckpt": (
             "evaluate", [*evaluate, f"--output_folder={cut}"],
-            [f"{model}: cannot be read, the file is damaged or cut", "recipes/train.py"], [cut]),
+            [f"{model}: cannot be read (model checkpoint), the file is damaged or cut", "recipes/train.py"], [cut]),
         "evaluate: model of another size": (
             "evaluate", args(evaluate, f"--output_folder={other_size}", "--channels=[32,32,32,32,96]"),
             ["the export has channels=[16, 16, 16, 16, 48]", "embedding_model channels=[32, 32, 32, 32, 96]"],
@@ -290,6 +300,10 @@ def table(vpac_root, tmp_path_factory):
             "evaluate", [f"--data_folder={no_enrolls}", "--system=T8-5", *TINY, f"--output_folder={empty_enrolls_run}"],
             [f"{no_enrolls}/T8-5/data/libri_dev_enrolls_T8-5/enrolls: empty", "remove the file"],
             [no_enrolls, empty_enrolls_run]),
+        "evaluate: a model folder whose hyperparams.yaml would run code": (
+            "evaluate", [*evaluate, f"--output_folder={new('hostile-eval-run')}/out", f"--eval_model_folder={hostile_eval}"],
+            [f"{hostile_eval}/hyperparams.yaml:{eval_line}: the tag !apply:pathlib.Path.write_text", "--trusted=True"],
+            [hostile_eval, world / "hostile-eval-run"]),
         "align: output under a file": (
             "align", [f"--data_folder={enroll}", f"--output={a_file}/cache.jsonl"],
             [f"output: '{a_file}/cache.jsonl' lies under '{a_file}'"], [a_file]),

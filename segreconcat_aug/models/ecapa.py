@@ -47,12 +47,12 @@ def checkpoint_definition(state: dict) -> Definition:
     return Definition.of(ECAPA_CLASS, kwargs)
 
 
-def read_ecapa_folder(folder: Path, spec) -> PretrainedModel:
+def read_ecapa_folder(folder: Path, spec, *, trusted: bool = False) -> PretrainedModel:
     """An ECAPA folder: through its ``hyperparams.yaml``, else its ``embedding_model.ckpt`` alone."""
     if spec is not None:
-        return read_speechbrain_folder(folder, spec)
+        return read_speechbrain_folder(folder, spec, trusted=trusted)
     checkpoint = Path(folder) / MODEL_CHECKPOINT
-    state = read_checkpoint(checkpoint)
+    state = read_checkpoint(checkpoint, trusted=trusted)
     if "blocks.0.conv.conv.weight" not in state:
         raise PretrainedModelError(
             f"{checkpoint}: not an ECAPA-TDNN checkpoint (no blocks.0.conv.conv.weight), and the folder has no "

@@ -56,9 +56,9 @@ def challenge_state(path: Path, *, trusted: bool = False) -> dict:
     return from_challenge_state_dict(tensor_mapping(loaded, source=path, what="ecapa_ssl embedding model"))
 
 
-def ecapa_ssl_sizes(state: Mapping) -> dict:
+def ecapa_ssl_sizes(state: Mapping, source=None) -> dict:
     """The :class:`~.ecapa_ssl.EcapaSSL` arguments a state dict (our names) was made with (dilations:
-    the toolkit's, which no weight shows).
+    the toolkit's, which no weight shows). ``source``: the file the state came from, for the refusal of others.
 
     >>> from segreconcat_aug.models.ecapa_ssl import EcapaSSL
     >>> sizes = {"channels": [16, 16, 16, 16, 48], "attention_channels": 8, "se_channels": 8, "lin_neurons": 12}
@@ -67,9 +67,11 @@ def ecapa_ssl_sizes(state: Mapping) -> dict:
     (True, 8, [5, 3, 3, 3, 1])
     """
     if "blocks.0.conv.conv.weight" not in state or "ssl_layer_sum.weights" not in state:
+        plain = "; a plain ECAPA-TDNN's, it seems" if "blocks.0.conv.conv.weight" in state else ""
         raise CheckpointError(
-            "not an ecapa_ssl embedding model's weights (no blocks.0.conv.conv.weight or "
-            "weighted_sum.layer_weights)"
+            f"{source or 'the state dict'}: not an ecapa_ssl embedding model's weights (no "
+            f"blocks.0.conv.conv.weight or weighted_sum.layer_weights{plain}); an exp/asv_ssl folder holds the "
+            "challenge's WavLM + ECAPA checkpoint"
         )
     first = state["blocks.0.conv.conv.weight"]
     inner = sorted({int(key.split(".")[1]) for key in state if key.startswith("blocks.")} - {0})
@@ -117,27 +119,27 @@ DEFINED_SIZES = (
 )
 
 
-def checkpoint_definition(state: Mapping) -> Definition:
+def checkpoint_definition(state: Mapping, source=None) -> Definition:
     """The :class:`~.ecapa_ssl.EcapaSSL` a state dict (our names) fits, as :mod:`.ecapa`'s
     ``checkpoint_definition`` gives an ECAPA's (refused in one line if these are not this model's weights)."""
-    sizes = ecapa_ssl_sizes(state)
+    sizes = ecapa_ssl_sizes(state, source)
     kwargs = {key: sizes[key] for key in DEFINED_SIZES}
     return Definition.of(ECAPA_SSL_CLASSES[0], kwargs)
 
 
-def read_ecapa_ssl_folder(folder: Path, spec) -> PretrainedModel:
+def read_ecapa_ssl_folder(folder: Path, spec, *, trusted: bool = False) -> PretrainedModel:
     """What ``init_from`` takes from an ``ecapa_ssl`` folder: ``embedding_model``'s weights (our names) and
     ``wavlm_checkpoint`` (the folder's ``WavLM-Large.pt``, or the one our export names)."""
     folder = Path(folder)
     if spec is None:
         checkpoint = folder / CHALLENGE_CHECKPOINT
-        state = challenge_state(checkpoint)
+        state = challenge_state(checkpoint, trusted=trusted)
         wavlm = str(folder / CHALLENGE_WAVLM)
     else:
         from .folder import read_checkpoint
 
         checkpoint = folder / MODEL_CHECKPOINT
-        state = read_checkpoint(checkpoint)
+        state = read_checkpoint(checkpoint, trusted=trusted)
         wavlm = _export_wavlm(spec, folder / MODEL_HPARAMS)
     return PretrainedModel(
         folder=folder,
@@ -145,7 +147,9 @@ def read_ecapa_ssl_folder(folder: Path, spec) -> PretrainedModel:
         source=checkpoint if spec is None else folder / MODEL_HPARAMS,
         states={"embedding_model": state},
         files={"embedding_model": checkpoint},
-        definitions={"embedding_model": checkpoint_definition(state)},  # init_from takes its sizes
+        definitions={
+            "embedding_model": checkpoint_definition(state, checkpoint)
+        },  # init_from takes its sizes
         sample_rate=SAMPLE_RATE,
         hparams={"wavlm_checkpoint": wavlm},
     )
@@ -157,16 +161,16 @@ def load_ecapa_ssl_folder(folder, hparams: dict, *, savedir, device: str = "cpu"
     checkpoint shows, its weights loaded strictly (one line naming those that do not fit)."""
     folder = Path(folder)
     yaml_path = folder / MODEL_HPARAMS
+    trusted = bool(hparams.get("trusted", False))
     if yaml_path.is_file():
-        spec, overrides = read_spec(yaml_path, folder)
+        spec, overrides = read_spec(yaml_path, folder, trusted=trusted)
         model = load_with_encoder_classifier(
             folder, hparams, spec, overrides, savedir=savedir, device=device, stated=stated
         )
         # The frozen WavLM decides the embeddings too: its bytes name the embedding cache with the rest.
         return dataclasses.replace(model, files=(*model.files, Path(_export_wavlm(spec, yaml_path))))
-    trusted = bool(hparams.get("trusted", False))
     checkpoint = folder / CHALLENGE_CHECKPOINT
-    sizes = ecapa_ssl_sizes(challenge_state(checkpoint, trusted=trusted))
+    sizes = ecapa_ssl_sizes(challenge_state(checkpoint, trusted=trusted), checkpoint)
     model = EcapaSSLOnWaves(folder / CHALLENGE_WAVLM, trusted=trusted, **sizes)
     load_challenge_checkpoint(model, checkpoint, trusted=trusted)
     shown = {key: sizes[key] for key in ("channels", "attention_channels", "lin_neurons")}

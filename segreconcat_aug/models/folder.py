@@ -28,6 +28,8 @@ import torch
 
 from ..errors import UserError
 from .registry import family_of
+from .state_dicts import read_torch_file
+from .trust import UntrustedModelError, check_model_text
 
 logger = logging.getLogger(__name__)
 
@@ -133,9 +135,15 @@ def load_speaker_model(folder, hparams: dict, *, savedir, device: str = "cpu", s
         One line each, naming the folder's file and the YAML key.
     """
     folder = Path(folder)
+    if folder.is_file():
+        raise MissingExportError(
+            f"{folder}: is a file, not a folder: eval_model_folder names the speaker-model folder (the one "
+            f"holding {MODEL_HPARAMS} and {MODEL_CHECKPOINT})"
+        )
     yaml_path = folder / MODEL_HPARAMS
     checkpoint = folder / MODEL_CHECKPOINT
-    spec, overrides = read_spec(yaml_path, folder) if yaml_path.is_file() else (None, {})
+    trusted = bool(hparams.get("trusted", False))
+    spec, overrides = read_spec(yaml_path, folder, trusted=trusted) if yaml_path.is_file() else (None, {})
     family = family_of(folder, spec)
     if family is not None and family.load is not None:  # a family EncoderClassifier cannot load
         return family.load(folder, hparams, savedir=savedir, device=device, stated=stated)
@@ -159,7 +167,7 @@ def load_with_encoder_classifier(
     folder = Path(folder)
     yaml_path = folder / MODEL_HPARAMS
     files = speaker_model_files(spec, folder, yaml_path)
-    states = {name: read_checkpoint(files[name]) for name in EMBEDDING_MODULES if name in files}
+    states = read_pretrainer_files(spec, files, trusted=bool(hparams.get("trusted", False)))
     # Checked: from here on SpeechBrain writes (links in savedir); what it creates goes if loading fails.
     savedir = Path(savedir).absolute()
     created = _first_missing(savedir)
@@ -202,11 +210,37 @@ def speaker_model_files(spec, folder: Path, yaml_path: Path) -> dict[str, Path]:
     return files
 
 
-def read_spec(yaml_path: Path, folder: Path):
+def read_pretrainer_files(spec, files: dict[str, Path], *, trusted: bool = False) -> dict[str, dict]:
+    """Every file the folder's pretrainer loads, read as it will be (one line naming a file that cannot
+    be); the checkpoints of :data:`EMBEDDING_MODULES`, by module."""
+    from speechbrain.dataio.encoder import CategoricalEncoder
+
+    loadables = spec["pretrainer"].get("loadables") or {}
+    states = {}
+    for name, path in files.items():
+        tag = str(getattr(getattr(loadables.get(name), "tag", None), "value", None) or "")
+        if not tag.endswith(".CategoricalEncoder"):
+            state = read_checkpoint(path, trusted=trusted)
+            if name in EMBEDDING_MODULES:
+                states[name] = state
+            continue
+        try:  # a text file, read as SpeechBrain reads it (literal values only)
+            CategoricalEncoder().load(path)
+        except Exception as err:  # noqa: BLE001 (an empty or cut file fails with KeyError, ValueError...)
+            reason = " ".join(str(err).split())[:120] or "no labels"
+            raise ModelFolderError(
+                f"{path}: cannot be read as a SpeechBrain label encoder ({type(err).__name__}: {reason}); "
+                "copy the file again from the folder's source"
+            ) from None
+    return states
+
+
+def read_spec(yaml_path: Path, folder: Path, *, trusted: bool = False):
     """The folder's YAML, references resolved, as plain nodes (nothing instantiated), and its overrides.
 
     A ``pretrained_path`` (the hub id SpeechBrain's own model cards put there) is pointed at the
-    folder itself: the folder is the model, and the hub is never asked.
+    folder itself: the folder is the model, and the hub is never asked. A tag beyond a speaker model's
+    modules is refused unless ``trusted`` (:mod:`.trust`).
     """
     import ruamel.yaml
     from hyperpyyaml import resolve_references
@@ -214,11 +248,17 @@ def read_spec(yaml_path: Path, folder: Path):
     yaml = ruamel.yaml.YAML(typ="rt")
     try:
         text = yaml_path.read_text(encoding="utf-8")
-        raw = yaml.load(text)
+        raw = yaml.load(text)  # nodes only: ruamel's round-trip loader calls nothing a tag names
         if not isinstance(raw, dict):
             raise ValueError("not a mapping of keys")
+        if (
+            "pretrainer" in raw
+        ):  # EncoderClassifier builds it whole (else only its modules are built, each checked)
+            check_model_text(text, yaml_path, trusted=trusted)  # before an !include: is followed
         overrides = {"pretrained_path": str(folder.absolute())} if "pretrained_path" in raw else {}
         spec = yaml.load(resolve_references(text, overrides).getvalue())
+    except UntrustedModelError:
+        raise
     except Exception as err:  # noqa: BLE001 (ruamel and hyperpyyaml raise many types for a bad file)
         reason = " ".join(str(err).split())[:160]
         raise ModelFolderError(
@@ -250,15 +290,16 @@ def _pretrainer_files(spec, folder: Path, yaml_path: Path) -> dict[str, Path]:
     return files
 
 
-def read_checkpoint(path: Path) -> dict:
-    try:
-        return torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as err:  # torch raises RuntimeError, KeyError, EOFError... for a damaged file
-        reason = " ".join(str(err).split())[:120]
-        raise ExportError(
-            f"{path}: cannot be read, the file is damaged or cut ({type(err).__name__}: {reason}); "
-            "rerun recipes/train.py with the training's options to export the best checkpoint again"
-        ) from None
+def read_checkpoint(path: Path, *, trusted: bool = False) -> dict:
+    """A model folder's checkpoint (:func:`~.state_dicts.read_torch_file`): one line naming it if it
+    cannot be read, saying whether it is damaged or holds Python objects (``trusted`` unpickles those)."""
+    return read_torch_file(
+        path,
+        what="model checkpoint",
+        trusted=trusted,
+        again="rerun recipes/train.py with the training's options to export the best checkpoint again, "
+        "or copy the folder again from its source",
+    )
 
 
 def _from_hparams(folder, yaml_path, savedir, device, overrides, spec, states):

@@ -44,10 +44,11 @@ class PretrainedModelError(ModelFolderError):
     """``init_from`` names a folder that cannot be fine-tuned, or one the training's model does not fit."""
 
 
-def read_pretrained(folder, *, key: str = "init_from") -> PretrainedModel:
+def read_pretrained(folder, *, key: str = "init_from", trusted: bool = False) -> PretrainedModel:
     """The model of a speaker-model folder, read by its family (see the module's text).
 
-    ``key`` names the option in messages. Raises :class:`PretrainedModelError` (or the folder
+    ``key`` names the option in messages. ``trusted``: the folder's YAML may hold any tag, its
+    checkpoints any pickle (:mod:`.trust`); else those are refused. Raises :class:`PretrainedModelError` (or the folder
     checks' :class:`~segreconcat_aug.models.folder.ModelFolderError`), one line each.
     """
     folder = Path(folder)
@@ -62,7 +63,7 @@ def read_pretrained(folder, *, key: str = "init_from") -> PretrainedModel:
             f"{MODEL_HPARAMS} and {MODEL_CHECKPOINT}{parent}"
         )
     yaml_path = folder / MODEL_HPARAMS
-    spec = read_spec(yaml_path, folder)[0] if yaml_path.is_file() else None
+    spec = read_spec(yaml_path, folder, trusted=trusted)[0] if yaml_path.is_file() else None
     family = family_of(folder, spec)
     if family is None:
         listed = ", ".join(sorted(path.name for path in folder.iterdir())[:6]) or "nothing"
@@ -71,17 +72,17 @@ def read_pretrained(folder, *, key: str = "init_from") -> PretrainedModel:
             f"({listed}); {key} names a copy of speechbrain/spkrec-ecapa-voxceleb, an export of recipes/train.py "
             "or a VPC 2024 ASV model folder"
         )
-    return dataclasses.replace(family.read(folder, spec), family=family.name)
+    return dataclasses.replace(family.read(folder, spec, trusted=trusted), family=family.name)
 
 
-def read_speechbrain_folder(folder: Path, spec) -> PretrainedModel:
+def read_speechbrain_folder(folder: Path, spec, *, trusted: bool = False) -> PretrainedModel:
     """A SpeechBrain speaker-model folder with ``hyperparams.yaml``: checked, its embedding model's
     weights read and fitted to the model its YAML builds (the ``family`` is set by the caller)."""
     folder = Path(folder)
     yaml_path = folder / MODEL_HPARAMS
     files = speaker_model_files(spec, folder, yaml_path)
-    definitions = {name: definition(spec, name, yaml_path) for name in EMBEDDING_MODULES}
-    state = read_checkpoint(files["embedding_model"])
+    definitions = {name: definition(spec, name, yaml_path, trusted=trusted) for name in EMBEDDING_MODULES}
+    state = read_checkpoint(files["embedding_model"], trusted=trusted)
     fit_state(definitions["embedding_model"].build(), state, files["embedding_model"], yaml_path)
     rate = spec.get("sample_rate")
     if rate is None:
@@ -99,7 +100,7 @@ def read_speechbrain_folder(folder: Path, spec) -> PretrainedModel:
     )
 
 
-def definition(spec, name: str, yaml_path: Path) -> Definition:
+def definition(spec, name: str, yaml_path: Path, *, trusted: bool = False) -> Definition:
     """The module ``name`` of a resolved YAML as a :class:`Definition` (class, arguments, text)."""
     node = spec.get(name)
     tag = getattr(getattr(node, "tag", None), "value", None) or ""
@@ -113,7 +114,7 @@ def definition(spec, name: str, yaml_path: Path) -> Definition:
     yaml = ruamel.yaml.YAML()
     text = io.StringIO()
     yaml.dump({"module": detached(node)}, text)
-    return Definition(tag[len("!new:") :], _plain(node), text.getvalue())
+    return Definition(tag[len("!new:") :], _plain(node), text.getvalue(), f"{yaml_path}'s {name}", trusted)
 
 
 def _plain(node):

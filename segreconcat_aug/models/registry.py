@@ -17,7 +17,7 @@ its name in :data:`FAMILY_MODULES` (imported on the first lookup, as the strateg
     register_model_family(ModelFamily(
         "ecapa_ssl",
         classes=("segreconcat_aug.models.ecapa_ssl.EcapaSSL",),
-        read=read_ecapa_ssl_folder,        # (folder, spec or None) -> PretrainedModel
+        read=read_ecapa_ssl_folder,        # (folder, spec or None, *, trusted) -> PretrainedModel
         recognizes=has_wavlm_checkpoint,   # a VPC 2026 exp/asv_ssl folder has no hyperparams.yaml
     ))
 
@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import UserError
+from .trust import check_model_text
 
 #: Modules of this wing that register a family when imported (add a new family's module here).
 # ecapa_ssl_folders before ecapa: both recognize a folder with embedding_model.ckpt and no YAML.
@@ -45,6 +46,10 @@ GENERIC = "speechbrain"
 
 class UnknownModelFamilyError(UserError, ValueError):
     """A family name that no registered family has."""
+
+
+class ModelDefinitionError(UserError, ValueError):
+    """A module a model folder's YAML defines cannot be built (a class that does not exist, bad arguments)."""
 
 
 @dataclass(frozen=True)
@@ -60,6 +65,8 @@ class Definition:
     cls: str
     kwargs: dict  # plain values (a tagged value as its tag and text), for messages
     text: str  # ``module: !new:<cls> ...``: what :meth:`build` instantiates
+    source: str = ""  # where it was defined ("<folder>/hyperparams.yaml's embedding_model"), for messages
+    trusted: bool = False  # build tags beyond a speaker model's modules (models.trust)
 
     @classmethod
     def of(cls, dotted: str, kwargs: dict) -> Definition:
@@ -72,10 +79,26 @@ class Definition:
         return cls(dotted, kwargs, f"module: !new:{dotted} {{{arguments}}}\n")
 
     def build(self):
-        """The module, built on the CPU from the folder's definition (no weights loaded)."""
+        """The module, built on the CPU from the folder's definition (no weights loaded); one line if it
+        cannot be.
+
+        >>> Definition.of("torch.nn.Nowhere", {"size": 2}).build()  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ...
+        segreconcat_aug.models.registry.ModelDefinitionError: torch.nn.Nowhere: cannot be built (ImportError: ...
+        """
         from hyperpyyaml import load_hyperpyyaml
 
-        return load_hyperpyyaml(self.text)["module"]
+        where = self.source or self.cls
+        check_model_text(self.text, where, trusted=self.trusted)
+        try:
+            return load_hyperpyyaml(self.text)["module"]
+        except Exception as err:  # noqa: BLE001 (an import, an argument, the module's own check: one line each)
+            reason = " ".join(str(err).split())[:200]
+            raise ModelDefinitionError(
+                f"{where}: cannot be built ({type(err).__name__}: {reason}); the folder's YAML must name a class "
+                "that exists here, with arguments it takes"
+            ) from None
 
 
 @dataclass(frozen=True)
@@ -104,7 +127,7 @@ class ModelFamily:
     """One kind of embedding model and how its folders are read (see the module's text)."""
 
     name: str
-    read: Callable[[Path, Mapping | None], PretrainedModel]
+    read: Callable[..., PretrainedModel]  # (folder, spec or None, *, trusted) -> PretrainedModel
     classes: tuple[str, ...] = ()  # embedding_model classes (dotted) whose folders are this family's
     recognizes: Callable[[Path], bool] | None = None  # a folder without hyperparams.yaml that is its own
     load: Callable | None = (

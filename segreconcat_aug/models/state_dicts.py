@@ -73,12 +73,13 @@ def check_fits(model: Mapping, given: Mapping, *, source, what: str, fix: str) -
         )
 
 
-def read_torch_file(path, *, what: str, trusted: bool = False):
+def read_torch_file(path, *, what: str, trusted: bool = False, again: str = "copy it again from its source"):
     """``torch.load`` of a checkpoint on the CPU, with PyTorch's safe unpickler (tensors and plain values).
 
     A missing file, a file PyTorch cannot read and one holding Python objects beyond tensors,
     containers and plain values are each refused in one line naming the file. ``trusted``: the
     full unpickler, for a file whose source the user trusts (it runs the code the pickle names).
+    ``again``: how to get the file again, for a damaged one.
     """
     path = Path(path)
     if not path.is_file():
@@ -86,24 +87,31 @@ def read_torch_file(path, *, what: str, trusted: bool = False):
     try:
         return torch.load(path, map_location="cpu", weights_only=not trusted)
     except pickle.UnpicklingError as error:
-        found = re.search(r"Unsupported global: GLOBAL ([\w.]+)", str(error))
-        if found:
-            raise CheckpointError(
-                f"{path}: {what} holds a Python object ({found.group(1)}) beyond tensors and plain values, "
-                "which is not unpickled; save its state dict alone (torch.save(model.state_dict(), ...)), or, "
-                "if you trust the file's source, load it with trusted=True (which runs the code it names)"
-            ) from None
-        raise CheckpointError(f"{path}: not a PyTorch checkpoint ({what}): {_reason(error)}") from None
+        with open(path, "rb") as handle:  # a zip (torch.save) or a pickle (PROTO opcode) at all?
+            pickled = handle.read(2)[:1] in (b"P", b"\x80")
+        if not pickled or "Weights only load failed" not in str(error):
+            raise CheckpointError(f"{path}: not a PyTorch checkpoint ({what}): {_reason(error)}") from None
+        found = re.search(r"(?:Unsupported global: GLOBAL|unsupported GLOBAL) ([\w.]+)", str(error))
+        held = f"a Python object ({found.group(1)})" if found else f"pickled data ({_reason(error)})"
+        raise CheckpointError(
+            f"{path}: {what} holds {held} beyond tensors and plain values: unpickling it may run code, which "
+            "only --trusted=True allows (if you trust the file's source); else save its state dict alone "
+            "(torch.save(model.state_dict(), ...))"
+        ) from None
+    except KeyError as error:  # PyTorch's reader of old-format files, on bytes that are no pickle
+        raise CheckpointError(f"{path}: not a PyTorch checkpoint ({what}): no pickle ({error!r})") from None
     except (RuntimeError, EOFError, zipfile.BadZipFile, OSError) as error:
-        raise CheckpointError(f"{path}: not a PyTorch checkpoint ({what}): {_reason(error)}") from None
+        raise CheckpointError(
+            f"{path}: cannot be read ({what}), the file is damaged or cut ({_reason(error)}); {again}"
+        ) from None
 
 
 def _reason(error: BaseException) -> str:
     """The line of PyTorch's message that says what is wrong (its advice about weights_only left out)."""
     lines = [line.strip() for line in str(error).splitlines() if line.strip()]
     for line in lines:
-        if "Unsupported" in line or "invalid load key" in line or "PytorchStreamReader" in line:
-            return line[:200]
+        if any(word in line for word in ("Unsupported", "invalid load key", "PytorchStreamReader", "Errno")):
+            return line.split(". This is an internal")[0][:200]
     return (lines[0] if lines else type(error).__name__)[:200]
 
 

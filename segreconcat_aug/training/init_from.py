@@ -7,7 +7,8 @@ training builds the folder's model. A size the user stated that contradicts the 
 one line. :func:`load_init_weights` then loads the folder's weights into the built modules, held to the
 folder's own model (:func:`segreconcat_aug.models.pretrained.check_training_model`); the classifier head
 stays new, sized for the training speakers. A run that has checkpoints resumes from them instead:
-the folder then only gives the sizes.
+the folder then only gives the sizes. The folder's YAML and checkpoints are read as untrusted
+(:mod:`segreconcat_aug.models.trust`) unless the run's ``trusted`` is True.
 """
 
 from __future__ import annotations
@@ -33,11 +34,12 @@ SIZE_KEYS = {
     "res2net_scale": "res2net_scale",
 }
 
-_READ: dict[tuple, PretrainedModel] = {}  # one read per folder state and process
+_READ: dict[tuple, tuple[bool, PretrainedModel]] = {}  # one read per folder state and process, and its trust
 
 
-def read_init_from(folder) -> PretrainedModel:
-    """:func:`read_pretrained` of ``folder``, read once per process while its files stay as they are."""
+def read_init_from(folder, *, trusted: bool = False) -> PretrainedModel:
+    """:func:`read_pretrained` of ``folder``, read once per process while its files stay as they are (a
+    read the user trusted serves the process's later reads of the same files)."""
     folder = Path(folder)
     key = (
         (str(folder.resolve()),)
@@ -49,10 +51,10 @@ def read_init_from(folder) -> PretrainedModel:
         if folder.is_dir()
         else (str(folder),)
     )
-    if key not in _READ:
+    if key not in _READ or (trusted and not _READ[key][0]):
         _READ.clear()
-        _READ[key] = read_pretrained(folder)
-    return _READ[key]
+        _READ[key] = (trusted, read_pretrained(folder, trusted=trusted))
+    return _READ[key][1]
 
 
 def folder_values(pretrained: PretrainedModel, yaml_keys) -> dict:
@@ -77,7 +79,7 @@ def training_overrides(hparams_file, values, stated) -> dict:
     folder = values.get("init_from")
     if not folder:
         return derived
-    pretrained = read_init_from(folder)
+    pretrained = read_init_from(folder, trusted=bool(values.get("trusted", False)))
     from_folder = folder_values(pretrained, values.keys())
     for key, value in from_folder.items():
         if key in stated and _plain(stated[key]) != _plain(value):
@@ -105,9 +107,9 @@ def _plain(value):
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else value
 
 
-def load_init_weights(folder, modules, *, training) -> PretrainedModel:
+def load_init_weights(folder, modules, *, training, trusted: bool = False) -> PretrainedModel:
     """Load the ``init_from`` folder's weights into the training's ``modules`` (a new run, no checkpoint)."""
-    pretrained = read_init_from(folder)
+    pretrained = read_init_from(folder, trusted=trusted)
     check_training_model(pretrained, modules, training=str(training))
     logger.info(
         "init_from %s: %s loaded (%s); the classifier head is new",

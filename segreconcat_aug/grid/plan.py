@@ -2,7 +2,7 @@
 
 :func:`load_grid` reads it with its overrides and checks it before anything runs (configurations
 named but not defined, seeds, languages, privacy columns, ``parallel``, ``bootstrap_resamples``,
-``environment``).
+``environment``, ``launcher`` and its ``slurm`` parameters).
 A cell is a (unit, configuration) pair (:func:`grid_cells`): a unit is a system, or under
 ``vpc2026-track2`` a ``<system>/<language>`` (:func:`grid_units`); a run is a cell and a seed
 (:func:`grid_runs`), in :func:`cell_folder`. :func:`check_grid_data` checks, before any cell runs, that
@@ -89,10 +89,30 @@ def load_grid(path, overrides=None) -> dict:
             f"{path}: bootstrap_resamples must be an integer >= 0 (0: no intervals), got {resamples!r}"
         )
     check_environment(grid.get("environment"), path)
+    check_launcher(grid, path)
     check_learning_curve(grid, path)
     if curve_enabled(grid):  # each curve point is a configuration of its own (learning_curve.py)
         grid["configurations"] = {**configs, **curve_configurations(grid)}
     return grid
+
+
+def check_launcher(grid, where="grid") -> None:
+    """``launcher``: ``local`` or ``slurm``; under ``slurm``, ``slurm`` holds submitit's executor parameters."""
+    launcher = grid.setdefault("launcher", "local")
+    if launcher not in ("local", "slurm"):
+        raise OptionError(f"{where}: launcher must be local or slurm, got {launcher!r}")
+    parameters = grid.get("slurm") or {}
+    if not isinstance(parameters, dict):
+        raise OptionError(f"{where}: slurm must be a mapping of submitit's parameters, got {parameters!r}")
+    if launcher == "slurm":
+        import submitit
+
+        try:  # checks the names and types; writes nothing
+            submitit.AutoExecutor(folder=grid["output_folder"], cluster="slurm").update_parameters(
+                **parameters
+            )
+        except (AssertionError, NameError, TypeError, ValueError) as error:
+            raise OptionError(f"{where}: slurm: {str(error).splitlines()[0]}") from None
 
 
 _VARIABLE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")

@@ -9,6 +9,7 @@ import csv
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -24,13 +25,11 @@ REPO = Path(__file__).resolve().parents[1]
 GRID = REPO / "hparams" / "grid.yaml"
 # One CPU per job, two at once: what a 2-core test machine holds.
 SMALL_JOBS = {
-    "slurm_partition": None,
-    "gpus_per_node": None,  # grid.yaml asks for one GPU; null: none
-    "cpus_per_task": 1,
-    "mem_gb": 2,
-    "timeout_min": 20,
+    "slurm_gpus_per_node": None,  # grid.yaml asks for one GPU; null: none
+    "slurm_cpus_per_task": 1,
+    "slurm_mem_gb": 2,
+    "slurm_time_min": 20,
     "slurm_array_parallelism": 2,
-    "slurm_additional_parameters": {},
 }
 
 
@@ -108,7 +107,7 @@ def _wait_for(condition, seconds=120.0) -> bool:
 
 @pytest.mark.parametrize("launcher", ["local", "slurm"])
 def test_dry_run_lists_each_step_it_would_run_and_runs_and_writes_nothing(tmp_path, capsys, launcher):
-    overrides = _stub_grid(tmp_path, launcher=launcher, slurm=SMALL_JOBS)
+    overrides = _stub_grid(tmp_path, launcher=launcher, **SMALL_JOBS)
     done = tmp_path / "grid" / "B3" / "baseline"
     done.mkdir(parents=True)  # a finished cell: listed as not run again
     (done / STATUS_FILE).write_text('{"train": "done", "eval": "done"}')
@@ -133,9 +132,12 @@ def test_dry_run_lists_each_step_it_would_run_and_runs_and_writes_nothing(tmp_pa
     "overrides, message",
     [
         ({"launcher": "cloud"}, "launcher must be local or slurm, got 'cloud'"),
-        ({"launcher": "slurm", "slurm": ["gpu"]}, "slurm must be a mapping of submitit's parameters"),
-        ({"launcher": "slurm", "slurm": {"mem_gb": "lots"}}, 'slurm: Parameter "mem_gb" expected type'),
-        ({"launcher": "slurm", "slurm": {"slurm_partitions": "gpu"}}, "slurm: Unknown argument 'partitions'"),
+        ({"launcher": "slurm", "slurm_mem_gb": "lots"}, 'slurm_mem_gb: Parameter "mem_gb" expected type'),
+        ({"slurm_additional_parameters": ["--qos=high"]}, "slurm_additional_parameters must be a mapping"),
+        (
+            {"launcher": "slurm", "slurm_cpus_per_task": 1.5},
+            'slurm_cpus_per_task: Parameter "cpus_per_task" expected',
+        ),
     ],
 )
 def test_a_bad_launcher_or_slurm_parameter_is_refused_in_one_line(tmp_path, overrides, message):
@@ -147,7 +149,7 @@ def test_a_bad_launcher_or_slurm_parameter_is_refused_in_one_line(tmp_path, over
 @needs_slurm
 def test_jobs_sbatch_refuses_stop_the_grid_in_one_line(tmp_path):
     missing = "no-such-partition"
-    overrides = _stub_grid(tmp_path, launcher="slurm", slurm={**SMALL_JOBS, "slurm_partition": missing})
+    overrides = _stub_grid(tmp_path, launcher="slurm", **SMALL_JOBS, slurm_partition=missing)
     with pytest.raises(
         SlurmSubmitError, match="sbatch refused the grid's train jobs: sbatch: error: "
     ) as refused:
@@ -169,7 +171,7 @@ def test_a_two_cell_grid_through_slurm_writes_the_same_grid_results_as_local(vpa
         "parallel": 2,
         "environment": {"OMP_NUM_THREADS": 1},
         "extra_overrides": TINY_TRAINING,
-        "slurm": SMALL_JOBS,
+        **SMALL_JOBS,
     }
     results = {}
     for launcher in ("local", "slurm"):
@@ -188,10 +190,9 @@ def test_a_two_cell_grid_through_slurm_writes_the_same_grid_results_as_local(vpa
 
 @needs_slurm
 def test_a_second_grid_is_refused_and_a_cancelled_job_fails_with_its_log_then_its_rerun_completes(tmp_path):
-    overrides = _stub_grid(tmp_path, launcher="slurm", slurm=dict(SMALL_JOBS))
+    overrides = _stub_grid(tmp_path, launcher="slurm", **SMALL_JOBS)
     (tmp_path / "SLOW-rr_concat").touch()
     cell = tmp_path / "grid" / "B3" / "rr_concat"
-    overrides["slurm"]["name"] = name = f"segreconcat-test-{os.getpid()}-{time.time_ns()}"
     first = _run_grid_process(overrides)
     try:
         assert _wait_for((cell / "job_id").is_file, 600), "the training job never started"
@@ -204,9 +205,12 @@ def test_a_second_grid_is_refused_and_a_cancelled_job_fails_with_its_log_then_it
         subprocess.run(["scancel", job_id], check=True)
         out, err = first.communicate(timeout=600)
     finally:
-        if first.poll() is None:
-            first.kill()
-        subprocess.run(["scancel", f"--name={name}"], check=False)  # none left queued by a failed test
+        if first.poll() is None:  # a failed test: Ctrl-C, on which the grid cancels its jobs
+            first.send_signal(signal.SIGINT)
+            try:
+                first.wait(60)
+            except subprocess.TimeoutExpired:
+                first.kill()
         (tmp_path / "SLOW-rr_concat").unlink(missing_ok=True)
     assert first.returncode == 1
     failure = next((line for line in err.splitlines() if "ERROR B3/rr_concat: train " in line), None)

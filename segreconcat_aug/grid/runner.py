@@ -14,7 +14,7 @@ running on; elsewhere they run on (and a rerun's ``train.py`` refuses the folder
 ``train.py`` and ``evaluate.py`` lock their folders).
 
 ``launcher: slurm`` (:func:`run_on_slurm`) submits each step as a SLURM job through submitit, with the
-grid's ``slurm`` parameters: one job array of the trainings, then one of the evaluations (of the runs
+grid's ``slurm_*`` resources: one job array of the trainings, then one of the evaluations (of the runs
 trained), then the same for the runs that evaluate another configuration's model. The jobs' own logs are
 in ``<output_folder>/slurm_jobs/<job id>/``; a job cancelled, killed or out of time is a failed step.
 """
@@ -38,7 +38,7 @@ from ..cli import PROGRESS_PREFIX, REPO, checkout_path
 from ..data.protocols import get_protocol
 from ..errors import UserError
 from ..evaluation.system import EVAL_SUBFOLDER
-from .plan import cell_folder, grid_runs, run_environment, split_unit
+from .plan import cell_folder, grid_runs, run_environment, slurm_parameters, split_unit
 
 logger = logging.getLogger(__name__)
 STATUS_FILE = "grid_status.json"
@@ -364,13 +364,13 @@ class SlurmSubmitError(UserError, RuntimeError):
 
 
 def slurm_executor(grid):
-    """submitit's SLURM executor with the grid's ``slurm`` parameters, its jobs in :data:`SLURM_FOLDER`."""
+    """submitit's SLURM executor with the grid's ``slurm_*`` resources, its jobs in :data:`SLURM_FOLDER`."""
     import submitit
 
     executor = submitit.AutoExecutor(
         folder=Path(grid["output_folder"]) / SLURM_FOLDER / "%j", cluster="slurm"
     )
-    executor.update_parameters(**(grid.get("slurm") or {}))
+    executor.update_parameters(name="segreconcat-grid", **slurm_parameters(grid))
     return executor
 
 
@@ -396,7 +396,7 @@ def run_on_slurm(grid) -> list[str]:
             except FailedJobError as error:  # sbatch's own message
                 raise SlurmSubmitError(
                     f"sbatch refused the grid's {step} jobs: {'; '.join(str(error).splitlines())} "
-                    f"(fix the grid's slurm parameters: {grid.get('slurm') or {}})"
+                    f"(fix the grid's slurm_* keys: {slurm_parameters(grid)})"
                 ) from None
             logger.info("%s: %d job(s) submitted, logs in %s", step, len(jobs), executor.folder.parent)
             try:
@@ -435,7 +435,7 @@ def describe_runs(grid) -> list[str]:
     lines = []
     if grid.get("launcher") == "slurm":
         lines.append(
-            f"launcher slurm: jobs in {Path(grid['output_folder']) / SLURM_FOLDER}, {grid.get('slurm') or {}}"
+            f"launcher slurm: jobs in {Path(grid['output_folder']) / SLURM_FOLDER}, {slurm_parameters(grid)}"
         )
     for runs in run_waves(grid):
         for run in runs:

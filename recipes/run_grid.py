@@ -13,7 +13,7 @@ Each cell (system, configuration) runs ``train_command`` then ``eval_command``
 (templates in the grid YAML, so torchrun or a cluster wrapper can be used) with
 ``--output_folder=<output_folder>/<system>/<configuration>``; a rerun skips what is done
 (:mod:`segreconcat_aug.grid.runner`). ``--launcher=local`` (the default) runs them on this machine,
-``--launcher=slurm`` as SLURM jobs (the grid YAML's ``slurm`` parameters; docs/scale.md);
+``--launcher=slurm`` as SLURM jobs (the grid YAML's ``slurm_*`` resources; docs/scale.md);
 ``--dry_run`` lists what would run (or be submitted) and runs nothing. Then ``table2_comparison.md``, ``table1_ablation.md``,
 ``det_<system>.png``, ``forest_<system>.png``, ``privacy_<system>.png`` and
 ``grid_results.csv/.json`` (:mod:`segreconcat_aug.grid.results`). Seeds, protocols and languages:

@@ -2,7 +2,7 @@
 
 The SLURM tests need a cluster whose ``sacct`` works (``scripts/slurm/start.sh`` starts a single-node
 one; ``.ci/run`` does); without one they skip and say why. ``--dry_run`` and the checks of the
-``launcher``/``slurm`` keys need none.
+``launcher``/``slurm_*`` keys need none.
 """
 
 import csv

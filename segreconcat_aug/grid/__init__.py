@@ -4,8 +4,8 @@
 
 - :mod:`.plan`: the grid file (:func:`load_grid`, checked before anything runs) and the runs it
   asks for (:func:`grid_cells`, :func:`grid_runs`, :func:`cell_folder`);
-- :mod:`.runner`: each run's training then evaluation as subprocesses, resumable through its
-  status file (:func:`run_cell`, :func:`run_all`);
+- :mod:`.runner`: each run's training then evaluation, as subprocesses here or as SLURM jobs
+  (``launcher``), resumable through its status file (:func:`run_cell`, :func:`run_all`);
 - :mod:`.results`: every run's evaluation read back and compared, the tables, figures and
   ``grid_results.csv/.json`` written (:func:`assemble`).
 
@@ -34,13 +34,14 @@ from .plan import (
     split_unit,
 )
 from .results import assemble, write_grid_results
-from .runner import GRID_LOCK, STATUS_FILE, format_command, overrides_string, run_all, run_cell
+from .runner import GRID_LOCK, STATUS_FILE, describe_runs, format_command, overrides_string, run_all, run_cell
 
 __all__ = [
     "GRID_LOCK",
     "STATUS_FILE",
     "assemble",
     "cell_folder",
+    "describe_runs",
     "check_grid_data",
     "format_command",
     "grid_cells",

@@ -2,7 +2,7 @@
 
 :func:`load_grid` reads it with its overrides and checks it before anything runs (configurations
 named but not defined, seeds, languages, privacy columns, ``parallel``, ``bootstrap_resamples``,
-``environment``).
+``environment``, ``launcher`` and its ``slurm_*`` resources).
 A cell is a (unit, configuration) pair (:func:`grid_cells`): a unit is a system, or under
 ``vpc2026-track2`` a ``<system>/<language>`` (:func:`grid_units`); a run is a cell and a seed
 (:func:`grid_runs`), in :func:`cell_folder`. :func:`check_grid_data` checks, before any cell runs, that
@@ -19,6 +19,7 @@ from pathlib import Path
 
 from hyperpyyaml import load_hyperpyyaml
 
+from ..data.jobs import SLURM_KEYS
 from ..data.protocols import get_protocol
 from ..data.vpac import VPACLayoutError, detect_layout, system_folders, training_folder
 from ..errors import UserError
@@ -89,10 +90,38 @@ def load_grid(path, overrides=None) -> dict:
             f"{path}: bootstrap_resamples must be an integer >= 0 (0: no intervals), got {resamples!r}"
         )
     check_environment(grid.get("environment"), path)
+    check_launcher(grid, path)
     check_learning_curve(grid, path)
     if curve_enabled(grid):  # each curve point is a configuration of its own (learning_curve.py)
         grid["configurations"] = {**configs, **curve_configurations(grid)}
     return grid
+
+
+#: The grid YAML's keys of its SLURM jobs' resources, and submitit's names for them.
+def slurm_parameters(grid) -> dict:
+    """submitit's parameters of the grid's SLURM jobs: its ``slurm_*`` keys that are not null."""
+    return {name: grid[key] for key, name in SLURM_KEYS.items() if grid.get(key) is not None}
+
+
+def check_launcher(grid, where="grid") -> None:
+    """``launcher``: ``local`` or ``slurm``; under ``slurm``, each ``slurm_*`` key as submitit takes it."""
+    launcher = grid.setdefault("launcher", "local")
+    if launcher not in ("local", "slurm"):
+        raise OptionError(f"{where}: launcher must be local or slurm, got {launcher!r}")
+    extra = grid.get("slurm_additional_parameters")
+    if extra is not None and not isinstance(extra, dict):
+        raise OptionError(
+            f"{where}: slurm_additional_parameters must be a mapping of sbatch options, got {extra!r}"
+        )
+    if launcher == "slurm":
+        import submitit
+
+        executor = submitit.AutoExecutor(folder=grid["output_folder"], cluster="slurm")  # writes nothing
+        for key in SLURM_KEYS:
+            try:
+                executor.update_parameters(**slurm_parameters({key: grid.get(key)}))
+            except (AssertionError, TypeError, ValueError) as error:
+                raise OptionError(f"{where}: {key}: {str(error).splitlines()[0]}") from None
 
 
 _VARIABLE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")

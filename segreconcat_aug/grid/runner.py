@@ -1,17 +1,22 @@
-"""Running the grid's cells: each run is ``train_command`` then ``eval_command`` (subprocesses).
+"""Running the grid's cells: each run is ``train_command`` then ``eval_command``, here or as SLURM jobs.
 
 The templates come from the grid YAML, so torchrun or a cluster wrapper can be used; each run
 gets ``--output_folder=<output_folder>/<system>/<configuration>[/seed<N>]``. Finished steps are
 recorded in the run's ``grid_status.json`` (:data:`STATUS_FILE`): a rerun skips evaluated runs and
-does not retrain trained ones, and a failed step runs again. Subprocess output goes to
-``grid_train.log`` / ``grid_eval.log`` in the run's folder; progress lines also reach the
-console. The processes get the grid's ``environment`` for the variables not already set
-(:func:`~segreconcat_aug.grid.plan.run_environment`). :func:`run_all` runs ``parallel`` runs at a time.
+does not retrain trained ones, and a failed step runs again. A step's output goes to
+``grid_train.log`` / ``grid_eval.log`` in the run's folder. The processes get the grid's
+``environment`` for the variables not already set (:func:`~segreconcat_aug.grid.plan.run_environment`).
 
-The runs die with the grid runner: on Linux each child asks the kernel for SIGTERM when the
+``launcher: local`` (:func:`run_here`) runs ``parallel`` runs at a time as subprocesses of this one,
+their progress lines on the console. On Linux each child asks the kernel for SIGTERM when the
 runner dies (``prctl(PR_SET_PDEATHSIG)``), so a ``kill -9`` of ``run_grid.py`` leaves no training
 running on; elsewhere they run on (and a rerun's ``train.py`` refuses the folder they hold, as
 ``train.py`` and ``evaluate.py`` lock their folders).
+
+``launcher: slurm`` (:func:`run_on_slurm`) submits each step as a SLURM job through submitit, with the
+grid's ``slurm_*`` resources: one job array of the trainings, then one of the evaluations (of the runs
+trained), then the same for the runs that evaluate another configuration's model. The jobs' own logs are
+in ``<output_folder>/slurm_jobs/<job id>/``; a job cancelled, killed or out of time is a failed step.
 """
 
 from __future__ import annotations
@@ -24,19 +29,23 @@ import shlex
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from tqdm import tqdm
 
 from ..cli import PROGRESS_PREFIX, REPO, checkout_path
 from ..data.protocols import get_protocol
+from ..errors import UserError
 from ..evaluation.system import EVAL_SUBFOLDER
-from .plan import cell_folder, grid_runs, run_environment, split_unit
+from .plan import cell_folder, grid_runs, run_environment, slurm_parameters, split_unit
 
 logger = logging.getLogger(__name__)
 STATUS_FILE = "grid_status.json"
 #: The grid runner's lock in its output folder (segreconcat_aug.data.folder_lock): one runner per grid.
 GRID_LOCK = ".segreconcat-grid.lock"
+#: Where ``launcher: slurm`` keeps its jobs' scripts, pickles and logs, in the grid's output folder.
+SLURM_FOLDER = "slurm_jobs"
 _PR_SET_PDEATHSIG = 1  # linux/prctl.h
 
 
@@ -215,15 +224,35 @@ def command_fields(
     }
 
 
-def run_cell(grid, system: str, config: str, seed: int | None = None) -> str:
-    """Train and evaluate one cell (one seed) unless done; returns ``"skipped"``, ``"done"`` or ``"failed"``."""
+def run_waves(grid) -> list[list[tuple[str, str, int | None]]]:
+    """The grid's runs in two waves: the runs that evaluate another configuration's model (``model_of``)
+    after all the others."""
+    every = list(grid_runs(grid))
+    evaluates_another = [bool((grid["configurations"][run[1]] or {}).get("model_of")) for run in every]
+    return [
+        [run for run, later in zip(every, evaluates_another) if not later],
+        [run for run, later in zip(every, evaluates_another) if later],
+    ]
+
+
+def pending_steps(grid, system: str, config: str, seed: int | None = None) -> list[str]:
+    """What a run still has to do: ``[]`` (evaluated), ``["eval"]`` (trained, or nothing to train: a
+    configuration that evaluates a given model) or ``["train", "eval"]``."""
     folder = cell_folder(grid, system, config, seed)
-    folder.mkdir(parents=True, exist_ok=True)
     status = _status(folder)
     if status.get("eval") == "done" and (folder / EVAL_SUBFOLDER / "results.json").is_file():
-        return "skipped"
+        return []
+    trains = status.get("train") != "done" and config_setting(grid, config, "train_command")
+    return ["train", "eval"] if trains else ["eval"]
+
+
+def step_command(grid, system: str, config: str, seed: int | None, step: str) -> tuple[list[str], str]:
+    """A run's ``train`` or ``eval`` command, and the grid's variables as its processes get them
+    (``NAME=value ...``, written before the logged command so that it reruns as it ran)."""
     model_override = model_of_override(grid, system, config, seed)
+    folder = cell_folder(grid, system, config, seed)
     system, language = split_unit(system)
+    spec = grid["configurations"][config] or {}
     fields = command_fields(
         grid,
         system,
@@ -232,7 +261,7 @@ def run_cell(grid, system: str, config: str, seed: int | None = None) -> str:
         overrides=" ".join(
             part
             for part in (
-                overrides_string(grid["configurations"][config].get("overrides")),
+                overrides_string(spec.get("overrides")),
                 f"--seed={seed}" if seed is not None else "",
                 model_override,
             )
@@ -240,87 +269,180 @@ def run_cell(grid, system: str, config: str, seed: int | None = None) -> str:
         ),
         # The grid's extra_overrides, then the configuration's own (a fine-tuning's lr over a demo's lr).
         extra=overrides_string(
-            {
-                **(grid.get("extra_overrides") or {}),
-                **((grid["configurations"][config] or {}).get("extra_overrides") or {}),
-            }
+            {**(grid.get("extra_overrides") or {}), **(spec.get("extra_overrides") or {})}
         ),
         language=language,
         configuration=config,
     )
     environment = run_environment(grid)
-    # The grid's variables as the processes get them, so a logged command reruns as it ran.
     assignments = "".join(
         f"{name}={shlex.quote(environment[name])} " for name in grid.get("environment") or {}
     )
-    for step in ("train", "eval"):
-        template = config_setting(grid, config, f"{step}_command")
-        if step == "train" and (status.get("train") == "done" or not template):
-            continue  # trained before, or nothing to train (a configuration that evaluates a given model)
-        command = format_command(template, fields)
-        logger.info("%s/%s %s: %s%s", system, config, step, assignments, shlex.join(command))
-        with open(folder / f"grid_{step}.log", "a", encoding="utf-8") as log:
-            log.write(f"$ {assignments}{shlex.join(command)}\n")
-            log.flush()
-            errors: list[str] = []
-            returncode = run_logged(
-                command, log, prefix=f"{system}/{config} {step}", env=environment, errors=errors
-            )
-        if returncode != 0:
-            logger.error(
-                "%s/%s: %s failed (exit %d)%s, see %s",
-                system,
-                config,
-                step,
-                returncode,
-                f": {errors[-1]}" if errors else "",
-                folder / f"grid_{step}.log",
-            )
+    return format_command(config_setting(grid, config, f"{step}_command"), fields), assignments
+
+
+def run_step(grid, system: str, config: str, seed: int | None, step: str) -> str | None:
+    """Run one step of a run (here, or in a SLURM job); None when it succeeded, else why it failed."""
+    folder = cell_folder(grid, system, config, seed)
+    folder.mkdir(parents=True, exist_ok=True)
+    command, assignments = step_command(grid, system, config, seed, step)
+    where = f"{split_unit(system)[0]}/{config}"
+    logger.info("%s %s: %s%s", where, step, assignments, shlex.join(command))
+    log_path = folder / f"grid_{step}.log"
+    with open(log_path, "a", encoding="utf-8") as log:
+        log.write(f"$ {assignments}{shlex.join(command)}\n")
+        log.flush()
+        errors: list[str] = []
+        returncode = run_logged(
+            command, log, prefix=f"{where} {step}", env=run_environment(grid), errors=errors
+        )
+    if returncode != 0:
+        return f"{step} failed (exit {returncode}){f': {errors[-1]}' if errors else ''}, see {log_path}"
+    _mark(folder, step)
+    return None
+
+
+def run_cell(grid, system: str, config: str, seed: int | None = None) -> str:
+    """Train and evaluate one cell (one seed) unless done; returns ``"skipped"``, ``"done"`` or ``"failed"``."""
+    steps = pending_steps(grid, system, config, seed)
+    for step in steps:
+        failure = run_step(grid, system, config, seed, step)
+        if failure:
+            logger.error("%s/%s: %s", split_unit(system)[0], config, failure)
             return "failed"
-        _mark(folder, step)
-    return "done"
+    return "done" if steps else "skipped"
+
+
+def run_label(system: str, config: str, seed: int | None) -> str:
+    return f"{system}/{config}" + (f"/seed{seed}" if seed is not None else "")
 
 
 def run_all(grid) -> list[str]:
-    """Train and evaluate every run of the grid, ``parallel`` at a time; the runs that failed.
+    """Train and evaluate every run of the grid with its ``launcher``; the runs that failed.
+
+    With ``stop_on_error`` a failure starts no further run (those started finish).
+    """
+    return run_on_slurm(grid) if grid.get("launcher") == "slurm" else run_here(grid)
+
+
+def run_here(grid) -> list[str]:
+    """Every run as processes of this machine, ``parallel`` at a time.
 
     Each run is its own processes (one training, then one evaluation), so runs at once change
     nothing they compute; ``parallel: 2`` fills two cores with runs of one math thread each.
-    With ``stop_on_error`` a failure starts no further run (those started finish).
     """
-    from concurrent.futures import ThreadPoolExecutor
+    from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 
-    every = list(grid_runs(grid))
-    # Two waves: the runs that evaluate another configuration's model (model_of) after all the others.
-    waves = [
-        [run for run in every if not (grid["configurations"][run[1]] or {}).get("model_of")],
-        [run for run in every if (grid["configurations"][run[1]] or {}).get("model_of")],
-    ]
+    waves = run_waves(grid)
     parallel = max(1, int(grid.get("parallel") or 1))
     failed: list[str] = []
-    with tqdm(total=len(every), desc="grid", unit="run") as bar, ThreadPoolExecutor(parallel) as pool:
+    with (
+        tqdm(total=sum(map(len, waves)), desc="grid", unit="run") as bar,
+        ThreadPoolExecutor(parallel) as pool,
+    ):
         for runs in waves:
-            _run_wave(grid, runs, pool, failed, bar, parallel)
+            pending: dict = {}
+            while runs or pending:
+                while runs and len(pending) < parallel and not (failed and grid.get("stop_on_error")):
+                    run = runs.pop(0)
+                    pending[pool.submit(run_cell, grid, *run)] = run_label(*run)
+                if not pending:
+                    break
+                done, _ = wait(pending, return_when=FIRST_COMPLETED)
+                for future in done:
+                    where = pending.pop(future)
+                    outcome = future.result()
+                    logger.info("%s: %s", where, outcome)
+                    bar.update()
+                    if outcome == "failed":
+                        failed.append(where)
     return failed
 
 
-def _run_wave(grid, runs, pool, failed, bar, parallel) -> None:
-    """Run ``runs`` ``parallel`` at a time until all have finished (``failed`` gets the failures)."""
-    from concurrent.futures import FIRST_COMPLETED, wait
+class SlurmSubmitError(UserError, RuntimeError):
+    """sbatch refused the grid's jobs: a partition, account or resource the cluster does not have."""
 
-    pending: dict = {}
-    while runs or pending:
-        while runs and len(pending) < parallel and not (failed and grid.get("stop_on_error")):
-            system, config, seed = runs.pop(0)
-            where = f"{system}/{config}" + (f"/seed{seed}" if seed is not None else "")
-            pending[pool.submit(run_cell, grid, system, config, seed)] = where
-        if not pending:
-            break
-        done, _ = wait(pending, return_when=FIRST_COMPLETED)
-        for future in done:
-            where = pending.pop(future)
-            outcome = future.result()
-            logger.info("%s: %s", where, outcome)
-            bar.update()
-            if outcome == "failed":
-                failed.append(where)
+
+def slurm_executor(grid):
+    """submitit's SLURM executor with the grid's ``slurm_*`` resources, its jobs in :data:`SLURM_FOLDER`."""
+    import submitit
+
+    executor = submitit.AutoExecutor(
+        folder=Path(grid["output_folder"]) / SLURM_FOLDER / "%j", cluster="slurm"
+    )
+    executor.update_parameters(name="segreconcat-grid", **slurm_parameters(grid))
+    return executor
+
+
+def run_on_slurm(grid) -> list[str]:
+    """Every run's steps as SLURM jobs: per wave, an array of the trainings, then one of the evaluations.
+
+    A run whose training failed is not evaluated. Interrupted (Ctrl-C), the grid cancels its jobs.
+    """
+    from submitit.core.utils import FailedJobError, UncompletedJobError
+    from submitit.helpers import as_completed
+
+    executor = slurm_executor(grid)
+    failed: list[str] = []
+    for runs in run_waves(grid):
+        steps = {run: pending_steps(grid, *run) for run in runs}
+        for step in ("train", "eval"):
+            batch = [run for run in runs if step in steps[run] and run_label(*run) not in failed]
+            if not batch or (failed and grid.get("stop_on_error")):
+                continue
+            try:
+                with executor.batch():
+                    jobs = {executor.submit(run_step, grid, *run, step): run for run in batch}
+            except FailedJobError as error:  # sbatch's own message
+                raise SlurmSubmitError(
+                    f"sbatch refused the grid's {step} jobs: {'; '.join(str(error).splitlines())} "
+                    f"(fix the grid's slurm_* keys: {slurm_parameters(grid)})"
+                ) from None
+            logger.info("%s: %d job(s) submitted, logs in %s", step, len(jobs), executor.folder.parent)
+            try:
+                for job in as_completed(list(jobs), poll_frequency=5):
+                    try:
+                        failure = job.result()
+                    except (UncompletedJobError, FailedJobError):  # killed, cancelled, out of time or memory
+                        failure = f"{step} did not finish"
+                    if failure:  # what SLURM says of the job (CANCELLED, TIMEOUT, ...) and its own log
+                        failure += f" (job {job.job_id} {_final_state(job)}, see {job.paths.stderr})"
+                    where = run_label(*jobs[job])
+                    logger.info(
+                        "%s %s (job %s): %s", where, step, job.job_id, "failed" if failure else "done"
+                    )
+                    if failure:
+                        logger.error("%s: %s", where, failure)
+                        failed.append(where)
+            except KeyboardInterrupt:
+                for job in jobs:
+                    job.cancel(check=False)
+                raise
+    return failed
+
+
+def _final_state(job, seconds: float = 60) -> str:
+    """What SLURM says of a job in the end (CANCELLED, TIMEOUT, ...): a cancelled step's function may
+    return before its job has ended (submitit lets SIGTERM pass and SIGKILL follows)."""
+    deadline = time.monotonic() + seconds
+    while not job.watcher.is_done(job.job_id, mode="force") and time.monotonic() < deadline:
+        time.sleep(2)
+    return job.state
+
+
+def describe_runs(grid) -> list[str]:
+    """What :func:`run_all` would run, one line per step (``--dry_run``): nothing is run or written."""
+    lines = []
+    if grid.get("launcher") == "slurm":
+        lines.append(
+            f"launcher slurm: jobs in {Path(grid['output_folder']) / SLURM_FOLDER}, {slurm_parameters(grid)}"
+        )
+    for runs in run_waves(grid):
+        for run in runs:
+            steps = pending_steps(grid, *run)
+            for step in steps:
+                command, assignments = step_command(grid, *run, step)
+                lines.append(f"{run_label(*run)} {step}: {assignments}{shlex.join(command)}")
+            if not steps:
+                lines.append(f"{run_label(*run)}: finished, not run again")
+    return lines

@@ -97,7 +97,6 @@ def load_grid(path, overrides=None) -> dict:
     return grid
 
 
-#: The grid YAML's keys of its SLURM jobs' resources, and submitit's names for them.
 def slurm_parameters(grid) -> dict:
     """submitit's parameters of the grid's SLURM jobs: its ``slurm_*`` keys that are not null."""
     return {name: grid[key] for key, name in SLURM_KEYS.items() if grid.get(key) is not None}

@@ -36,11 +36,10 @@ from speechbrain.utils.distributed import ddp_broadcast, if_main_process, run_on
 from segreconcat_aug.cli import (
     create_experiment_directory,
     hold_output_folder,
-    keep_new_folders,
     load_recipe_hparams,
-    overrides_mapping,
     report_progress,
     run_main,
+    stop_removing_new_folders,
 )
 from segreconcat_aug.models.export import export_best_model
 from segreconcat_aug.options import validate_hparams_file
@@ -270,7 +269,7 @@ def main(argv=None) -> SpeakerBrain:
     # YAML's n_speakers (921, train-clean-360) does not match the manifest.
     train_rows = read_manifest(hparams["train_annotation"])  # ~1 M rows: one read
     speakers = train_rows.distinct("spk_id")
-    overrides = {**overrides_mapping(overrides), "n_speakers": len(speakers)}
+    overrides = {**overrides, "n_speakers": len(speakers)}
     reload = len(speakers) != hparams["n_speakers"]
     if reload:
         logger.info("n_speakers set to %d (training speakers in the manifest)", len(speakers))
@@ -301,7 +300,7 @@ def main(argv=None) -> SpeakerBrain:
         # Before any training: a missing alignment (or AR/SR order) stops here under the default policy.
         augmenter.check_coverage(coverage_keys(train_rows, augmenter))
 
-    keep_new_folders()  # the inputs are checked: from here on the output folder holds work
+    stop_removing_new_folders()  # the inputs are checked: from here on the output folder holds work
     warm_up_before_workers(train_data, augmenter)
     if hparams.get("init_from") and not has_checkpoints(hparams["save_folder"]):
         # A new fine-tuning: the folder's weights (a resumed one: its checkpoints, which the Brain recovers).

@@ -6,7 +6,8 @@ import pytest
 from test_evaluation import load_tiny_hparams, tiny_overrides
 
 from segreconcat_aug.data.kaldi import read_kaldi_map
-from segreconcat_aug.evaluation.system import evaluate_system, load_system_trials
+from segreconcat_aug.evaluation.system import evaluate_system
+from segreconcat_aug.evaluation.trials import load_system_trials
 
 
 def test_trial_lists_carry_the_test_speakers_of_utt2spk(vpac_root):

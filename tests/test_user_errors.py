@@ -408,7 +408,7 @@ def test_run_main_keeps_cited_files_and_says_where(tmp_path, monkeypatch, capsys
         pass
 
     def main(argv):
-        cli.remove_if_user_error(out)
+        cli.note_new_folder(out)
         out.mkdir(parents=True)
         (out / "log.txt").write_text("work of this run")
         (out / "problems.txt").write_text("u1 a.wav: missing\n")
@@ -430,7 +430,7 @@ def test_an_internal_error_keeps_its_traceback_and_the_folders(tmp_path, monkeyp
     out = tmp_path / "new"
 
     def main(argv):
-        cli.remove_if_user_error(out)
+        cli.note_new_folder(out)
         out.mkdir()
         raise ZeroDivisionError("a bug, not the user's mistake")
 

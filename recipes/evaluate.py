@@ -31,6 +31,7 @@ from segreconcat_aug.cli import (
     create_experiment_directory,
     hold_output_folder,
     load_recipe_hparams,
+    note_new_folder,
     run_main,
 )
 from segreconcat_aug.evaluation.system import (
@@ -47,10 +48,11 @@ def main(argv=None):
     hparams_file, run_opts, overrides, hparams = load_recipe_hparams(
         argv,
         configure_logging=False,
-        new_folders=("output_folder", "save_folder", "eval_folder"),
+        new_folders=("output_folder", "save_folder"),
         derive=training_overrides,  # the training's YAML as the run had it (preset, init_from's sizes)
     )
     eval_folder = evaluation_folder(hparams)
+    note_new_folder(eval_folder)  # removed again on a user error, if this run makes it
     check_evaluation_folder(hparams)  # before anything is written there
     hold_output_folder(eval_folder, "an evaluation")  # one evaluation per folder
     # A missing, damaged or mismatched model stops before eval/ is made (SpeechBrain's links go in eval/model).

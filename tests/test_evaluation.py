@@ -39,9 +39,10 @@ def tiny_overrides(vpac_root, output_folder, **extra):
 def load_tiny_hparams(overrides):
     """The training YAML and its evaluation YAML with ``overrides``, each routed to the file that has it."""
     evaluation = {key: overrides[key] for key in EVAL_KEYS if key in overrides}
+    evaluation = load_evaluation_hparams(REPO / "hparams" / "evaluate.yaml", evaluation)  # checked first
     with open(HPARAMS, encoding="utf-8") as fin:
-        hparams = load_hyperpyyaml(fin, {k: v for k, v in overrides.items() if k not in evaluation})
-    return {**hparams, **load_evaluation_hparams(REPO / "hparams" / "evaluate.yaml", evaluation)}
+        hparams = load_hyperpyyaml(fin, {k: v for k, v in overrides.items() if k not in EVAL_KEYS})
+    return {**hparams, **evaluation}
 
 
 def export_random_model(hparams) -> Path:

@@ -493,6 +493,11 @@ def recipe_help(script: str, argv: list[str], doc: str | None = None, extra: str
     parts = [doc.strip().splitlines()[0]] if doc else []
     if hparams_file:
         parts.append(yaml_help(hparams_file))
+        named = {key: value for key, value, _ in yaml_lines(hparams_file) if key == "eval_hparams"}
+        if named:  # a training YAML: its evaluation YAML's keys are its command line's too
+            from .evaluation.system import evaluation_hparams_file
+
+            parts.append(yaml_help(evaluation_hparams_file(hparams_file, named)))
     if extra:
         parts.append(extra.strip())
     parts.append(

@@ -32,8 +32,9 @@ normalization, off by default as the paper uses none (``s-norm`` or ``as-norm``
 against a cohort drawn from the system's training speakers).
 
 :func:`evaluate_system` is the entry point used by ``recipes/evaluate.py`` and
-by the training recipe's last stage; this module holds it, the trial lists it
-reads and the result types it returns (:class:`SystemResults`).
+by the training recipe's last stage. Its options are the keys of an evaluation YAML
+(hparams/evaluate.yaml), read and checked once by :func:`load_evaluation_hparams`
+(:class:`EvaluationOptions`); the trial lists and result types are :mod:`.trials`'.
 """
 
 from __future__ import annotations

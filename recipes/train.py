@@ -41,7 +41,6 @@ from segreconcat_aug.cli import (
     run_main,
     stop_removing_new_folders,
 )
-from segreconcat_aug.evaluation.system import EVAL_KEYS, evaluate_system, evaluation_folder
 from segreconcat_aug.models.export import export_best_model
 from segreconcat_aug.options import validate_hparams_file
 from segreconcat_aug.training.augmenter import build_train_audio, warm_up_before_workers
@@ -252,44 +251,42 @@ def derive_overrides(hparams_file, values, stated) -> dict:
     return {**derived, **pooled_cache_overrides(values, stated, resolve)}
 
 
-def sized_by_training_set(values, n_speakers: int, n_rows: int) -> dict:
-    """What the training set decides: the classifier's size (the YAML's n_speakers, 921, is train-clean-360's)
-    and, with ``step_size_epochs`` (a preset's), the cyclic half-period in optimizer steps."""
-    sized = {"n_speakers": n_speakers}
-    if n_speakers != values["n_speakers"]:
-        logger.info("n_speakers set to %d (training speakers in the manifest)", n_speakers)
-    if values.get("step_size_epochs"):
-        steps = n_rows // (values["batch_size"] * int(os.environ.get("WORLD_SIZE", 1)))
-        sized["step_size"] = max(1, round(values["step_size_epochs"] * max(1, steps)))
-        logger.info(
-            "step_size set to %d (%s epochs of optimizer steps)",
-            sized["step_size"],
-            values["step_size_epochs"],
-        )
-    return sized
-
-
 def main(argv=None) -> SpeakerBrain:
     # Every option value is checked before anything is written (loading the YAML makes the
     # checkpointer's folder), and so are the output folder's settings and the inputs.
-    hparams_file, run_opts, overrides, values = load_recipe_hparams(
+    hparams_file, run_opts, overrides, hparams = load_recipe_hparams(
         argv,
         configure_logging=False,
         new_folders=("output_folder", "save_folder"),
         check=check_before_training,
         derive=derive_overrides,  # a preset, init_from's model sizes, a pooled run's caches
-        build=False,  # built below, once the training set gives n_speakers and step_size
     )
-    hold_output_folder(values["output_folder"], "a training run")  # one trainer per folder
+    hold_output_folder(hparams["output_folder"], "a training run")  # one trainer per folder
     sb.utils.distributed.ddp_init_group(run_opts)
-    create_experiment_directory(values["output_folder"], hparams_file, overrides)
-    if not values["skip_prep"]:
-        run_on_main(prepare_from_hparams, args=[values])
-    train_rows = read_manifest(values["train_annotation"])  # ~1 M rows: one read
+    create_experiment_directory(hparams["output_folder"], hparams_file, overrides)
+    if not hparams["skip_prep"]:
+        run_on_main(prepare_from_hparams, args=[hparams])
+    # The classifier's size is the number of training speakers: rebuild the model when the
+    # YAML's n_speakers (921, train-clean-360) does not match the manifest.
+    train_rows = read_manifest(hparams["train_annotation"])  # ~1 M rows: one read
     speakers = train_rows.distinct("spk_id")
-    overrides = {**overrides, **sized_by_training_set(values, len(speakers), len(train_rows))}
-    with open(hparams_file, encoding="utf-8") as fin:
-        hparams = {**load_hyperpyyaml(fin, overrides), **{key: values[key] for key in EVAL_KEYS}}
+    overrides = {**overrides, "n_speakers": len(speakers)}
+    reload = len(speakers) != hparams["n_speakers"]
+    if reload:
+        logger.info("n_speakers set to %d (training speakers in the manifest)", len(speakers))
+    if hparams.get("step_size_epochs"):
+        # The cyclic half-period in epochs (a preset's): optimizer steps of this training set.
+        steps = len(train_rows) // (hparams["batch_size"] * int(os.environ.get("WORLD_SIZE", 1)))
+        overrides["step_size"] = max(1, round(hparams["step_size_epochs"] * max(1, steps)))
+        reload = reload or overrides["step_size"] != hparams["step_size"]
+        logger.info(
+            "step_size set to %d (%s epochs of optimizer steps)",
+            overrides["step_size"],
+            hparams["step_size_epochs"],
+        )
+    if reload:
+        with open(hparams_file, encoding="utf-8") as fin:
+            hparams = load_hyperpyyaml(fin, overrides)
 
     augmenter, train_audio = build_train_audio(hparams)
     train_data, valid_data, _ = dataio_prep(hparams, train_audio, speakers, train_rows)
@@ -342,6 +339,8 @@ def main(argv=None) -> SpeakerBrain:
         report_progress(convergence_line(record_convergence(hparams)))
     if hparams.get("evaluate_after_training", False):
         # The last stage: score the exported model as the challenge does (recipes/evaluate.py).
+        from segreconcat_aug.evaluation.system import evaluate_system, evaluation_folder
+
         hold_output_folder(evaluation_folder(hparams), "an evaluation")
         run_on_main(evaluate_system, args=[hparams, run_opts])
     return brain

@@ -223,7 +223,6 @@ def load_recipe_hparams(
     new_folders: tuple[str, ...] = (),
     check=None,
     derive=None,
-    build: bool = True,
 ):
     """The start of every recipe: ``hparams.yaml --key=value ...`` -> its loaded hyperparameters.
 
@@ -238,8 +237,7 @@ def load_recipe_hparams(
     ``check``: the recipe's own checks of the option values (a callable given them), run before
     anything is written. ``derive``: a callable ``(hparams_file, values, stated) -> overrides`` whose
     values go UNDER the user's own (a preset, an ``init_from`` folder's model sizes:
-    :func:`segreconcat_aug.training.init_from.training_overrides`). ``build=False``: ``hparams`` are the
-    checked values, nothing built (the caller loads the YAML once it knows overrides of its own).
+    :func:`segreconcat_aug.training.init_from.training_overrides`).
     """
     from hyperpyyaml import load_hyperpyyaml
 
@@ -266,11 +264,9 @@ def load_recipe_hparams(
     if check is not None:
         check(values)
     note_new_folders({**values, **evaluation}, *new_folders)
-    if build:
-        with open(hparams_file, encoding="utf-8") as handle:
-            hparams = {**load_hyperpyyaml(handle, overrides), **evaluation}
-    else:
-        hparams = {**values, **evaluation}
+    with open(hparams_file, encoding="utf-8") as handle:
+        hparams = load_hyperpyyaml(handle, overrides)
+    hparams.update(evaluation)
     if configure_logging:
         logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s: %(message)s")
     return hparams_file, run_opts, overrides, hparams

@@ -41,6 +41,7 @@ from segreconcat_aug.cli import (
     run_main,
     stop_removing_new_folders,
 )
+from segreconcat_aug.evaluation.system import EVAL_KEYS, evaluate_system, evaluation_folder
 from segreconcat_aug.models.export import export_best_model
 from segreconcat_aug.options import validate_hparams_file
 from segreconcat_aug.training.augmenter import build_train_audio, warm_up_before_workers
@@ -284,9 +285,10 @@ def main(argv=None) -> SpeakerBrain:
             overrides["step_size"],
             hparams["step_size_epochs"],
         )
-    if reload:
+    if reload:  # the evaluation's values (its own YAML's) stay as they were checked
+        evaluation = {key: hparams[key] for key in EVAL_KEYS}
         with open(hparams_file, encoding="utf-8") as fin:
-            hparams = load_hyperpyyaml(fin, overrides)
+            hparams = {**load_hyperpyyaml(fin, overrides), **evaluation}
 
     augmenter, train_audio = build_train_audio(hparams)
     train_data, valid_data, _ = dataio_prep(hparams, train_audio, speakers, train_rows)
@@ -339,8 +341,6 @@ def main(argv=None) -> SpeakerBrain:
         report_progress(convergence_line(record_convergence(hparams)))
     if hparams.get("evaluate_after_training", False):
         # The last stage: score the exported model as the challenge does (recipes/evaluate.py).
-        from segreconcat_aug.evaluation.system import evaluate_system, evaluation_folder
-
         hold_output_folder(evaluation_folder(hparams), "an evaluation")
         run_on_main(evaluate_system, args=[hparams, run_opts])
     return brain

@@ -123,7 +123,7 @@ CHALLENGE_LISTS = {
 
 def challenge_lists(seed: int = 0) -> dict:
     """Four crossed lists of the challenge's sizes (50,360 trials), with per-speaker score offsets."""
-    from segreconcat_aug.evaluation.system import SubsetScores
+    from segreconcat_aug.evaluation.trials import SubsetScores
 
     rng = np.random.default_rng(seed)
     subsets = {}

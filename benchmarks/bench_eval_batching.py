@@ -69,7 +69,7 @@ def run(hparams: dict, device: str, eval_folder: Path, **options):
 def equal_lengths(hparams: dict) -> tuple[int, int]:
     """How many scored utterances share their embedded length with another one, of how many."""
     from segreconcat_aug.evaluation.embeddings import EmbeddingExtractor
-    from segreconcat_aug.evaluation.system import load_system_trials
+    from segreconcat_aug.evaluation.trials import load_system_trials
 
     enrollments, trials = load_system_trials(hparams["data_folder"], hparams["system"])
     sources = {path for e in enrollments.values() for path in e.wav.values()}

@@ -306,7 +306,7 @@ def stage_orders(root: Path, output: Path) -> dict:
 def stage_scoring(root: Path, output: Path) -> dict:
     from segreconcat_aug.evaluation.metrics import verification_metrics
     from segreconcat_aug.evaluation.scoring import speaker_models
-    from segreconcat_aug.evaluation.system import TrialList, score_trials
+    from segreconcat_aug.evaluation.trials import TrialList, score_trials
 
     rng = np.random.default_rng(0)
     dim, results = 192, {}

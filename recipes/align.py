@@ -53,8 +53,7 @@ from segreconcat_aug.data.jobs import (
 from segreconcat_aug.data.jsonl_files import shard_files
 from segreconcat_aug.data.kaldi import PipeCommand, read_kaldi_map
 from segreconcat_aug.data.protocols import language_of_set, whisper_language
-from segreconcat_aug.errors import UserError
-from segreconcat_aug.options import OptionError
+from segreconcat_aug.errors import OptionError, UserError
 
 logger = logging.getLogger("align")
 IMPORTERS = ("mfa", "ctm")

@@ -8,7 +8,9 @@ Usage (the same YAML and overrides as training, so the same output folder is fou
     python recipes/evaluate.py hparams/ecapa_segreconcat.yaml --data_folder=<VPAC root> --system=T8-5 \
         --protocol=vpc2026-track1 --eval_folder=results/T8-5/<configuration>/eval-vpc2026
 
-Loads the model folder (``eval_model_folder``, default ``<export_folder>``: the best-dev-loss model
+The ``eval_*`` options are the keys of the evaluation YAML the training YAML names (``eval_hparams``:
+hparams/evaluate.yaml), given on this command line as its own. Loads the model folder
+(``eval_model_folder``, default ``<export_folder>``: the best-dev-loss model
 that ``recipes/train.py`` exports; or any SpeechBrain speaker-model folder, such as a copy of
 ``speechbrain/spkrec-ecapa-voxceleb`` or a VPC 2024 ASV model) through its ``hyperparams.yaml`` with
 SpeechBrain's ``EncoderClassifier`` (no model sizes to restate; an old export without one goes into
@@ -20,7 +22,7 @@ trials by cosine against averaged enrollment embeddings and writes to
 and ``det.png``; with ``eval_privacy`` (the default) also the privacy metrics
 beyond the EER with their intervals (linkability, ZEBRA, Cllr, identification,
 pi_link, Singling Out, EER per speaker) in those files, ``per_speaker_eer.csv``
-and ``privacy.png``. Options: the ``eval_*`` keys (docs/evaluation.md).
+and ``privacy.png``. docs/evaluation.md describes every option.
 """
 
 from __future__ import annotations
@@ -29,10 +31,11 @@ from segreconcat_aug.cli import (
     create_experiment_directory,
     hold_output_folder,
     load_recipe_hparams,
-    overrides_mapping,
+    note_new_folder,
     run_main,
 )
 from segreconcat_aug.evaluation.system import (
+    EVAL_KEYS,
     check_evaluation_folder,
     evaluate_system,
     evaluation_folder,
@@ -45,15 +48,18 @@ def main(argv=None):
     hparams_file, run_opts, overrides, hparams = load_recipe_hparams(
         argv,
         configure_logging=False,
-        new_folders=("output_folder", "save_folder", "eval_folder"),
+        new_folders=("output_folder", "save_folder"),
         derive=training_overrides,  # the training's YAML as the run had it (preset, init_from's sizes)
     )
     eval_folder = evaluation_folder(hparams)
+    note_new_folder(eval_folder)  # removed again on a user error, if this run makes it
     check_evaluation_folder(hparams)  # before anything is written there
     hold_output_folder(eval_folder, "an evaluation")  # one evaluation per folder
     # A missing, damaged or mismatched model stops before eval/ is made (SpeechBrain's links go in eval/model).
-    model = load_evaluation_model(hparams, run_opts, stated=overrides_mapping(overrides))
-    create_experiment_directory(eval_folder, hparams_file, overrides)
+    model = load_evaluation_model(hparams, run_opts, stated=overrides)
+    # The evaluation's values with the training YAML's: what this folder was scored with.
+    evaluation = {key: hparams[key] for key in EVAL_KEYS}
+    create_experiment_directory(eval_folder, hparams_file, {**overrides, **evaluation})
     results = evaluate_system(hparams, run_opts, model=model)
     print((eval_folder / "results.md").read_text(encoding="utf-8"))
     return results

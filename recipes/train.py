@@ -36,12 +36,12 @@ from speechbrain.utils.distributed import ddp_broadcast, if_main_process, run_on
 from segreconcat_aug.cli import (
     create_experiment_directory,
     hold_output_folder,
-    keep_new_folders,
     load_recipe_hparams,
-    overrides_mapping,
     report_progress,
     run_main,
+    stop_removing_new_folders,
 )
+from segreconcat_aug.evaluation.system import EVAL_KEYS, evaluate_system, evaluation_folder
 from segreconcat_aug.models.export import export_best_model
 from segreconcat_aug.options import validate_hparams_file
 from segreconcat_aug.training.augmenter import build_train_audio, warm_up_before_workers
@@ -78,8 +78,9 @@ class SpeakerBrain(sb.core.Brain):
     def _wrap_distributed(self):
         if not (self.distributed_launch and self.device_type == "cpu"):
             return super()._wrap_distributed()
-        # SpeechBrain 1.1.2 converts every module to SyncBatchNorm, which torch refuses on CPU;
-        # on CPU (gloo) wrap without it: DDP sends rank 0's BatchNorm buffers at each forward.
+        # SpeechBrain 1.1.2 converts every module to SyncBatchNorm, which torch refuses on CPU, and no
+        # run option turns that off (Brain._wrap_distributed always converts under torchrun); on CPU (gloo)
+        # wrap without it: DDP sends rank 0's BatchNorm buffers at each forward.
         for name, module in self.modules.items():
             if any(p.requires_grad for p in module.parameters()):
                 self.modules[name] = torch.nn.parallel.DistributedDataParallel(
@@ -251,7 +252,7 @@ def main(argv=None) -> SpeakerBrain:
     # YAML's n_speakers (921, train-clean-360) does not match the manifest.
     train_rows = read_manifest(hparams["train_annotation"])  # ~1 M rows: one read
     speakers = train_rows.distinct("spk_id")
-    overrides = {**overrides_mapping(overrides), "n_speakers": len(speakers)}
+    overrides = {**overrides, "n_speakers": len(speakers)}
     reload = len(speakers) != hparams["n_speakers"]
     if reload:
         logger.info("n_speakers set to %d (training speakers in the manifest)", len(speakers))
@@ -265,9 +266,10 @@ def main(argv=None) -> SpeakerBrain:
             overrides["step_size"],
             hparams["step_size_epochs"],
         )
-    if reload:
+    if reload:  # the evaluation's values (its own YAML's) stay as they were checked
+        evaluation = {key: hparams[key] for key in EVAL_KEYS}
         with open(hparams_file, encoding="utf-8") as fin:
-            hparams = load_hyperpyyaml(fin, overrides)
+            hparams = {**load_hyperpyyaml(fin, overrides), **evaluation}
 
     augmenter, train_audio = build_train_audio(hparams)
     train_data, valid_data, _ = dataio_prep(hparams, train_audio, speakers, train_rows)
@@ -282,11 +284,13 @@ def main(argv=None) -> SpeakerBrain:
         # Before any training: a missing alignment (or AR/SR order) stops here under the default policy.
         augmenter.check_coverage(coverage_keys(train_rows, augmenter))
 
-    keep_new_folders()  # the inputs are checked: from here on the output folder holds work
+    stop_removing_new_folders()  # the inputs are checked: from here on the output folder holds work
     warm_up_before_workers(train_data)
     if hparams.get("init_from") and not has_checkpoints(hparams["save_folder"]):
         # A new fine-tuning: the folder's weights (a resumed one: its checkpoints, which the Brain recovers).
-        load_init_weights(hparams["init_from"], hparams["modules"], training=hparams_file)
+        load_init_weights(
+            hparams["init_from"], hparams["modules"], training=hparams_file, trusted=hparams["trusted"]
+        )
     # Everything built so far lives as long as training: the cyclic garbage collector need never visit
     # it, and a forked DataLoader worker then leaves those pages shared instead of copying them.
     gc.collect()
@@ -317,8 +321,6 @@ def main(argv=None) -> SpeakerBrain:
         report_progress(convergence_line(record_convergence(hparams)))
     if hparams.get("evaluate_after_training", False):
         # The last stage: score the exported model as the challenge does (recipes/evaluate.py).
-        from segreconcat_aug.evaluation.system import evaluate_system, evaluation_folder
-
         hold_output_folder(evaluation_folder(hparams), "an evaluation")
         run_on_main(evaluate_system, args=[hparams, run_opts])
     return brain

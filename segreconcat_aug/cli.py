@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import difflib
 import logging
+import re
 import runpy
 import shutil
 import sys
@@ -64,7 +65,7 @@ HELP_FLAGS = ("--help", "-h")
 
 logger = logging.getLogger(__name__)
 # Folders this run created (and only those): removed when the run stops on a user error.
-_NEW_FOLDERS: list[Path] = []
+_FOLDERS_TO_REMOVE: list[Path] = []
 
 
 class UnknownOptionError(UserError, ValueError):
@@ -81,11 +82,7 @@ def report_progress(message: str) -> None:
 
 
 def checkout_path(path) -> str:
-    """``path`` as given when it exists (or is absolute), else the checkout's file of that relative name.
-
-    >>> checkout_path("hparams/align.yaml") == str(REPO / "hparams" / "align.yaml") or Path("hparams/align.yaml").exists()
-    True
-    """
+    """``path`` as given when it exists (or is absolute), else the checkout's file of that relative name."""
     given = Path(path)
     if given.is_absolute() or given.exists() or not (REPO / given).exists():
         return str(path)
@@ -98,9 +95,41 @@ def closest_key(key: str, keys) -> str | None:
     return matches[0] if matches else None
 
 
+TOP_LEVEL_KEY = re.compile(r"^([A-Za-z_]\w*):(.*)$")
+
+
+def yaml_lines(hparams_file) -> list[tuple[str, str, str]]:
+    r"""``(key, value, comment)`` of each top-level key of a YAML file, read line by line.
+
+    The comment is the key's end-of-line one, else the first line of the comment block right above
+    it (a section header, ``---- Data ----``, is not about the key). A nested value reads ``...``.
+
+    >>> import tempfile
+    >>> path = Path(tempfile.mkdtemp()) / "x.yaml"
+    >>> _ = path.write_text("# the seed\nseed: 1  # numpy's too\n# ---- Data ----\n# where\ndata: !PLACEHOLDER\nm:\n  a: 1\n")
+    >>> yaml_lines(path)
+    [('seed', '1', "numpy's too"), ('data', '!PLACEHOLDER', 'where'), ('m', '...', '')]
+    """
+    rows, above = [], []
+    for line in Path(hparams_file).read_text(encoding="utf-8").splitlines():
+        match = TOP_LEVEL_KEY.match(line)
+        if match is None:
+            text = line.strip()
+            above = (
+                above + [text.lstrip("#").strip()] if text.startswith("#") and not line[0].isspace() else []
+            )
+            continue
+        value, _, comment = match.group(2).partition(" #")
+        if not comment.strip():
+            comment = next((text for text in above if text and not text.startswith("-")), "")
+        rows.append((match.group(1), value.strip() or "...", comment.strip().lstrip("#").strip()))
+        above = []
+    return rows
+
+
 def yaml_keys(hparams_file) -> list[str]:
     """The top-level keys of a hyperparameter file, in file order."""
-    return list(_load_commented(hparams_file))
+    return [key for key, _, _ in yaml_lines(hparams_file)]
 
 
 def overrides_mapping(overrides) -> dict:
@@ -116,9 +145,18 @@ def overrides_mapping(overrides) -> dict:
     return dict(overrides or {})
 
 
-def check_override_keys(hparams_file, overrides) -> None:
-    """Every overridden key must be one of the YAML's top-level keys; a misspelt one is named with the fix."""
+def override_keys(hparams_file) -> list[str]:
+    """The keys a YAML's command line may override: its own, and a training YAML's evaluation keys
+    (``eval_hparams``: :mod:`segreconcat_aug.evaluation.system`)."""
+    from .evaluation.system import EVAL_KEYS
+
     keys = yaml_keys(hparams_file)
+    return keys + list(EVAL_KEYS) if {"eval_hparams", *EVAL_KEYS} & set(keys) else keys
+
+
+def check_override_keys(hparams_file, overrides) -> None:
+    """Every overridden key must be one of :func:`override_keys`; a misspelt one is named with the closest."""
+    keys = override_keys(hparams_file)
     for key in overrides_mapping(overrides):
         if key in keys:
             continue
@@ -172,7 +210,7 @@ def parse_recipe_arguments(argv=None):
         raise UnknownOptionError("expected a hyperparameter file first (hparams/...yaml); --help shows usage")
     if not Path(argv[0]).is_file():
         raise UnknownOptionError(f"{argv[0]}: no such hyperparameter file (give a path to hparams/...yaml)")
-    check_repeated_keys(argv[1:], yaml_keys(argv[0]))
+    check_repeated_keys(argv[1:], override_keys(argv[0]))
     hparams_file, run_opts, overrides = sb.parse_arguments(argv)
     check_override_keys(hparams_file, overrides)
     return hparams_file, run_opts, overrides
@@ -188,35 +226,47 @@ def load_recipe_hparams(
 ):
     """The start of every recipe: ``hparams.yaml --key=value ...`` -> its loaded hyperparameters.
 
-    Returns ``(hparams_file, run_opts, overrides, hparams)`` as SpeechBrain's
-    ``parse_arguments`` and ``load_hyperpyyaml`` give them, every option value checked
-    (:func:`segreconcat_aug.options.validate_hparams_file`, before loading); ``argv`` defaults to this
-    process's arguments. Logging goes to the console at INFO unless told otherwise
-    (a recipe that creates a SpeechBrain experiment folder lets that configure it).
+    Returns ``(hparams_file, run_opts, overrides, hparams)`` as SpeechBrain's ``parse_arguments``
+    and ``load_hyperpyyaml`` give them (``overrides``: a mapping), every option value checked
+    (:func:`segreconcat_aug.options.validate_hparams_file`, before loading); ``argv`` defaults to
+    this process's arguments. A training YAML's evaluation keys (``eval_hparams``) are in ``hparams``
+    too, its overrides of them checked by :func:`segreconcat_aug.evaluation.system.load_evaluation_hparams`
+    and left out of ``overrides``. Logging goes to the console at INFO unless told otherwise (a recipe
+    that creates a SpeechBrain experiment folder lets that configure it).
     ``new_folders``: keys of folders to remove if this run creates them and stops on a user error.
     ``check``: the recipe's own checks of the option values (a callable given them), run before
     anything is written. ``derive``: a callable ``(hparams_file, values, stated) -> overrides`` whose
     values go UNDER the user's own (a preset, an ``init_from`` folder's model sizes:
-    :func:`segreconcat_aug.training.init_from.training_overrides`); the returned ``overrides`` are then
-    a mapping holding both.
+    :func:`segreconcat_aug.training.init_from.training_overrides`).
     """
     from hyperpyyaml import load_hyperpyyaml
 
+    from .data.protocols import check_protocol_options
+    from .evaluation.system import EVAL_KEYS, evaluation_hparams_file, load_evaluation_hparams
     from .options import validate_hparams_file
 
     hparams_file, run_opts, overrides = parse_recipe_arguments(argv)
+    overrides = overrides_mapping(overrides)
+    # A training YAML (evaluation keys: its eval_hparams'; a YAML still holding some is refused there)
+    evaluated = {"eval_hparams", *EVAL_KEYS} & set(yaml_keys(hparams_file))
+    if evaluated:
+        stated = {key: overrides.pop(key) for key in list(overrides) if key in EVAL_KEYS}
     values = validate_hparams_file(hparams_file, overrides)  # every option value, before anything is written
     if derive is not None:
-        stated = overrides_mapping(overrides)
-        derived = derive(hparams_file, values, stated)
+        derived = derive(hparams_file, values, overrides)
         if derived:
-            overrides = {**derived, **stated}
+            overrides = {**derived, **overrides}
             values = validate_hparams_file(hparams_file, overrides)
+    evaluation = {}
+    if evaluated:
+        evaluation = load_evaluation_hparams(evaluation_hparams_file(hparams_file, values), stated)
+    check_protocol_options({**values, **evaluation})
     if check is not None:
         check(values)
-    remember_new_folders(values, *new_folders)
+    note_new_folders({**values, **evaluation}, *new_folders)
     with open(hparams_file, encoding="utf-8") as handle:
         hparams = load_hyperpyyaml(handle, overrides)
+    hparams.update(evaluation)
     if configure_logging:
         logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s: %(message)s")
     return hparams_file, run_opts, overrides, hparams
@@ -232,7 +282,7 @@ def create_experiment_directory(experiment_directory, hyperparams_to_save, overr
     import speechbrain as sb
     from speechbrain.utils.distributed import if_main_process
 
-    remove_if_user_error(experiment_directory)
+    note_new_folder(experiment_directory)
     sb.create_experiment_directory(
         experiment_directory=str(experiment_directory),
         hyperparams_to_save=hyperparams_to_save,
@@ -313,8 +363,8 @@ def environment_description() -> str:
     return f"SpeechBrain system description\n{rule}\n" + f"\n{rule}\n".join(sections) + "\n"
 
 
-def remove_if_user_error(folder) -> None:
-    """Remember ``folder`` for removal on a user error if it does not exist yet (this run creates it).
+def note_new_folder(folder) -> None:
+    """Note ``folder`` for removal on a user error if it does not exist yet (this run creates it).
 
     What is remembered is the outermost missing folder on its path (``results/`` itself on a
     first run), never a folder that exists now.
@@ -324,11 +374,11 @@ def remove_if_user_error(folder) -> None:
         return
     while not folder.parent.exists():
         folder = folder.parent
-    _NEW_FOLDERS.append(folder)
+    _FOLDERS_TO_REMOVE.append(folder)
 
 
-def remember_new_folders(resolved, *keys: str) -> None:
-    """:func:`remove_if_user_error` for the folders the YAML's ``keys`` name, BEFORE the YAML is loaded
+def note_new_folders(resolved, *keys: str) -> None:
+    """:func:`note_new_folder` for the folders the YAML's ``keys`` name, BEFORE the YAML is loaded
     (loading it creates some: SpeechBrain's Checkpointer makes its folder).
 
     ``resolved``: the YAML's values with their references resolved, as
@@ -336,7 +386,7 @@ def remember_new_folders(resolved, *keys: str) -> None:
     """
     for key in keys:
         if resolved.get(key):
-            remove_if_user_error(resolved[key])
+            note_new_folder(resolved[key])
 
 
 def hold_output_folder(folder, what: str, name: str | None = None) -> None:
@@ -351,9 +401,9 @@ def hold_output_folder(folder, what: str, name: str | None = None) -> None:
         hold_folder(folder, what, name or LOCK_FILE)
 
 
-def keep_new_folders() -> None:
+def stop_removing_new_folders() -> None:
     """From here on the run's folders hold work worth keeping: a later user error leaves them."""
-    _NEW_FOLDERS.clear()
+    _FOLDERS_TO_REMOVE.clear()
 
 
 def _remove_new_folders(keep=()) -> dict[Path, Path]:
@@ -365,8 +415,8 @@ def _remove_new_folders(keep=()) -> dict[Path, Path]:
     from speechbrain.utils.distributed import if_main_process
 
     moved: dict[Path, Path] = {}
-    while _NEW_FOLDERS:
-        folder = _NEW_FOLDERS.pop()
+    while _FOLDERS_TO_REMOVE:
+        folder = _FOLDERS_TO_REMOVE.pop()
         if not (folder.exists() and if_main_process()):
             continue
         for cited in keep:
@@ -395,87 +445,21 @@ def _free_name(path: Path) -> Path:
 # ---------------------------------------------------------------------------------------------------
 
 
-def _load_commented(hparams_file):
-    import ruamel.yaml
-
-    with open(hparams_file, encoding="utf-8") as handle:
-        return ruamel.yaml.YAML().load(handle) or {}
-
-
-def _end_of_line_comments(node, found: dict[int, str]) -> None:
-    """The end-of-line comments under ``node`` (line number -> text), from ruamel's comment tokens.
-
-    Only tokens that start after a value on their line: a token that starts with a line break
-    carries the full-line comments below it, which :func:`yaml_help` reads from the text.
-    """
-    from ruamel.yaml.comments import CommentedBase
-    from ruamel.yaml.tokens import CommentToken
-
-    def add(token):
-        if isinstance(token, list):
-            for item in token:
-                add(item)
-        elif isinstance(token, CommentToken) and token.value.startswith("#") and token.start_mark.column > 0:
-            found.setdefault(token.start_mark.line, token.value.split("\n")[0].lstrip("#").strip())
-
-    if not isinstance(node, CommentedBase):
-        return
-    add(node.ca.comment)
-    for tokens in node.ca.items.values():
-        add(tokens)
-    for child in node.values() if hasattr(node, "values") else node:
-        _end_of_line_comments(child, found)
-
-
-def _describe_value(value) -> str:
-    from ruamel.yaml.comments import CommentedMap, CommentedSeq, TaggedScalar
-
-    tag = getattr(getattr(value, "tag", None), "value", None) or ""
-    if tag == "!PLACEHOLDER":
-        return "(required)"
-    if isinstance(value, TaggedScalar):
-        return f"{tag} {value.value}".strip() if tag == "!ref" else tag
-    if tag.startswith(("!new:", "!name:", "!apply:")):
-        return tag
-    if isinstance(value, CommentedMap):
-        return "{...}"
-    if isinstance(value, CommentedSeq):
-        text = "[" + ", ".join(str(item) for item in value) + "]"
-        return text if len(text) <= 30 else text[:27] + "...]"
-    return "null" if value is None else str(value)
-
-
 def _clip(text: str, width: int) -> str:
     return text if len(text) <= width else text[: width - 3] + "..."
 
 
 def yaml_help(hparams_file) -> str:
-    """The YAML's top-level keys, each with its default and its one-line comment.
+    """The YAML's top-level keys, each with its default and its one-line comment (:func:`yaml_lines`).
 
-    The comment is the key's end-of-line comment, else the comment line right above it.
     Keys starting with ``__`` (SpeechBrain's internal ones) are left out.
     """
-    document = _load_commented(hparams_file)
-    comments: dict[int, str] = {}
-    _end_of_line_comments(document, comments)
-    lines = Path(hparams_file).read_text(encoding="utf-8").splitlines()
-    rows = []
-    for key, value in document.items():
-        if str(key).startswith("__"):
-            continue
-        line = document.lc.key(key)[0]
-        comment = comments.get(line)
-        if comment is None:  # the first line of the comment block right above the key
-            above = line
-            while above > 0 and lines[above - 1].lstrip().startswith("#"):
-                above -= 1
-            block = [text.lstrip().lstrip("#").strip() for text in lines[above:line]]
-            # Section headers ("---- Data ----") and blank comment lines are not about this key.
-            comment = next((text for text in block if text and not text.startswith("-")), None)
-        elif comment.startswith("-"):
-            comment = None
-        rows.append((f"--{key}", _describe_value(value), comment or ""))
-    width = max(len(row[0]) for row in rows) if rows else 0
+    rows = [
+        (f"--{key}", "(required)" if value == "!PLACEHOLDER" else value, comment)
+        for key, value, comment in yaml_lines(hparams_file)
+        if not key.startswith("__")
+    ]
+    width = max((len(row[0]) for row in rows), default=0)
     value_width = min(max((len(row[1]) for row in rows), default=0), 34)
     body = [
         f"  {name:<{width}}  {_clip(value, value_width):<{value_width}}  {comment}".rstrip()
@@ -509,6 +493,11 @@ def recipe_help(script: str, argv: list[str], doc: str | None = None, extra: str
     parts = [doc.strip().splitlines()[0]] if doc else []
     if hparams_file:
         parts.append(yaml_help(hparams_file))
+        named = {key: value for key, value, _ in yaml_lines(hparams_file) if key == "eval_hparams"}
+        if named:  # a training YAML: its evaluation YAML's keys are its command line's too
+            from .evaluation.system import evaluation_hparams_file
+
+            parts.append(yaml_help(evaluation_hparams_file(hparams_file, named)))
     if extra:
         parts.append(extra.strip())
     parts.append(
@@ -534,7 +523,7 @@ def run_main(main, argv: list[str] | None = None, *, extra_help: str = "") -> No
     if any(flag in argv for flag in HELP_FLAGS):
         sys.stdout.write(recipe_help(script, argv, getattr(module, "__doc__", None), extra_help))
         sys.exit(0)
-    _NEW_FOLDERS.clear()
+    _FOLDERS_TO_REMOVE.clear()
     show_traceback = TRACEBACK_FLAG in argv
     argv = [argument for argument in argv if argument != TRACEBACK_FLAG]
     try:

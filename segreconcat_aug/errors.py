@@ -33,6 +33,42 @@ class UserError(Exception):
     cited_files: tuple[Path, ...] = ()
 
 
+class OptionError(UserError, ValueError):
+    """An option has a value outside what it allows; the message names key, value and allowed values."""
+
+
+def option_error(error, values, source="") -> OptionError:
+    """A pydantic ``ValidationError`` of an options schema as one :class:`OptionError` line.
+
+    >>> from typing import Literal
+    >>> from pydantic import BaseModel, ConfigDict, ValidationError
+    >>> class Options(BaseModel):
+    ...     model_config = ConfigDict(extra="forbid", strict=True)
+    ...     mode: Literal["a", "b"]
+    >>> try:
+    ...     Options.model_validate({"mode": "c"})
+    ... except ValidationError as error:
+    ...     print(option_error(error, {"mode": "c"}))
+    option mode: 'c': input should be 'a' or 'b'
+    """
+    problems = {}
+    for item in error.errors():
+        key = item["loc"][0]
+        if key in problems:
+            continue
+        if item["type"] == "missing":
+            problems[key] = f"{key} is missing: give it in the YAML or as --{key}=..."
+            continue
+        where = "".join(f" item {part}" for part in item["loc"][1:] if isinstance(part, int))
+        problems[key] = f"{key}: {values.get(key)!r}:{where} {item['msg'][0].lower()}{item['msg'][1:]}"
+    prefix = f"{source}: " if source else ""
+    if len(problems) == 1:
+        return OptionError(f"{prefix}option {next(iter(problems.values()))}")
+    return OptionError(
+        f"{prefix}{len(problems)} option values are not allowed: " + "; ".join(problems.values())
+    )
+
+
 class MissingInputError(UserError, FileNotFoundError):
     """A file or folder the options or an input list name is not there; the message names it."""
 

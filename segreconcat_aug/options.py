@@ -17,15 +17,15 @@ A new option is one line of the table.
 
 Example
 -------
->>> validate_options({"mode": "concat", "crossfade": 0.005, "eval_subsets": ["dev_f"], "unknown_key": 1})
->>> validate_options({"eval_subsets": ["dev_x"]})
+>>> validate_options({"mode": "concat", "crossfade": 0.005, "unknown_key": 1})
+>>> validate_options({"channels": [16, 0, 16]})
 Traceback (most recent call last):
 ...
-segreconcat_aug.options.OptionError: option eval_subsets: ['dev_x'] is not a non-empty list, each item one of 'dev_f', 'dev_m', 'test_f', 'test_m', 'dev_mixed', 'test_mixed' (or null)
+segreconcat_aug.errors.OptionError: option channels: [16, 0, 16] is not a non-empty list, each item an integer >= 1
 >>> validate_options({"mode": "bogus", "crossfade": -0.01})
 Traceback (most recent call last):
 ...
-segreconcat_aug.options.OptionError: 2 option values are not allowed: mode: 'bogus' is not one of 'concat', 'rearranged', 'none'; crossfade: -0.01 is not a number >= 0
+segreconcat_aug.errors.OptionError: 2 option values are not allowed: mode: 'bogus' is not one of 'concat', 'rearranged', 'none'; crossfade: -0.01 is not a number >= 0
 """
 
 from __future__ import annotations
@@ -37,11 +37,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from .errors import UserError
-
-
-class OptionError(UserError, ValueError):
-    """An option has a value outside what it allows; the message names key, value and allowed values."""
+from .errors import OptionError
 
 
 @dataclass(frozen=True)
@@ -261,37 +257,9 @@ OPTION_RULES: dict[str, Rule] = {
     "step_size_epochs": number(gt=0, optional=True),
     "aam_margin": number(ge=0),
     "aam_scale": number(gt=0),
-    # Evaluation (segreconcat_aug.evaluation.system)
-    "eval_subsets": Rule(choices=_subsets, each=True, optional=True),
-    "eval_p_targets": Rule(low=0, high=1, low_open=True, high_open=True, each=True),
-    "eval_normalize_wave": one_of(True, False, "vpc2024", "vpc2026", optional=True),
-    "eval_enroll_mean": one_of("raw", "l2", optional=True),
-    "eval_trim_zeros": FLAG,
-    "eval_bootstrap_resamples": number(ge=0, integer=True),
-    "eval_bootstrap_seed": SEED,
+    # The grid's bootstrap (its eval_* keys: hparams/evaluate.yaml, segreconcat_aug.evaluation.system)
     "bootstrap_resamples": number(ge=0, integer=True),
     "bootstrap_seed": SEED,
-    "eval_score_norm": one_of("s-norm", "as-norm", "as-norm-voxattack", optional=True),
-    "eval_batching": one_of("exact", "padded"),
-    "eval_batch_size": number(ge=1, integer=True),
-    "eval_max_batch_seconds": number(gt=0, optional=True),
-    "eval_cohort_utts_per_speaker": number(ge=1, integer=True),
-    "eval_cohort_top_k": number(ge=1, integer=True, optional=True),
-    "eval_cohort_size": number(ge=1, integer=True),
-    "eval_cohort_min_size": number(ge=0, integer=True),
-    "eval_skip_missing_trials": one_of(True, False, optional=True),
-    "eval_trials_from": one_of("original", "anonymized", optional=True),
-    "eval_duplicate_trials": one_of("collapse", "keep", optional=True),
-    "eval_resample": one_of(True, False, optional=True),
-    "eval_allow_pipes": FLAG,
-    "eval_save_every": number(ge=1, integer=True),
-    "eval_det_plot": FLAG,
-    "eval_privacy": FLAG,
-    "eval_privacy_top_k": number(ge=1, integer=True),
-    "eval_privacy_speaker_eer_threshold": number(gt=0, le=100),
-    "eval_privacy_worst_speakers": number(ge=0, integer=True),
-    "eval_privacy_singling_out_folds": number(ge=1, integer=True),
-    "eval_privacy_seed": number(ge=0, integer=True),
     # Alignment and order jobs
     "backend": one_of(
         "faster-whisper", "openai-whisper", "transformers", "whisper", "pocketsphinx", "mfa", "ctm"
@@ -333,7 +301,6 @@ PATH_RULES: dict[str, str] = {
     "output_folder": "folder",
     "save_folder": "folder",
     "export_folder": "folder",
-    "eval_folder": "folder",
     "audio_check_cache": "file",
     "train_log": "file",
     "train_annotation": "file",

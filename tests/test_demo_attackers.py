@@ -5,7 +5,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
 import soundfile
 
 from segreconcat_aug.data.kaldi import load_kaldi_folder
@@ -31,16 +30,6 @@ def test_the_original_speech_is_the_anonymized_training_set_before_anonymization
     assert abs(info.duration - soundfile.info(anonymized.wav[first]).duration) < 0.05
 
 
-def _fine_tuning_merged() -> bool:
-    """``init_from`` and ``as-norm-voxattack`` (issue #29's other parts) are in this checkout."""
-    from segreconcat_aug.cli import yaml_keys
-    from segreconcat_aug.options import OPTION_RULES
-
-    keys = yaml_keys(REPO / "hparams" / "ecapa_segreconcat.yaml")
-    return "init_from" in keys and OPTION_RULES["eval_score_norm"].accepts("as-norm-voxattack")
-
-
-@pytest.mark.skipif(not _fine_tuning_merged(), reason="needs init_from and as-norm-voxattack (#29)")
 def test_attackers_quick_prints_every_row_with_intervals_and_the_pairs(tmp_path):
     out = tmp_path / "attackers"
     run = subprocess.run(

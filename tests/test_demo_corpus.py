@@ -11,7 +11,7 @@ from segreconcat_aug.align.cache import load_alignments
 from segreconcat_aug.data.kaldi import load_kaldi_folder, read_kaldi_map
 from segreconcat_aug.data.protocols import PARTS, get_protocol
 from segreconcat_aug.data.vpac import VPAC_SETS, system_folders
-from segreconcat_aug.evaluation.system import load_system_trials
+from segreconcat_aug.evaluation.trials import load_system_trials
 from segreconcat_aug.method.orders import load_orders
 
 DEMO = Path(__file__).resolve().parents[1] / "demo"

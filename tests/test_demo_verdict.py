@@ -7,8 +7,8 @@ from pathlib import Path
 import numpy as np
 
 from segreconcat_aug.evaluation.metrics import verification_metrics
-from segreconcat_aug.evaluation.system import SUBSETS, SubsetScores, SystemResults
 from segreconcat_aug.evaluation.system_report import write_system_report
+from segreconcat_aug.evaluation.trials import SUBSETS, SubsetScores, SystemResults
 from segreconcat_aug.grid import assemble, grid_runs, load_grid
 
 REPO = Path(__file__).resolve().parents[1]

@@ -12,14 +12,14 @@ import soundfile
 import torch
 from hyperpyyaml import load_hyperpyyaml
 
-from segreconcat_aug import evaluation
 from segreconcat_aug.data.audio import read_audio
 from segreconcat_aug.data.kaldi import read_kaldi_map, read_trials
 from segreconcat_aug.evaluation.embeddings import EmbeddingCache, EmbeddingExtractor, duration_batches
 from segreconcat_aug.evaluation.score_files import read_score_file
 from segreconcat_aug.evaluation.scoring import cosine_scores, normalize_scores, speaker_models
-from segreconcat_aug.evaluation.system import TrialListError, evaluate_system, load_system_trials
+from segreconcat_aug.evaluation.system import EVAL_KEYS, evaluate_system, load_evaluation_hparams
 from segreconcat_aug.evaluation.system_report import read_results
+from segreconcat_aug.evaluation.trials import SUBSETS, TrialListError, load_system_trials
 
 REPO = Path(__file__).resolve().parents[1]
 HPARAMS = REPO / "hparams" / "ecapa_segreconcat.yaml"
@@ -37,8 +37,12 @@ def tiny_overrides(vpac_root, output_folder, **extra):
 
 
 def load_tiny_hparams(overrides):
+    """The training YAML and its evaluation YAML with ``overrides``, each routed to the file that has it."""
+    evaluation = {key: overrides[key] for key in EVAL_KEYS if key in overrides}
+    evaluation = load_evaluation_hparams(REPO / "hparams" / "evaluate.yaml", evaluation)  # checked first
     with open(HPARAMS, encoding="utf-8") as fin:
-        return load_hyperpyyaml(fin, overrides)
+        hparams = load_hyperpyyaml(fin, {k: v for k, v in overrides.items() if k not in EVAL_KEYS})
+    return {**hparams, **evaluation}
 
 
 def export_random_model(hparams) -> Path:
@@ -119,9 +123,7 @@ def test_reports_are_written_and_consistent(evaluated):
     hparams, results = evaluated
     folder = Path(hparams["output_folder"]) / "eval"
     saved = read_results(folder)
-    assert saved["table"]["avg"] == pytest.approx(
-        np.mean([saved["subsets"][s]["eer"] for s in evaluation.SUBSETS])
-    )
+    assert saved["table"]["avg"] == pytest.approx(np.mean([saved["subsets"][s]["eer"] for s in SUBSETS]))
     _, _, targets, scores, _ = read_score_file(folder / "scores" / "test_f.txt")
     np.testing.assert_array_equal(scores, results.subsets["test_f"].scores)
     np.testing.assert_array_equal(targets, results.subsets["test_f"].targets)

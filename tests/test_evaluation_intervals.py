@@ -1,12 +1,11 @@
 """What evaluation passes to the report's speaker bootstrap: test speakers from utt2spk; the option checked."""
 
-from pathlib import Path
-
 import pytest
 from test_evaluation import load_tiny_hparams, tiny_overrides
 
 from segreconcat_aug.data.kaldi import read_kaldi_map
-from segreconcat_aug.evaluation.system import evaluate_system, load_system_trials
+from segreconcat_aug.errors import OptionError
+from segreconcat_aug.evaluation.trials import load_system_trials
 
 
 def test_trial_lists_carry_the_test_speakers_of_utt2spk(vpac_root):
@@ -25,8 +24,6 @@ def test_trial_lists_carry_the_test_speakers_of_utt2spk(vpac_root):
 
 @pytest.mark.parametrize("value", [-1, 2.5, "many", True])
 def test_bad_resamples_option_is_refused_before_anything_is_written(vpac_root, tmp_path, value):
-    hparams = load_tiny_hparams(tiny_overrides(vpac_root, tmp_path / "run"))
-    hparams["eval_bootstrap_resamples"] = value
-    with pytest.raises(ValueError, match=r"eval_bootstrap_resamples: expected an integer >= 0"):
-        evaluate_system(hparams)
-    assert not (Path(hparams["output_folder"]) / "eval").exists()
+    with pytest.raises(OptionError, match=rf"option eval_bootstrap_resamples: {value!r}: input should be"):
+        load_tiny_hparams(tiny_overrides(vpac_root, tmp_path / "run", eval_bootstrap_resamples=value))
+    assert not (tmp_path / "run").exists()

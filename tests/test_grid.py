@@ -12,8 +12,8 @@ import pytest
 from segreconcat_aug.evaluation.metrics import verification_metrics
 from segreconcat_aug.evaluation.references import load_reference_results
 from segreconcat_aug.evaluation.score_files import read_score_file
-from segreconcat_aug.evaluation.system import SUBSETS, SubsetScores, SystemResults
 from segreconcat_aug.evaluation.system_report import read_results, write_system_report
+from segreconcat_aug.evaluation.trials import SUBSETS, SubsetScores, SystemResults
 from segreconcat_aug.grid import STATUS_FILE, format_command, grid_cells, load_grid
 from segreconcat_aug.grid.results import cell_scores
 from segreconcat_aug.training.run_settings import has_checkpoints, saved_hparams

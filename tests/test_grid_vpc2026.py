@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from segreconcat_aug.evaluation.metrics import verification_metrics
-from segreconcat_aug.evaluation.system import SubsetScores, SystemResults
 from segreconcat_aug.evaluation.system_report import read_results, write_system_report
+from segreconcat_aug.evaluation.trials import SubsetScores, SystemResults
 from segreconcat_aug.grid import grid_cells, load_grid
 
 REPO = Path(__file__).resolve().parents[1]

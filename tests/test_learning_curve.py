@@ -10,9 +10,9 @@ import pytest
 from test_demo_verdict import _load
 from test_grid import TINY_TRAINING
 
+from segreconcat_aug.errors import OptionError
 from segreconcat_aug.grid import grid_cells, load_grid
 from segreconcat_aug.grid.learning_curve import curve_configurations, curve_verdict, half_fraction
-from segreconcat_aug.options import OptionError
 from segreconcat_aug.training.data_prep import PrepOptions, prepare_vpac_training
 from segreconcat_aug.training.run_settings import saved_hparams
 

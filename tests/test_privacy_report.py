@@ -8,21 +8,17 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from segreconcat_aug.errors import OptionError
 from segreconcat_aug.evaluation import privacy
 from segreconcat_aug.evaluation.comparison import compare_runs
 from segreconcat_aug.evaluation.intervals import subset_design
 from segreconcat_aug.evaluation.metrics import verification_metrics
 from segreconcat_aug.evaluation.score_files import read_score_file
-from segreconcat_aug.evaluation.system import (
-    SubsetScores,
-    SystemResults,
-    add_privacy_metrics,
-    privacy_options,
-)
+from segreconcat_aug.evaluation.system import add_privacy_metrics, load_evaluation_hparams, privacy_options
 from segreconcat_aug.evaluation.system_report import write_system_report
 from segreconcat_aug.evaluation.tables import comparison_table, interval_notes
+from segreconcat_aug.evaluation.trials import SubsetScores, SystemResults
 from segreconcat_aug.grid import assemble, load_grid
-from segreconcat_aug.options import OptionError, validate_options
 
 REPO = Path(__file__).resolve().parents[1]
 FIXTURES = Path(__file__).parent / "fixtures" / "privacy"
@@ -183,15 +179,16 @@ def test_grid_writes_privacy_columns_csv_and_figure(tmp_path):
 
 
 def test_privacy_options_from_the_yaml_keys():
-    assert privacy_options({"eval_privacy": False}) is None
-    options = privacy_options({"eval_privacy_top_k": 3, "eval_privacy_speaker_eer_threshold": 5.0})
+    evaluate_yaml = REPO / "hparams" / "evaluate.yaml"
+    shipped = load_evaluation_hparams(evaluate_yaml)
+    assert shipped["eval_privacy"] is True
+    assert privacy_options({**shipped, "eval_privacy": False}) is None
+    options = privacy_options({**shipped, "eval_privacy_top_k": 3, "eval_privacy_speaker_eer_threshold": 5.0})
     assert options.top_k == 3 and options.speaker_eer_threshold == 5.0 and options.singling_out_folds == 10
     with pytest.raises(OptionError, match="eval_privacy_top_k"):
-        validate_options({"eval_privacy_top_k": 0})
+        load_evaluation_hparams(evaluate_yaml, {"eval_privacy_top_k": 0})
     with pytest.raises(OptionError, match="eval_privacy_speaker_eer_threshold"):
-        validate_options({"eval_privacy_speaker_eer_threshold": 150})
-    shipped = (REPO / "hparams" / "ecapa_segreconcat.yaml").read_text()
-    assert "eval_privacy: True" in shipped
+        load_evaluation_hparams(evaluate_yaml, {"eval_privacy_speaker_eer_threshold": 150})
 
 
 def _strict_json(path):

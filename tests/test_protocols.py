@@ -22,14 +22,14 @@ from segreconcat_aug.evaluation.embeddings import (
 from segreconcat_aug.evaluation.intervals import subset_design, system_intervals
 from segreconcat_aug.evaluation.metrics import verification_metrics
 from segreconcat_aug.evaluation.references import load_reference_results
-from segreconcat_aug.evaluation.system import (
+from segreconcat_aug.evaluation.tables import comparison_table
+from segreconcat_aug.evaluation.trials import (
     SubsetScores,
     SystemResults,
     TrialListError,
     gender_rows,
     load_system_trials,
 )
-from segreconcat_aug.evaluation.tables import comparison_table
 from segreconcat_aug.options import validate_hparams_file
 
 REPO_HPARAMS = "hparams/ecapa_segreconcat.yaml"

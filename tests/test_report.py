@@ -13,9 +13,9 @@ from segreconcat_aug.evaluation.intervals import subset_design
 from segreconcat_aug.evaluation.metrics import eer, verification_metrics
 from segreconcat_aug.evaluation.references import load_reference_results
 from segreconcat_aug.evaluation.score_files import read_score_file, write_scores
-from segreconcat_aug.evaluation.system import SUBSETS, SubsetScores, SystemResults
 from segreconcat_aug.evaluation.system_report import write_system_report
 from segreconcat_aug.evaluation.tables import comparison_table
+from segreconcat_aug.evaluation.trials import SUBSETS, SubsetScores, SystemResults
 
 
 @pytest.fixture

@@ -153,7 +153,8 @@ def _check_export_loads_in_speechbrain(export, tmp_path, vpac_root, speakers):
     from speechbrain.inference.speaker import EncoderClassifier
 
     from segreconcat_aug.data.audio import read_audio
-    from segreconcat_aug.evaluation.system import EmbeddingExtractor, load_exported_model
+    from segreconcat_aug.evaluation.embeddings import EmbeddingExtractor
+    from segreconcat_aug.models.folder import load_exported_model
 
     moved = tmp_path / "moved" / "asv_anon_ecapa"  # the folder works wherever it is copied to
     shutil.copytree(export, moved)

@@ -23,7 +23,7 @@ from test_model_safety import hostile
 from test_train import TINY as TRAIN_TINY
 
 from segreconcat_aug import cli
-from segreconcat_aug.align.cache import load_alignments
+from segreconcat_aug.align.cache import AlignmentWriter, iter_cache, load_alignments
 from segreconcat_aug.data.folder_lock import lock_folder
 from segreconcat_aug.data.kaldi import read_kaldi_map
 from segreconcat_aug.errors import UserError
@@ -96,6 +96,10 @@ def broken_copy(vpac_root, root: Path) -> tuple[Path, list[str], str]:
 # id -> what the case runs and the fragments its one error line must hold (the table is built in `cases`).
 CASE_IDS = [
     "train: system with no folder, into an existing folder",
+    "train: a data folder that is not there",
+    "train: a misspelt key",
+    "train: a misspelt evaluation key",
+    "train: an alignment missing, found after data preparation in a new folder",
     "train: seed out of range",
     "train: a key given twice",
     "train: a required key left out",
@@ -113,6 +117,7 @@ CASE_IDS = [
     "train: an empty training manifest",
     "train: an init_from folder whose hyperparams.yaml would run code",
     "evaluate: truncated embedding_model.ckpt",
+    "evaluate: an evaluation option out of range",
     "evaluate: model of another size",
     "evaluate: NaN embedding under check_audio header",
     "evaluate: audio problems in a new eval folder",
@@ -200,6 +205,10 @@ def table(vpac_root, tmp_path_factory):
         exported_model(world / "busy-eval"),
         new("busy-grid"),
     )
+    partial = world / "partial.jsonl"  # every training utterance's alignment but one
+    with AlignmentWriter(partial) as writer:
+        for _, alignment in list(iter_cache(vpac_root / "alignments" / "T8-5.jsonl"))[1:]:
+            writer.write(alignment)
     # Empty lists (probe 7): each named, with the fix.
     empty = new("empty")
     (empty / "train.csv").write_text("ID,utt_id,wav,duration,spk_id\n")
@@ -218,6 +227,18 @@ def table(vpac_root, tmp_path_factory):
         "train: system with no folder, into an existing folder": (
             "train", [f"--data_folder={vpac_root}", "--system=NOPE", *TINY, f"--output_folder={existing}"],
             ["system 'NOPE' not found"], [existing]),
+        "train: a data folder that is not there": (
+            "train", [f"--data_folder={world}/nowhere", "--system=T8-5", *TINY, f"--output_folder={new('nowhere')}/out"],
+            [f"{world}/nowhere"], [world / "nowhere"]),
+        "train: a misspelt key": (
+            "train", [*train, f"--output_folder={new('misspelt')}/out", "--sytem=T8-5"],
+            ["--sytem", "did you mean --system?"], [world / "misspelt"]),
+        "train: a misspelt evaluation key": (
+            "train", [*train, f"--output_folder={new('misspelt-eval')}/out", "--eval_subset=[dev_f]"],
+            ["--eval_subset", "did you mean --eval_subsets?"], [world / "misspelt-eval"]),
+        "train: an alignment missing, found after data preparation in a new folder": (
+            "train", [*train, f"--output_folder={new('partial')}/out", f"--alignment_cache={partial}"],
+            ["have no alignment"], [world / "partial"]),
         "train: seed out of range": (
             "train", [*train, f"--output_folder={new('seed')}/out", "--seed=-1"],
             ["seed: -1 is not an integer >= 0 and <= 4294967295"], [world / "seed"]),
@@ -274,6 +295,10 @@ def table(vpac_root, tmp_path_factory):
         "evaluate: truncated embedding_model.ckpt": (
             "evaluate", [*evaluate, f"--output_folder={cut}"],
             [f"{model}: cannot be read (model checkpoint), the file is damaged or cut", "recipes/train.py"], [cut]),
+        "evaluate: an evaluation option out of range": (
+            "evaluate", [*evaluate, f"--output_folder={new('eval-option')}/out", "--eval_bootstrap_resamples=-1"],
+            ["option eval_bootstrap_resamples: -1: input should be greater than or equal to 0"],
+            [world / "eval-option"]),
         "evaluate: model of another size": (
             "evaluate", args(evaluate, f"--output_folder={other_size}", "--channels=[32,32,32,32,96]"),
             ["the export has channels=[16, 16, 16, 16, 48]", "embedding_model channels=[32, 32, 32, 32, 96]"],
@@ -418,7 +443,7 @@ def test_run_main_keeps_cited_files_and_says_where(tmp_path, monkeypatch, capsys
         pass
 
     def main(argv):
-        cli.remove_if_user_error(out)
+        cli.note_new_folder(out)
         out.mkdir(parents=True)
         (out / "log.txt").write_text("work of this run")
         (out / "problems.txt").write_text("u1 a.wav: missing\n")
@@ -440,10 +465,38 @@ def test_an_internal_error_keeps_its_traceback_and_the_folders(tmp_path, monkeyp
     out = tmp_path / "new"
 
     def main(argv):
-        cli.remove_if_user_error(out)
+        cli.note_new_folder(out)
         out.mkdir()
         raise ZeroDivisionError("a bug, not the user's mistake")
 
     with pytest.raises(ZeroDivisionError, match="a bug"):  # not a one-line exit 2: the traceback stays
         cli.run_main(main, [])
     assert out.is_dir()  # left for the post-mortem
+
+
+def test_the_traceback_flag_shows_a_user_error_with_its_traceback(tmp_path):
+    out = tmp_path / "new"
+
+    class Refused(UserError, ValueError):
+        pass
+
+    def main(argv):
+        assert "--traceback" not in argv  # the flag is the entry point's, not the recipe's
+        cli.note_new_folder(out)
+        out.mkdir()
+        raise Refused("a user error")
+
+    with pytest.raises(Refused, match="a user error"):  # raised as it is, not one line and exit 2
+        cli.run_main(main, ["--traceback"])
+    assert not out.exists()  # its new folders are removed all the same
+
+
+def test_a_training_yaml_still_holding_an_eval_key_is_refused_naming_evaluate_yaml(tmp_path):
+    from segreconcat_aug.errors import OptionError
+
+    own = tmp_path / "my_training.yaml"
+    own.write_text(HPARAMS.read_text() + "eval_subsets: [dev_f]\n")
+    out = tmp_path / "out"
+    with pytest.raises(OptionError, match=r"my_training.yaml: eval_subsets: .*hparams/evaluate.yaml"):
+        cli.load_recipe_hparams([str(own), f"--data_folder={tmp_path}", f"--output_folder={out}"])
+    assert not out.exists()

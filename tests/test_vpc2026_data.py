@@ -27,8 +27,9 @@ from vpc2026_fixture import UNKNOWN_UTTERANCE, build_track1_layout, strip_to_aud
 from segreconcat_aug.data.kaldi import read_kaldi_map
 from segreconcat_aug.errors import UserError
 from segreconcat_aug.evaluation.embeddings import EmbeddingExtractor
-from segreconcat_aug.evaluation.system import evaluate_system, load_system_trials
+from segreconcat_aug.evaluation.system import evaluate_system
 from segreconcat_aug.evaluation.system_report import read_results
+from segreconcat_aug.evaluation.trials import load_system_trials
 
 REPO = Path(__file__).resolve().parents[1]
 HPARAMS = str(REPO / "hparams" / "ecapa_segreconcat.yaml")

@@ -14,8 +14,9 @@ from pathlib import Path
 from .metrics import verification_metrics
 from .privacy import saved_options
 from .score_files import read_score_file
-from .system import LIST_COUNTS, SubsetScores, SystemResults, add_privacy_metrics
+from .system import add_privacy_metrics
 from .system_report import read_results, write_system_report
+from .trials import LIST_COUNTS, SubsetScores, SystemResults
 
 
 def rescore_folder(folder) -> dict[str, Path]:

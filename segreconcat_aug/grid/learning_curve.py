@@ -14,12 +14,12 @@ from pathlib import Path
 
 from ..data.convergence import FLAGS
 from ..data.protocols import get_protocol
+from ..errors import OptionError
 from ..evaluation.bootstrap import format_interval
 from ..evaluation.comparison import compare_runs
 from ..evaluation.figures import plot_learning_curve
 from ..evaluation.intervals import BOOTSTRAP_DEFAULTS
 from ..evaluation.system_report import markdown_table
-from ..options import OptionError
 
 CURVE_DEFAULTS = {
     "learning_curve": False,

@@ -22,10 +22,10 @@ from hyperpyyaml import load_hyperpyyaml
 from ..data.jobs import SLURM_KEYS
 from ..data.protocols import get_protocol
 from ..data.vpac import VPACLayoutError, detect_layout, system_folders, training_folder
-from ..errors import UserError
+from ..errors import OptionError, UserError
 from ..evaluation.intervals import BOOTSTRAP_DEFAULTS
 from ..evaluation.privacy import INTERVAL_METRICS
-from ..options import SEED, OptionError
+from ..options import SEED
 from .learning_curve import check_learning_curve, curve_cells, curve_configurations, curve_enabled
 
 logger = logging.getLogger(__name__)
@@ -133,7 +133,7 @@ def check_environment(environment, where="grid") -> None:
     >>> check_environment({"OMP_NUM_THREADS": True}, "demo.yaml")
     Traceback (most recent call last):
     ...
-    segreconcat_aug.options.OptionError: demo.yaml: environment.OMP_NUM_THREADS must be a string or a number, got True
+    segreconcat_aug.errors.OptionError: demo.yaml: environment.OMP_NUM_THREADS must be a string or a number, got True
     """
     if environment is None:
         return

@@ -1,0 +1,501 @@
+"""The trial lists of one system, read and checked, and their scores.
+
+:func:`load_system_trials` reads a system's enrollment folders (speakers grouped by ``utt2spk``,
+utterances from the ``enrolls`` list when present) and trial lists (``<enroll-spk> <test-utt>
+target|nontarget``) as its protocol names them (:mod:`segreconcat_aug.data.protocols`), checked
+against each folder's ``wav.scp``. :func:`score_trials` scores one list (cosine of enrollment model
+and test embedding, optionally normalized) into :class:`SubsetScores`; :class:`SystemResults` holds
+a system's scored subsets and metrics, as :mod:`segreconcat_aug.evaluation.system` returns them.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from ..data.kaldi import KaldiFolder, Trial, group_by_speaker, read_trials
+from ..data.protocols import GENDER_ROWS, get_protocol
+from ..data.vpac import detect_layout, load_set_folder, original_folder, system_folders
+from ..errors import UserError
+from .intervals import SUBSET_COLUMNS, table_averages
+from .privacy import PrivacyOptions
+from .scoring import cosine_scores, normalize_scores
+
+logger = logging.getLogger(__name__)
+
+#: Subset names of VPAC 2024 (the default protocol) in the order of the paper's Table 2.
+SUBSETS = SUBSET_COLUMNS
+
+
+class TrialListError(UserError, ValueError):
+    """A trial list or enrollment folder cannot be scored as it is."""
+
+
+# ---------------------------------------------------------------------------------------------------
+# Trials and enrollment
+# ---------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Enrollment:
+    """The enrollment utterances of one part (dev or test), grouped by speaker."""
+
+    folder: Path
+    wav: dict[str, str]
+    speakers: dict[str, list[str]]
+    utt2dur: dict[str, float] | None = None
+    spk2gender: dict[str, str] | None = None
+    notes: list[str] = field(default_factory=list)  # what was skipped or completed, for the report
+
+
+@dataclass
+class TrialList:
+    """One subset's trials, checked against its enrollment and its folder's ``wav.scp``."""
+
+    name: str
+    path: Path
+    enroll_speakers: list[str]
+    test_utterances: list[str]
+    targets: np.ndarray
+    wav: dict[str, str]
+    utt2dur: dict[str, float] | None = None
+    skipped: int = 0
+    # The utt2spk speaker of each test utterance (None where unknown), for the bootstrap.
+    test_speakers: list | None = None
+    folder: Path | None = None  # the folder of the test audio (path.parent unless trials came from elsewhere)
+    spk2gender: dict[str, str] | None = None
+    duplicates: int = 0  # lines repeating an earlier line's (speaker, utterance) pair
+    notes: list[str] = field(default_factory=list)  # what was skipped, collapsed or completed, for the report
+
+    def __len__(self) -> int:
+        return len(self.targets)
+
+    @property
+    def audio_folder(self) -> Path:
+        return self.folder or self.path.parent
+
+
+def unmatched_notes(folder: KaldiFolder) -> list[str]:
+    """What :func:`~segreconcat_aug.data.kaldi.load_kaldi_folder` skipped (``unmatched="skip"``), as report lines."""
+    notes = []
+    for ids, what in (
+        (folder.no_audio, f"utterance(s) of utt2spk have no wav.scp entry ({folder.path})"),
+        (folder.no_speaker, f"utterance(s) of wav.scp have no speaker in utt2spk ({folder.path})"),
+    ):
+        if ids:
+            notes.append(f"{len(ids)} {what}: skipped, as the VPC 2026 toolkit does; first: {ids[:5]}")
+    return notes
+
+
+def load_enrollment(folder: KaldiFolder, skip_missing: bool = False) -> Enrollment:
+    """Group the enrollment utterances of a folder by speaker (``utt2spk``).
+
+    Utterances come from the ``enrolls`` list when the folder has one (every id
+    must be in ``wav.scp``; with ``skip_missing``, an id without audio is skipped
+    and counted), else from ``wav.scp``.
+    """
+    notes = unmatched_notes(folder)
+    if folder.enrolls is not None:
+        unknown = [utt for utt in folder.enrolls if utt not in folder.wav]
+        if unknown and not skip_missing:
+            raise TrialListError(
+                f"{folder.path / 'enrolls'}: {len(unknown)} enrollment utterance(s) not in wav.scp, first: "
+                f"{unknown[:5]}"
+            )
+        if unknown:
+            notes.append(
+                f"{len(unknown)} enrollment utterance(s) of {folder.path / 'enrolls'} have no audio: skipped; "
+                f"first: {unknown[:5]}"
+            )
+        utterances = [utt for utt in folder.enrolls if utt in folder.wav]
+    else:
+        utterances = folder.utterances
+    if not utterances:
+        raise TrialListError(f"{folder.path}: no enrollment utterances")
+    for note in notes:
+        logger.warning("%s", note)
+    return Enrollment(
+        folder.path,
+        {u: folder.wav[u] for u in utterances},
+        group_by_speaker(utterances, folder.utt2spk),
+        folder.utt2dur,
+        folder.spk2gender,
+        notes,
+    )
+
+
+def _label(target: bool) -> str:
+    return "target" if target else "nontarget"
+
+
+def _wav_id(utterance: str, wav: dict) -> str | None:
+    """The ``wav.scp`` id of a trial's test utterance: itself, or itself with ``.wav`` added or removed
+    (the VPC 2026 code's lookup, ``speaker_embeddings.py``: Track 2's cn ids are written both ways)."""
+    if utterance in wav:
+        return utterance
+    other = utterance[:-4] if utterance.endswith(".wav") else f"{utterance}.wav"
+    return other if other in wav else None
+
+
+def load_trial_list(
+    name: str,
+    folder: KaldiFolder,
+    enrollment: Enrollment,
+    skip_missing: bool = False,
+    trials_path=None,
+    collapse_duplicates: bool = False,
+) -> TrialList:
+    """Read and check ``<folder>/trials`` against ``enrollment`` and the folder's ``wav.scp``.
+
+    ``trials_path``: read the list from there instead (VPC 2026: the original folder's list).
+    ``collapse_duplicates``: a line repeating an earlier line's ``(speaker, utterance)`` pair is
+    scored once, as both VPC toolkits' score dictionaries do (counted in ``TrialList.duplicates``;
+    the same pair labelled both ways is an error naming both lines). With ``skip_missing`` (the
+    2026 code), a test utterance is also found under its id with ``.wav`` added or removed.
+
+    Raises
+    ------
+    TrialListError
+        On an empty list, a list with only targets or only non-targets, or (unless
+        ``skip_missing``) a trial naming a speaker that is not enrolled or an
+        utterance that is not in ``wav.scp``, naming file and line. Skipped trials
+        are counted in ``TrialList.skipped`` and logged.
+    """
+    path = Path(trials_path) if trials_path is not None else folder.path / "trials"
+    # load_kaldi_folder parsed the file if there was one; read_trials says why there is none.
+    trials = folder.trials if folder.trials is not None and trials_path is None else read_trials(path)
+    if not trials:
+        raise TrialListError(f"{path}: no trials")
+    keep = []
+    skipped = 0
+    renamed = 0
+    for trial in trials:
+        problem = None
+        test = _wav_id(trial.test_utterance, folder.wav) if skip_missing else trial.test_utterance
+        if trial.enroll_speaker not in enrollment.speakers:
+            problem = (
+                f"enrollment speaker {trial.enroll_speaker!r} has no utterance in {enrollment.folder} "
+                f"(enrolled: {len(enrollment.speakers)} speakers)"
+            )
+        elif test not in folder.wav:
+            problem = f"test utterance {trial.test_utterance!r} is not in {folder.path / 'wav.scp'}"
+        if problem is None:
+            if test != trial.test_utterance:
+                renamed += 1
+                trial = trial._replace(test_utterance=test)
+            keep.append(trial)
+        elif skip_missing:
+            skipped += 1
+        else:
+            raise TrialListError(
+                f"{path}:{trial.line}: {problem} (--eval_skip_missing_trials=True skips such trials, counted)"
+            )
+    notes = []
+    if skipped:
+        logger.warning(
+            "%s: skipped %d of %d trials naming unknown speakers or utterances", path, skipped, len(trials)
+        )
+    if renamed:
+        notes.append(
+            f"{name}: {renamed} test utterance(s) of {path} found in wav.scp with '.wav' added or removed, "
+            "as the VPC 2026 code looks them up"
+        )
+    first: dict[tuple[str, str], Trial] = {}
+    unique = []
+    for trial in keep:
+        pair = (trial.enroll_speaker, trial.test_utterance)
+        if pair not in first:
+            first[pair] = trial
+            unique.append(trial)
+        elif first[pair].target != trial.target:
+            raise TrialListError(
+                f"{path}:{trial.line}: {pair[0]} {pair[1]} is a {_label(trial.target)} trial here and a "
+                f"{_label(first[pair].target)} one on line {first[pair].line}: correct the list"
+            )
+    duplicates = len(keep) - len(unique)
+    if duplicates:
+        how = "scored once each, as the VPC code does" if collapse_duplicates else "each scored again"
+        notes.append(
+            f"{name}: {duplicates} line(s) of {path} repeat an earlier (speaker, utterance) pair: {how}"
+        )
+        if collapse_duplicates:
+            keep = unique
+    for note in notes:
+        logger.warning("%s", note)
+    if not keep:
+        raise TrialListError(f"{path}: no trial left to score ({skipped} skipped)")
+    targets = np.array([t.target for t in keep], dtype=bool)
+    if targets.all() or not targets.any():
+        kind = "target" if targets.all() else "non-target"
+        raise TrialListError(
+            f"{path}: all {len(keep)} trials are {kind} trials; the EER needs both targets and non-targets"
+        )
+    return TrialList(
+        name=name,
+        path=path,
+        enroll_speakers=[t.enroll_speaker for t in keep],
+        test_utterances=[t.test_utterance for t in keep],
+        targets=targets,
+        wav=folder.wav,
+        utt2dur=folder.utt2dur,
+        skipped=skipped,
+        test_speakers=[folder.utt2spk.get(t.test_utterance) for t in keep],
+        folder=folder.path,
+        spk2gender=folder.spk2gender,
+        duplicates=duplicates,
+        notes=[*unmatched_notes(folder), *notes],
+    )
+
+
+#: ``eval_trials_from``: whose ``trials`` a VPC 2026 trial set is scored with.
+TRIALS_FROM = ("original", "anonymized")
+
+
+def trials_file(folder: KaldiFolder, original: Path | None, trials_from: str) -> tuple[Path, list[str]]:
+    """The ``trials`` file a trial set is scored with, and notes on the choice (for the report).
+
+    ``original`` (the 2026 toolkit's ``evaluate_asv.py``): the original folder's list, else the
+    anonymized folder's own where the original has none; ``anonymized``: the folder's own list, else
+    the original's. A layout without original folders (VPAC 2024's) has only the folder's own list.
+    """
+    if trials_from not in TRIALS_FROM:
+        raise ValueError(f"eval_trials_from: unknown {trials_from!r}; choose from {list(TRIALS_FROM)}")
+    own = folder.path / "trials" if folder.trials is not None else None
+    theirs = original / "trials" if original is not None and (original / "trials").is_file() else None
+    if own is None and theirs is None:
+        raise TrialListError(
+            f"{folder.path / 'trials'}: no such file, nor {original / 'trials' if original else '-'} "
+            "(the original folder's list, which the VPC 2026 toolkit reads)"
+        )
+    chosen = (theirs or own) if trials_from == "original" else (own or theirs)
+    notes = []
+    if original is not None and chosen != (theirs if trials_from == "original" else own):
+        wanted = "original folder" if trials_from == "original" else "anonymized folder"
+        notes.append(f"no trials in the {wanted} ({trials_from}): scored {chosen}")
+    if own is not None and theirs is not None and own.read_bytes() != theirs.read_bytes():
+        other = own if chosen == theirs else theirs
+        flip = "anonymized" if chosen == theirs else "original"
+        notes.append(
+            f"{other} differs from {chosen}, which was scored (eval_trials_from: {flip} scores the other)"
+        )
+    return chosen, notes
+
+
+def load_system_trials(
+    data_folder,
+    system: str,
+    folder_overrides: dict | None = None,
+    subsets=None,
+    skip_missing: bool = False,
+    allow_pipes: bool = False,
+    *,
+    protocol: str | None = None,
+    language: str | None = None,
+    layout: str | None = None,
+    trials_from: str | None = None,
+    collapse_duplicates: bool | None = None,
+) -> tuple[dict[str, Enrollment], dict[str, TrialList]]:
+    """Enrollments (by part) and trial lists (by subset name, e.g. ``dev_f``) of one system.
+
+    ``protocol`` (default ``vpac2024``) names the sets and ``subsets`` (None: all of the
+    protocol's); ``language`` is a Track 2 language; ``layout`` (None: the one the data folder
+    holds, the protocol's own first) where the folders are (:func:`segreconcat_aug.data.vpac.system_folders`).
+    In the 2026 layout, what an anonymized folder lacks is read from its original
+    (:func:`segreconcat_aug.data.vpac.load_set_folder`), and ``trials_from`` (None: the protocol's
+    ``eval_trials_from``) says whose ``trials`` are scored (:func:`trials_file`);
+    ``collapse_duplicates`` (None: the protocol's ``eval_duplicate_trials``) as :func:`load_trial_list`.
+    With ``skip_missing``, ids of ``utt2spk`` without audio and of ``wav.scp`` without a speaker are
+    skipped and counted, as the 2026 code does, where they would be an error.
+
+    Example
+    -------
+    >>> import tempfile, pathlib
+    >>> root = pathlib.Path(tempfile.mkdtemp())
+    >>> for name, extra in [("libri_dev_enrolls_S", {"enrolls": "a1\\n"}),
+    ...                     ("libri_dev_trials_f_S", {"trials": "A t1 target\\nA t2 nontarget\\n"})]:
+    ...     d = root / "S" / "data" / name; d.mkdir(parents=True)
+    ...     utts = ["a1"] if "enrolls" in extra else ["t1", "t2"]
+    ...     _ = (d / "wav.scp").write_text("".join(f"{u} {u}.wav\\n" for u in utts))
+    ...     _ = (d / "utt2spk").write_text("".join(f"{u} {u[0].upper()}\\n" for u in utts))
+    ...     for k, v in extra.items(): _ = (d / k).write_text(v)
+    >>> enrollments, trials = load_system_trials(root, "S", subsets=["dev_f"])
+    >>> enrollments["dev"].speakers, trials["dev_f"].targets.tolist()
+    ({'A': ['a1']}, [True, False])
+    """
+    scheme = get_protocol(protocol)
+    trials_from = scheme.convention("eval_trials_from", trials_from)
+    collapse = scheme.convention("eval_duplicate_trials", None) == "collapse"
+    collapse = collapse if collapse_duplicates is None else bool(collapse_duplicates)
+    subsets = list(scheme.subsets if subsets is None else subsets)
+    unknown = [s for s in subsets if s not in scheme.subsets]
+    if unknown:
+        raise ValueError(f"unknown subset(s) {unknown}; subsets of {scheme.name}: {list(scheme.subsets)}")
+    layout = detect_layout(data_folder, system, scheme.layout) if layout is None else layout
+    parts = sorted({scheme.part(s) for s in subsets}, key=["dev", "test"].index)
+    enroll_sets = {part: scheme.enroll_set(part, language) for part in parts}
+    trial_sets = {subset: scheme.trial_set(subset, language) for subset in subsets}
+    folders = system_folders(
+        data_folder,
+        system,
+        folder_overrides,
+        sets=[*enroll_sets.values(), *trial_sets.values()],
+        layout=layout,
+        known_sets=scheme.known_sets(),
+    )
+    options = {"allow_pipes": allow_pipes, "unmatched": "skip" if skip_missing else "error"}
+
+    def completed(loaded: KaldiFolder) -> list[str]:
+        return [f"{loaded.path.name}: {name} from {where}" for name, where in loaded.completed.items()]
+
+    enrollments = {}
+    for part, name in enroll_sets.items():
+        loaded = load_set_folder(folders[name], data_folder, name, layout, **options)
+        enrollments[part] = load_enrollment(loaded, skip_missing=skip_missing)
+        enrollments[part].notes += completed(loaded)
+    trial_lists = {}
+    for subset, name in trial_sets.items():
+        folder = load_set_folder(folders[name], data_folder, name, layout, **options)
+        original = original_folder(data_folder, name, layout)
+        original = original if original is not None and original.resolve() != folder.path.resolve() else None
+        trials_path, notes = trials_file(folder, original, trials_from)
+        logger.info("%s %s: scoring %s", system, subset, trials_path)
+        trial_lists[subset] = load_trial_list(
+            subset,
+            folder,
+            enrollments[scheme.part(subset)],
+            skip_missing=skip_missing,
+            trials_path=trials_path if trials_path != folder.path / "trials" else None,
+            collapse_duplicates=collapse,
+        )
+        trial_lists[subset].notes += [f"{subset}: {note}" for note in notes] + completed(folder)
+    return enrollments, trial_lists
+
+
+# ---------------------------------------------------------------------------------------------------
+# Scored trials and results
+# ---------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class SubsetScores:
+    """The scored trials of one subset."""
+
+    name: str
+    trials_file: Path
+    enroll: list[str]
+    test: list[str]
+    targets: np.ndarray
+    scores: np.ndarray
+    skipped: int = 0
+    test_speakers: list | None = None
+
+    @property
+    def target_scores(self) -> np.ndarray:
+        return self.scores[self.targets]
+
+    @property
+    def nontarget_scores(self) -> np.ndarray:
+        return self.scores[~self.targets]
+
+
+#: Per-subset counts of what a trial list held beyond its scores (a score file cannot give them back).
+LIST_COUNTS = ("skipped_trials", "duplicate_trials")
+
+
+@dataclass
+class SystemResults:
+    """Scores and metrics of one system (one trained model)."""
+
+    system: str
+    subsets: dict[str, SubsetScores]
+    metrics: dict[str, dict] = field(default_factory=dict)
+    options: dict = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+    protocol: str = "vpac2024"
+    language: str | None = None  # a VPC 2026 Track 2 attacker's language
+    # The privacy metrics' settings when results.metrics holds them (add_privacy_metrics).
+    privacy: PrivacyOptions | None = None
+
+    def table_row(self) -> dict[str, float]:
+        """EERs (%) in the protocol's table columns (averages over the subsets present)."""
+        eers = {name: values["eer"] for name, values in self.metrics.items()}
+        return table_row(eers, get_protocol(self.protocol).table)
+
+
+def table_row(eers: dict[str, float], table=None) -> dict[str, float]:
+    """Table columns from per-subset EERs (default: Table 2's part averages and the average of the four).
+
+    >>> table_row({"dev_f": 30.0, "dev_m": 20.0, "test_f": 10.0, "test_m": 20.0})["avg"]
+    20.0
+    >>> table_row({"dev_mixed": 30.0, "test_mixed": 20.0}, get_protocol("vpc2026-track1").table)
+    {'dev_mixed': 30.0, 'test_mixed': 20.0, 'avg': 25.0}
+    """
+    return {column: float(value) for column, value in table_averages(eers, table).items()}
+
+
+def gender_rows(scored: SubsetScores, spk2gender: dict[str, str]) -> dict[str, SubsetScores]:
+    """A pooled list's extra rows: its targets with only its same-gender, or only its cross-gender, non-targets.
+
+    Rows are named ``<subset>_same`` and ``<subset>_cross`` (:data:`segreconcat_aug.data.protocols.GENDER_ROWS`);
+    genders come from ``spk2gender`` (``f``/``m`` in either case). A non-target of a speaker without a
+    gender is in neither row; a row without non-targets is left out.
+
+    >>> s = SubsetScores("dev_mixed", Path("trials"), ["a", "a", "b"], ["u", "v", "u"],
+    ...                  np.array([True, False, False]), np.array([0.9, 0.5, 0.1]), test_speakers=["a", "b", "a"])
+    >>> rows = gender_rows(s, {"a": "F", "b": "M"})
+    >>> list(rows), rows["dev_mixed_cross"].targets.tolist()
+    (['dev_mixed_cross'], [True, False, False])
+    """
+    genders = {speaker: str(gender).lower() for speaker, gender in spk2gender.items()}
+    enroll = [genders.get(speaker) for speaker in scored.enroll]
+    test = [genders.get(speaker) for speaker in (scored.test_speakers or [None] * len(scored.enroll))]
+    known = np.array([a is not None and b is not None for a, b in zip(enroll, test)], dtype=bool)
+    same = known & np.array([a == b for a, b in zip(enroll, test)], dtype=bool)
+    rows = {}
+    for suffix, kind in zip(GENDER_ROWS, (same, known & ~same)):
+        keep = scored.targets | kind
+        if not (keep & ~scored.targets).any():
+            continue
+        name = f"{scored.name}_{suffix}"
+        rows[name] = SubsetScores(
+            name,
+            scored.trials_file,
+            [e for e, k in zip(scored.enroll, keep) if k],
+            [t for t, k in zip(scored.test, keep) if k],
+            scored.targets[keep],
+            scored.scores[keep],
+            0,
+            None if scored.test_speakers is None else [t for t, k in zip(scored.test_speakers, keep) if k],
+        )
+    return rows
+
+
+def score_trials(
+    trials: TrialList,
+    models: dict[str, np.ndarray],
+    test_embeddings: dict[str, np.ndarray],
+    cohort: np.ndarray | None = None,
+    score_norm: str | None = None,
+    cohort_top_k: int | None = None,
+) -> SubsetScores:
+    """Cosine score of every trial (enrollment model vs. test embedding), optionally normalized."""
+    enroll = np.stack([models[spk] for spk in trials.enroll_speakers])
+    test = np.stack([test_embeddings[utt] for utt in trials.test_utterances])
+    scores = cosine_scores(enroll, test)
+    if score_norm:
+        if cohort is None:
+            raise ValueError(f"score normalization {score_norm!r} needs a cohort")
+        scores = normalize_scores(scores, enroll, test, cohort, score_norm, cohort_top_k)
+    return SubsetScores(
+        trials.name,
+        trials.path,
+        trials.enroll_speakers,
+        trials.test_utterances,
+        trials.targets,
+        scores,
+        trials.skipped,
+        trials.test_speakers,
+    )

@@ -59,7 +59,7 @@ def main(argv=None):
     model = load_evaluation_model(hparams, run_opts, stated=overrides)
     # The evaluation's values with the training YAML's: what this folder was scored with.
     evaluation = {key: hparams[key] for key in EVAL_KEYS}
-    create_experiment_directory(eval_folder, hparams_file, {**overrides, **evaluation})
+    create_experiment_directory(eval_folder, hparams_file, {**overrides, **evaluation}, recipe=__file__)
     results = evaluate_system(hparams, run_opts, model=model)
     print((eval_folder / "results.md").read_text(encoding="utf-8"))
     return results

@@ -89,6 +89,7 @@ GRID_KEYS = {
     "stop_on_error",
     "parallel",
     "tables_only",
+    "rescore_changed_scores",
     "show_published",
     "systems",
     "bootstrap_resamples",

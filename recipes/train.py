@@ -245,7 +245,7 @@ def main(argv=None) -> SpeakerBrain:
     )
     hold_output_folder(hparams["output_folder"], "a training run")  # one trainer per folder
     sb.utils.distributed.ddp_init_group(run_opts)
-    create_experiment_directory(hparams["output_folder"], hparams_file, overrides)
+    create_experiment_directory(hparams["output_folder"], hparams_file, overrides, recipe=__file__)
     if not hparams["skip_prep"]:
         run_on_main(prepare_from_hparams, args=[hparams])
     # The classifier's size is the number of training speakers: rebuild the model when the

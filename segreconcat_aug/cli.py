@@ -272,8 +272,9 @@ def load_recipe_hparams(
     return hparams_file, run_opts, overrides, hparams
 
 
-def create_experiment_directory(experiment_directory, hyperparams_to_save, overrides) -> None:
-    """SpeechBrain's experiment folder (log, env.log, YAML, recipe copy), remembered when it is new.
+def create_experiment_directory(experiment_directory, hyperparams_to_save, overrides, recipe=None) -> None:
+    """SpeechBrain's experiment folder (log, env.log, YAML, a copy of ``recipe``: the script that ran),
+    remembered when it is new.
 
     The folder is removed again if the run stops on a user error (:func:`run_main`), and
     ``env.log`` lists the packages of the running interpreter (SpeechBrain's runs whatever
@@ -291,6 +292,10 @@ def create_experiment_directory(experiment_directory, hyperparams_to_save, overr
     )
     if if_main_process():
         (Path(experiment_directory) / "env.log").write_text(environment_description(), encoding="utf-8")
+        # SpeechBrain copies the file of its caller, this one: the folder keeps the recipe that ran instead.
+        (Path(experiment_directory) / Path(__file__).name).unlink(missing_ok=True)
+        if recipe is not None:
+            shutil.copy(recipe, experiment_directory)
     quiet_third_party_debug()
 
 

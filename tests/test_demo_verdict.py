@@ -119,3 +119,16 @@ def test_table1_runs_the_paper_rows_against_the_baseline_and_tabulates_them(tmp_
         assert mode == ("--mode=concat" if config.endswith("_concat") else "--mode=rearranged")
         assert strategy == "--strategy=" + {"rr": "random", "ar": "acoustic", "sr": "semantic"}[config[:2]]
     run_demo.check_corpus(REPO / grid["data_folder"], orders=True)  # the AR and SR orders are shipped
+
+
+def test_the_demo_takes_the_rescore_option_a_changed_score_file_refusal_advises():
+    # grid/results.py's refusal of an edited score file advises --rescore_changed_scores=True: the demo's
+    # grid key, not a training override (which train.py would refuse).
+    from segreconcat_aug.options import validate_hparams_file
+
+    demo_yaml = REPO / run_demo.DEMO_HPARAMS
+    flags, grid_args, training = run_demo.split_arguments(["--rescore_changed_scores=True"])
+    assert (flags, grid_args, training) == (set(), ["--rescore_changed_scores=True"], {})
+    validate_hparams_file(demo_yaml, "rescore_changed_scores: True")
+    assert load_grid(demo_yaml)["rescore_changed_scores"] is False
+    assert load_grid(demo_yaml, "rescore_changed_scores: True")["rescore_changed_scores"] is True

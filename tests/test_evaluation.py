@@ -176,6 +176,8 @@ def test_evaluate_recipe_command_line(evaluated, vpac_root):
     assert read_results(Path(hparams["output_folder"]) / "eval")["table"] == pytest.approx(
         results.table_row()
     )
+    eval_folder = Path(hparams["output_folder"]) / "eval"  # keeps the recipe that ran, not cli.py
+    assert (eval_folder / "evaluate.py").is_file() and not (eval_folder / "cli.py").exists()
 
 
 def test_a_full_disk_is_one_line_leaves_no_result_file_and_the_rerun_gives_the_same_report(
@@ -430,8 +432,9 @@ def test_skipping_missing_trials_needs_the_flag_and_is_counted(layout):
 
 def test_empty_trial_list(layout):
     _trials(layout).write_text("")
-    with pytest.raises(TrialListError, match="trials: no trials"):
+    with pytest.raises(TrialListError) as refused:
         load_system_trials(layout, "T8-5", subsets=["dev_f"])
+    assert str(refused.value) == f"{_trials(layout)}: no trials"  # the file is named
 
 
 @pytest.mark.parametrize("kept, kind", [("target", "target"), ("nontarget", "non-target")])

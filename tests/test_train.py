@@ -132,6 +132,8 @@ def test_two_epochs_keep_and_export_the_best_dev_loss_model(vpac_root, tmp_path)
     speakers = {row["spk_id"] for row in _train_rows(out)}
     assert trained["n_speakers"] == len(speakers)
     _check_export_loads_in_speechbrain(out / "export", tmp_path, vpac_root, speakers)
+    # The run's folder keeps a copy of the recipe that ran, not of the module that made the folder.
+    assert (out / "train.py").read_bytes() == RECIPE.read_bytes() and not (out / "cli.py").exists()
     # env.log lists the packages of the interpreter that ran the training.
     packages = (out / "env.log").read_text().split("Installed Python packages:")[1]
     torch_version = torch.__version__.split("+")[0]  # the local version label is not in the metadata

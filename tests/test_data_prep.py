@@ -152,6 +152,19 @@ def test_empty_utt2spk_and_unknown_system_give_clear_errors(vpac_root, tmp_path)
         prepare_vpac_training(root, "B9", tmp_path / "out")
 
 
+def test_a_wav_scp_pipe_in_training_data_names_no_option_training_lacks(vpac_root, tmp_path):
+    root = _copy_system(vpac_root, tmp_path)
+    wav_scp = root / TRAIN / "wav.scp"
+    first, *rest = wav_scp.read_text().splitlines()
+    utt = first.split()[0]
+    wav_scp.write_text("\n".join([f"{utt} flac -c -d {utt}.flac |", *rest]) + "\n")
+    with pytest.raises(KaldiFormatError) as refused:
+        prepare_vpac_training(root, "T8-5", tmp_path / "out")
+    assert f"{wav_scp}: entry {utt!r} is a shell pipe" in str(refused.value)
+    assert "allow_pipes" not in str(refused.value) and "decode the audio to files" in str(refused.value)
+    assert not (tmp_path / "out").exists()
+
+
 def test_durations_computed_without_utt2dur_and_paths_relative_to_root(vpac_root, tmp_path, monkeypatch):
     root = _copy_system(vpac_root, tmp_path)
     with_dur = prepare_vpac_training(

@@ -13,7 +13,7 @@ import torch
 from hyperpyyaml import load_hyperpyyaml
 
 from segreconcat_aug.data.audio import read_audio
-from segreconcat_aug.data.kaldi import read_kaldi_map, read_trials
+from segreconcat_aug.data.kaldi import KaldiFormatError, read_kaldi_map, read_trials
 from segreconcat_aug.evaluation.embeddings import EmbeddingCache, EmbeddingExtractor, duration_batches
 from segreconcat_aug.evaluation.score_files import read_score_file
 from segreconcat_aug.evaluation.scoring import cosine_scores, normalize_scores, speaker_models
@@ -435,6 +435,13 @@ def test_empty_trial_list(layout):
     with pytest.raises(TrialListError) as refused:
         load_system_trials(layout, "T8-5", subsets=["dev_f"])
     assert str(refused.value) == f"{_trials(layout)}: no trials"  # the file is named
+
+
+def test_a_wav_scp_pipe_refusal_names_the_evaluation_key(layout):
+    wav_scp = _trials(layout).parent / "wav.scp"
+    wav_scp.write_text(wav_scp.read_text() + "u9 flac -c -d u9.flac |\n")
+    with pytest.raises(KaldiFormatError, match="refused unless --eval_allow_pipes=True"):
+        load_system_trials(layout, "T8-5", subsets=["dev_f"])
 
 
 @pytest.mark.parametrize("kept, kind", [("target", "target"), ("nontarget", "non-target")])

@@ -62,13 +62,16 @@ class PipeCommand(str):
     """A ``wav.scp`` entry that is a shell command ending in ``|`` (kept without the bar)."""
 
 
-def read_wav_scp(path, *, root=None, allow_pipes: bool = False) -> dict[str, str]:
+def read_wav_scp(
+    path, *, root=None, allow_pipes: bool = False, pipes_key: str | None = "allow_pipes"
+) -> dict[str, str]:
     """Read ``wav.scp`` and resolve relative paths.
 
     A relative path is tried against ``root`` (the challenge data root), then the folder holding
     ``wav.scp``, then the current directory; the first that exists wins, else the first candidate is
     kept, so a later existence check names the path the user would expect. Shell pipes are refused
-    unless ``allow_pipes`` is set (then the value is a :class:`PipeCommand`).
+    unless ``allow_pipes`` is set (then the value is a :class:`PipeCommand`); the refusal names
+    ``pipes_key``, the option that sets it (None: the command run has none).
     """
     path = Path(path)
     folder = path.parent
@@ -77,9 +80,14 @@ def read_wav_scp(path, *, root=None, allow_pipes: bool = False) -> dict[str, str
     for utt, value in entries.items():
         if value.endswith("|"):
             if not allow_pipes:
+                fix = (
+                    f"unless --{pipes_key}=True"
+                    if pipes_key
+                    else "here: decode the audio to files, list those"
+                )
                 raise KaldiFormatError(
                     f"{path}: entry {utt!r} is a shell pipe ({value!r}); pipes run arbitrary "
-                    "commands and are refused unless allow_pipes is enabled"
+                    f"commands and are refused {fix}"
                 )
             resolved[utt] = PipeCommand(value[:-1].strip())
             continue
@@ -180,6 +188,7 @@ def load_kaldi_folder(
     *,
     root=None,
     allow_pipes: bool = False,
+    pipes_key: str | None = "allow_pipes",
     require_utt2spk: bool = True,
     original=None,
     unmatched: str = "error",
@@ -218,7 +227,7 @@ def load_kaldi_folder(
         wav = wav_scp_from_audio(path, original / "wav.scp")
         completed["wav.scp"] = f"{len(wav)} .wav files of {path}, in the order of {original / 'wav.scp'}"
     else:
-        wav = read_wav_scp(path / "wav.scp", root=root, allow_pipes=allow_pipes)
+        wav = read_wav_scp(path / "wav.scp", root=root, allow_pipes=allow_pipes, pipes_key=pipes_key)
     if not wav:
         raise KaldiFormatError(f"{path / 'wav.scp'}: empty")
     utt2spk: dict[str, str] = {}

@@ -414,7 +414,12 @@ def evaluate_system(
     if score_norm:  # the cohort is drawn (and a too small one refused) before anything is embedded
         folder = training_folder(data_folder, system, overrides, protocol=scheme.name, language=language)
         train = load_set_folder(
-            folder, data_folder, scheme.train_set(language), layout, allow_pipes=allow_pipes
+            folder,
+            data_folder,
+            scheme.train_set(language),
+            layout,
+            allow_pipes=allow_pipes,
+            pipes_key="eval_allow_pipes",
         )
         seed = hparams.get("seed", 0)
         if score_norm == "as-norm-voxattack":

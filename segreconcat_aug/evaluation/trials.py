@@ -345,7 +345,11 @@ def load_system_trials(
         layout=layout,
         known_sets=scheme.known_sets(),
     )
-    options = {"allow_pipes": allow_pipes, "unmatched": "skip" if skip_missing else "error"}
+    options = {
+        "allow_pipes": allow_pipes,
+        "pipes_key": "eval_allow_pipes",
+        "unmatched": "skip" if skip_missing else "error",
+    }
 
     def completed(loaded: KaldiFolder) -> list[str]:
         return [f"{loaded.path.name}: {name} from {where}" for name, where in loaded.completed.items()]

@@ -335,7 +335,8 @@ def prepare_vpac_training(
     folder = options.training_folder(data_folder, system)
     scheme = get_protocol(options.protocol)
     layout = detect_layout(data_folder, system, scheme.layout)
-    kaldi = load_set_folder(folder, data_folder, scheme.train_set(options.language), layout)
+    # Training has no option that runs wav.scp pipes.
+    kaldi = load_set_folder(folder, data_folder, scheme.train_set(options.language), layout, pipes_key=None)
     output.mkdir(parents=True, exist_ok=True)
     # The audio check runs every time, even when the manifests are reused: its cache makes a rerun a
     # stat per file, and a file changed since the last run is checked again. The full check decodes

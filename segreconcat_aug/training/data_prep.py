@@ -294,6 +294,13 @@ def check_training_audio(wav: dict[str, str], options: PrepOptions, output: Path
         return report.frames, report.chunk_means
     listed = write_problem_list(report.problems, output / PROBLEMS_FILE)
     message = problem_message(report.problems, len(wav), "audio files", listed)
+    if any(problem.kind == "sample_rate" for problem in report.problems):
+        # Evaluation resamples (eval_resample); SegReConcat's spans are read in the files' own samples.
+        rate = options.sample_rate
+        message += (
+            f"; training reads audio at {rate} Hz only: resample those files to {rate} Hz "
+            f"(e.g. sox <in> -r {rate} <out>) and list them in wav.scp"
+        )
     if options.bad_audio == "error":
         # The list outlives a removed output folder (cli.run_main moves it beside and says where).
         raise cite(

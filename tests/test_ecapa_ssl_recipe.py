@@ -261,3 +261,31 @@ def test_another_wavlm_behind_the_same_checkpoint_gets_another_embedding_cache(c
     torch.save(unilm_checkpoint(tiny_wavlm(seed=4)), folder / "WavLM-Large.pt")
     swapped = load_speaker_model(folder, {"sample_rate": 16000}, savedir=tmp_path / "c").cache_options()
     assert before == again and swapped != before
+
+
+def test_an_export_trained_with_a_relative_wavlm_path_works_from_another_folder(
+    data_root, challenge, tmp_path, monkeypatch
+):
+    import shutil
+
+    from segreconcat_aug.models.state_dicts import CheckpointError
+
+    (tmp_path / "w").mkdir()
+    shutil.copyfile(challenge / "WavLM-Large.pt", tmp_path / "w" / "WavLM-Large.pt")
+    monkeypatch.chdir(tmp_path)
+    train_recipe.main(_argv(data_root, tmp_path / "run", "w/WavLM-Large.pt", "--number_of_epochs=1"))
+    export = tmp_path / "run" / "export"
+    wavlm = tmp_path / "w" / "WavLM-Large.pt"
+    stored = " ".join((export / "hyperparams.yaml").read_text().split())  # the YAML may fold the line
+    assert f"wavlm_checkpoint: {wavlm} " in stored  # stored absolute
+    (tmp_path / "elsewhere").mkdir()
+    monkeypatch.chdir(tmp_path / "elsewhere")
+    model = load_speaker_model(export, {"sample_rate": 16000}, savedir=tmp_path / "links")
+    assert wavlm in model.files
+    wavlm.unlink()  # the export names its WavLM by path: a missing one is one line with the fix
+    with pytest.raises(CheckpointError) as refused:
+        load_speaker_model(export, {"sample_rate": 16000}, savedir=tmp_path / "links2")
+    assert str(refused.value) == (
+        f"{export / 'hyperparams.yaml'}: its wavlm_checkpoint {wavlm} is not a file: put the WavLM file "
+        f"there, or set wavlm_checkpoint in {export / 'hyperparams.yaml'} to where it is (an absolute path)"
+    )

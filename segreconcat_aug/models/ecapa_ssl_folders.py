@@ -103,6 +103,11 @@ def _export_wavlm(spec, yaml_path: Path) -> str:
     path = model.get("wavlm_checkpoint") if isinstance(model, Mapping) else None
     if not path:
         raise CheckpointError(f"{yaml_path}: its embedding_model names no wavlm_checkpoint")
+    if not Path(path).is_file():  # the export names its WavLM by path; the file is not copied
+        raise CheckpointError(
+            f"{yaml_path}: its wavlm_checkpoint {path} is not a file: put the WavLM file there, or set "
+            f"wavlm_checkpoint in {yaml_path} to where it is (an absolute path)"
+        )
     return str(path)
 
 
@@ -164,11 +169,12 @@ def load_ecapa_ssl_folder(folder, hparams: dict, *, savedir, device: str = "cpu"
     trusted = bool(hparams.get("trusted", False))
     if yaml_path.is_file():
         spec, overrides = read_spec(yaml_path, folder, trusted=trusted)
+        wavlm = Path(_export_wavlm(spec, yaml_path))
         model = load_with_encoder_classifier(
             folder, hparams, spec, overrides, savedir=savedir, device=device, stated=stated
         )
         # The frozen WavLM decides the embeddings too: its bytes name the embedding cache with the rest.
-        return dataclasses.replace(model, files=(*model.files, Path(_export_wavlm(spec, yaml_path))))
+        return dataclasses.replace(model, files=(*model.files, wavlm))
     checkpoint = folder / CHALLENGE_CHECKPOINT
     sizes = ecapa_ssl_sizes(challenge_state(checkpoint, trusted=trusted), checkpoint)
     model = EcapaSSLOnWaves(folder / CHALLENGE_WAVLM, trusted=trusted, **sizes)

@@ -170,6 +170,8 @@ def export_best_model(hparams, hparams_file, overrides) -> Path:
     labels = Path(hparams["save_folder"]) / EXPORT_LABELS
     shutil.copyfile(labels, export / EXPORT_LABELS)
     shutil.copyfile(labels, export / "label_encoder.ckpt")
+    if hparams.get("wavlm_checkpoint"):  # named by path: absolute, so the export works from any folder
+        overrides = {**overrides, "wavlm_checkpoint": str(Path(hparams["wavlm_checkpoint"]).resolve())}
     with open(hparams_file, encoding="utf-8") as fin:
         resolved = resolve_references(fin, overrides).getvalue()
     (export / EXPORT_TRAIN_HPARAMS).write_text(resolved, encoding="utf-8")

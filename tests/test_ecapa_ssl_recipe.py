@@ -261,3 +261,32 @@ def test_another_wavlm_behind_the_same_checkpoint_gets_another_embedding_cache(c
     torch.save(unilm_checkpoint(tiny_wavlm(seed=4)), folder / "WavLM-Large.pt")
     swapped = load_speaker_model(folder, {"sample_rate": 16000}, savedir=tmp_path / "c").cache_options()
     assert before == again and swapped != before
+
+
+def test_a_folder_of_the_other_model_type_is_refused_naming_the_yaml_to_use(
+    data_root, challenge, tmp_path, capsys
+):
+    """An exp/asv_ssl folder under the ECAPA YAML, and an ECAPA folder under this one: one line naming
+    the folder's model type and the YAML that trains it, before anything is written."""
+    from model_folders import SMALL, hub_folder
+
+    from segreconcat_aug.cli import run_main
+
+    hub, _ = hub_folder(tmp_path / "hub", SMALL)
+    ecapa_yaml = str(REPO / "hparams" / "ecapa_segreconcat.yaml")
+    cases = [
+        ([ecapa_yaml, f"--init_from={challenge}"], ["ecapa_ssl model", "hparams/ecapa_ssl_segreconcat.yaml"]),
+        (
+            [HPARAMS, f"--init_from={hub}"],
+            [f"{hub} holds a model of the ", "needs an ecapa_ssl folder", "ecapa_segreconcat.yaml"],
+        ),
+    ]
+    for k, (head, fragments) in enumerate(cases):
+        out = tmp_path / f"run{k}"
+        argv = [*head, f"--data_folder={data_root}", "--system=B3", f"--output_folder={out}", "--device=cpu"]
+        with pytest.raises(SystemExit) as stop:
+            run_main(train_recipe.main, argv)
+        assert stop.value.code == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and all(fragment in err[0] for fragment in fragments), err
+        assert not out.exists()

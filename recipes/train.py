@@ -50,6 +50,7 @@ from segreconcat_aug.training.init_from import load_init_weights, training_overr
 from segreconcat_aug.training.manifest import ManifestDataset, read_manifest
 from segreconcat_aug.training.pipeline import SkipFailedReads, TrainAudioPipeline, chunk_audio_pipeline
 from segreconcat_aug.training.pooled import coverage_keys, pooled_cache_overrides
+from segreconcat_aug.training.presets import preset_overrides
 from segreconcat_aug.training.progress import (
     EpochProgress,
     append_epoch_record,
@@ -246,6 +247,12 @@ def main(argv=None) -> SpeakerBrain:
     hold_output_folder(hparams["output_folder"], "a training run")  # one trainer per folder
     sb.utils.distributed.ddp_init_group(run_opts)
     create_experiment_directory(hparams["output_folder"], hparams_file, overrides, recipe=__file__)
+    if hparams.get("preset"):  # logged once the log file exists
+        logger.info(
+            "preset %s: %s (the command line's own values win)",
+            hparams["preset"],
+            preset_overrides(hparams["preset"]),
+        )
     if not hparams["skip_prep"]:
         run_on_main(prepare_from_hparams, args=[hparams])
     # The classifier's size is the number of training speakers: rebuild the model when the

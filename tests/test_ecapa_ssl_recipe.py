@@ -289,3 +289,32 @@ def test_an_export_trained_with_a_relative_wavlm_path_works_from_another_folder(
         f"{export / 'hyperparams.yaml'}: its wavlm_checkpoint {wavlm} is not a file: put the WavLM file "
         f"there, or set wavlm_checkpoint in {export / 'hyperparams.yaml'} to where it is (an absolute path)"
     )
+
+
+def test_a_folder_of_the_other_model_type_is_refused_naming_the_yaml_to_use(
+    data_root, challenge, tmp_path, capsys
+):
+    """An exp/asv_ssl folder under the ECAPA YAML, and an ECAPA folder under this one: one line naming
+    the folder's model type and the YAML that trains it, before anything is written."""
+    from model_folders import SMALL, hub_folder
+
+    from segreconcat_aug.cli import run_main
+
+    hub, _ = hub_folder(tmp_path / "hub", SMALL)
+    ecapa_yaml = str(REPO / "hparams" / "ecapa_segreconcat.yaml")
+    cases = [
+        ([ecapa_yaml, f"--init_from={challenge}"], ["ecapa_ssl model", "hparams/ecapa_ssl_segreconcat.yaml"]),
+        (
+            [HPARAMS, f"--init_from={hub}"],
+            [f"{hub} holds a model of the ", "needs an ecapa_ssl folder", "ecapa_segreconcat.yaml"],
+        ),
+    ]
+    for k, (head, fragments) in enumerate(cases):
+        out = tmp_path / f"run{k}"
+        argv = [*head, f"--data_folder={data_root}", "--system=B3", f"--output_folder={out}", "--device=cpu"]
+        with pytest.raises(SystemExit) as stop:
+            run_main(train_recipe.main, argv)
+        assert stop.value.code == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and all(fragment in err[0] for fragment in fragments), err
+        assert not out.exists()

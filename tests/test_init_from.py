@@ -109,15 +109,24 @@ def test_a_vpc_folder_and_an_export_fine_tune_too(vpac_root, tmp_path, loads, ki
 
 
 @pytest.mark.parametrize("frozen", [1, 0])
-def test_a_frozen_first_epoch_trains_only_the_head(vpac_root, tmp_path, frozen):
+def test_a_frozen_first_epoch_trains_only_the_head(vpac_root, tmp_path, frozen, monkeypatch):
     hub, model = hub_folder(tmp_path / "hub")
     out = tmp_path / "out"
+    after_first = {}
+    original = train_recipe.SpeakerBrain.on_stage_start
+
+    def spy(self, stage, epoch=None):  # the embedding model as the first epoch left it
+        if epoch == 2 and not after_first:
+            state = self.modules.embedding_model.state_dict()
+            after_first.update({k: v.detach().clone() for k, v in state.items()})
+        return original(self, stage, epoch)
+
+    monkeypatch.setattr(train_recipe.SpeakerBrain, "on_stage_start", spy)
     torch.set_num_threads(1)
     train_recipe.main(
-        _args(vpac_root, out, hub, "--number_of_epochs=1", "--warmup=1", f"--init_freeze_epochs={frozen}")
+        _args(vpac_root, out, hub, "--number_of_epochs=2", "--warmup=2", f"--init_freeze_epochs={frozen}")
     )
-    tuned = _export_state(out)
-    same = all(torch.equal(tuned[k], v) for k, v in model.state_dict().items())
+    same = all(torch.equal(after_first[k], v) for k, v in model.state_dict().items())
     assert same is bool(frozen)
 
 
@@ -151,6 +160,12 @@ def test_what_cannot_be_fine_tuned_is_refused_in_one_line_before_anything_is_wri
     (notes / "README.txt").write_text("nothing")
     line = _refused(_args(vpac_root, out, notes), capsys)
     assert "not a speaker-model folder" in line
+    # Every epoch frozen: nothing would be fine-tuned.
+    line = _refused(_args(vpac_root, out, hub, "--number_of_epochs=1", "--init_freeze_epochs=5"), capsys)
+    assert "--init_freeze_epochs=5" in line and "below number_of_epochs" in line
+    # An empty folder name would train the YAML's model from scratch.
+    line = _refused(_args(vpac_root, out, ""), capsys)
+    assert "--init_from is empty" in line
     assert not out.exists()
 
 
@@ -164,6 +179,11 @@ def test_presets_go_under_the_command_line_and_unknown_ones_are_refused(tmp_path
     assert (
         derived["optimizer"] == "adamw" and derived["aam_margin"] == 0.15 and derived["sentence_len"] == 10.0
     )
+    # The command line's step_size wins over the preset's half-period in epochs.
+    derived = training_overrides(HPARAMS, values, {"step_size": 7})
+    assert derived["step_size_epochs"] is None
+    with pytest.raises(PresetError, match="both set the cyclic half-period"):
+        training_overrides(HPARAMS, values, {"step_size": 7, "step_size_epochs": 3})
     with pytest.raises(PresetError, match="unknown 'voxatack'; known: voxattack-finetune"):
         training_overrides(HPARAMS, {**values, "preset": "voxatack"}, {})
     with pytest.raises(PresetError, match="sets .*which this training YAML does not have"):
@@ -199,3 +219,4 @@ def test_the_voxattack_preset_reaches_the_optimizer_and_the_loss(vpac_root, tmp_
     rows = len((out / "train.csv").read_text().splitlines()) - 1
     assert seen["optimizer"] == "AdamW" and seen["margin"] == 0.15
     assert seen["step_size"] == 2 * (rows // 8)  # two epochs of optimizer steps
+    assert "preset voxattack-finetune: {'optimizer': 'adamw'" in (out / "log.txt").read_text()

@@ -116,6 +116,8 @@ CASE_IDS = [
     "train: a second trainer into a folder in use",
     "train: an empty training manifest",
     "train: an init_from folder whose hyperparams.yaml would run code",
+    "train: init_freeze_epochs freezing every epoch",
+    "train: an empty init_from",
     "evaluate: truncated embedding_model.ckpt",
     "evaluate: an evaluation option out of range",
     "evaluate: model of another size",
@@ -292,6 +294,13 @@ def table(vpac_root, tmp_path_factory):
             "train", [*train, f"--output_folder={new('hostile-init-run')}/out", f"--init_from={hostile_init}"],
             [f"{hostile_init}/hyperparams.yaml:{init_line}: the tag !apply:pathlib.Path.write_text", "--trusted=True"],
             [hostile_init, world / "hostile-init-run"]),
+        "train: init_freeze_epochs freezing every epoch": (
+            "train", [*train, f"--output_folder={new('frozen-run')}/out", f"--init_from={hub}", "--init_freeze_epochs=5"],
+            ["--init_freeze_epochs=5 freezes every one of the 1 epochs", "below number_of_epochs"],
+            [hub, world / "frozen-run"]),
+        "train: an empty init_from": (
+            "train", [*train, f"--output_folder={new('empty-init')}/out", "--init_from="],
+            ["--init_from is empty", "leave --init_from out"], [world / "empty-init"]),
         "evaluate: truncated embedding_model.ckpt": (
             "evaluate", [*evaluate, f"--output_folder={cut}"],
             [f"{model}: cannot be read (model checkpoint), the file is damaged or cut", "recipes/train.py"], [cut]),

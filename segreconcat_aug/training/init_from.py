@@ -18,7 +18,7 @@ from pathlib import Path
 
 from ..models.pretrained import PretrainedModelError, check_training_model, read_pretrained
 from ..models.registry import PretrainedModel
-from .presets import preset_overrides
+from .presets import PresetError, preset_overrides
 
 logger = logging.getLogger(__name__)
 
@@ -74,12 +74,28 @@ def training_overrides(hparams_file, values, stated) -> dict:
     """The overrides a run derives from its options (``values``: the checked values; ``stated``: the
     user's overrides): the preset's, then the ``init_from`` folder's. Raises one-line errors."""
     derived = preset_overrides(values.get("preset"), values.keys()) if "preset" in values else {}
-    if derived:
-        logger.info("preset %s: %s (the command line's own values win)", values["preset"], derived)
+    if "step_size" in stated and "step_size_epochs" in values:
+        if "step_size_epochs" in stated and stated["step_size_epochs"] is not None:
+            raise PresetError(
+                "--step_size and --step_size_epochs both set the cyclic half-period: give one of them"
+            )
+        derived["step_size_epochs"] = None  # the command line's step_size wins over a half-period in epochs
+    if "init_from" in stated and not stated["init_from"]:
+        raise PretrainedModelError(
+            "--init_from is empty: give a speaker-model folder, or leave --init_from out to train from scratch"
+        )
     folder = values.get("init_from")
     if not folder:
         return derived
+    epochs = {**values, **derived, **stated}
+    if epochs.get("init_freeze_epochs", 0) >= epochs.get("number_of_epochs", 1):
+        raise PretrainedModelError(
+            f"--init_freeze_epochs={epochs['init_freeze_epochs']} freezes every one of the "
+            f"{epochs['number_of_epochs']} epochs (number_of_epochs): the export would be {folder}'s model "
+            "unchanged; give init_freeze_epochs below number_of_epochs"
+        )
     pretrained = read_init_from(folder, trusted=bool(values.get("trusted", False)))
+    check_training_family(pretrained, folder, hparams_file, values)
     from_folder = folder_values(pretrained, values.keys())
     for key, value in from_folder.items():
         if key in stated and _plain(stated[key]) != _plain(value):
@@ -94,6 +110,22 @@ def training_overrides(hparams_file, values, stated) -> dict:
         from_folder,
     )
     return {**derived, **from_folder}
+
+
+def check_training_family(pretrained: PretrainedModel, folder, hparams_file, values) -> None:
+    """The training YAML builds the folder's kind of model: a WavLM+ECAPA (``ecapa_ssl``) YAML (it has
+    ``wavlm_checkpoint``) takes an ecapa_ssl folder, an ECAPA-TDNN YAML any other."""
+    ssl_yaml = "wavlm_checkpoint" in values
+    if ssl_yaml and pretrained.family != "ecapa_ssl":
+        raise PretrainedModelError(
+            f"init_from: {folder} holds a model of the {pretrained.family} family, and {hparams_file} (WavLM+ECAPA) needs an "
+            "ecapa_ssl folder (the challenge's exp/asv_ssl); train this one with hparams/ecapa_segreconcat.yaml"
+        )
+    if not ssl_yaml and pretrained.family == "ecapa_ssl":
+        raise PretrainedModelError(
+            f"init_from: {folder} holds an ecapa_ssl model (WavLM+ECAPA), which {hparams_file} does not "
+            "build; train it with hparams/ecapa_ssl_segreconcat.yaml"
+        )
 
 
 def _plain(value):

@@ -16,7 +16,9 @@ It runs ``recipes/run_grid.py hparams/demo.yaml``: for each of the two runs,
 LibriSpeech, see ``demo/README.md``) with its cached word alignments. It prints the
 Table-2-style comparison (EERs with 95 % intervals from a speaker bootstrap) and a plain
 verdict per compared run, e.g. ``SegReConcat vs Baseline: -6.7 EER points, 95 % CI [-15.2, 1.9]
-(p = 0.14): not significant on this small corpus``, and writes ``<output_folder>/det_MCADAMS.png``,
+(p = 0.14): not significant on this small corpus; the interval covers the 10 test speakers of one
+training run per attacker: another seed or machine can move it`` (with ``seeds``: the speakers and the
+seeds), and writes ``<output_folder>/det_MCADAMS.png``,
 ``forest_MCADAMS.png`` and ``privacy_MCADAMS.png`` (the EER of every speaker and the linkability
 score distributions) in ``<output_folder>`` (default ``results/demo``; ``results/demo-quick`` with
 ``--quick``). Table 2 carries linkability and minCllr; each run's ``eval/results.md`` every privacy
@@ -311,11 +313,15 @@ def curve_verdicts(grid) -> list[str]:
 
 
 def verdict(difference: dict, label: str, baseline_label: str) -> str:
-    """A plain sentence for a paired difference of average EERs (:func:`segreconcat_aug.evaluation.comparison.compare_runs`).
+    """A plain sentence for a paired difference of average EERs (:func:`segreconcat_aug.evaluation.comparison.compare_runs`),
+    and what its interval covers: the test speakers, and the training seeds where there are several.
 
-    >>> verdict({"difference": -6.67, "low": -15.2, "high": 1.9, "p_value": 0.14, "significant": False},
-    ...         "SegReConcat", "Baseline")
-    'SegReConcat vs Baseline: -6.7 EER points, 95 % CI [-15.2, 1.9] (p = 0.14): not significant on this small corpus'
+    >>> verdict({"difference": -6.67, "low": -15.2, "high": 1.9, "p_value": 0.14, "significant": False,
+    ...          "speakers": 10, "seeds": 1}, "SegReConcat", "Baseline")
+    'SegReConcat vs Baseline: -6.7 EER points, 95 % CI [-15.2, 1.9] (p = 0.14): not significant on this small corpus; the interval covers the 10 test speakers of one training run per attacker: another seed or machine can move it'
+    >>> verdict({"difference": -6.67, "low": -15.2, "high": 1.9, "p_value": 0.14, "significant": False,
+    ...          "speakers": 10, "seeds": 3}, "SegReConcat", "Baseline").split("; ")[1]
+    'the interval covers the 10 test speakers and the 3 training seeds per attacker, both resampled'
     """
     head = f"{label} vs {baseline_label}: {difference['difference']:+.1f} EER points"
     if difference.get("low") is None:
@@ -325,8 +331,30 @@ def verdict(difference: dict, label: str, baseline_label: str) -> str:
     )
     if difference["significant"]:
         direction = "lower" if difference["difference"] < 0 else "higher"
-        return f"{head}, {interval}: significant at 5 % ({label}'s EER is {direction})"
-    return f"{head}, {interval}: not significant on this small corpus"
+        line = f"{head}, {interval}: significant at 5 % ({label}'s EER is {direction})"
+    else:
+        line = f"{head}, {interval}: not significant on this small corpus"
+    return line + interval_scope(difference)
+
+
+def interval_scope(difference: dict) -> str:
+    """What a paired interval resamples (``speakers`` and ``seeds`` of the difference); empty when unknown.
+
+    One training run per attacker leaves the training's randomness (seed, and the machine's arithmetic)
+    outside the interval: another seed can move the difference beyond it.
+    """
+    speakers, seeds = difference.get("speakers"), difference.get("seeds")
+    if not speakers or not seeds:
+        return ""
+    if seeds == 1:
+        return (
+            f"; the interval covers the {speakers} test speakers of one training run per attacker: "
+            "another seed or machine can move it"
+        )
+    return (
+        f"; the interval covers the {speakers} test speakers and the {seeds} training seeds per attacker, "
+        "both resampled"
+    )
 
 
 def main(argv=None) -> int:

@@ -26,12 +26,20 @@ run_demo = _load("run_demo")
 
 
 def _write_runs(
-    out: Path, speakers: int, utterances: int, separations: dict, own_noise=0.0, enrolled=None, seed: int = 0
+    out: Path,
+    speakers: int,
+    utterances: int,
+    separations: dict,
+    own_noise=0.0,
+    enrolled=None,
+    seed: int = 0,
+    training_seed=None,
 ):
     """Evaluation folders of the demo's two runs: every model x every test utterance, per subset.
 
     Scores: shared per-trial noise + ``separation`` on targets + each run's own noise (``own_noise`` sd).
-    ``enrolled``: only the first so many speakers have a model (all are tested).
+    ``enrolled``: only the first so many speakers have a model (all are tested); ``training_seed``: the
+    runs' ``seed<N>`` folders (a grid with ``seeds``).
     """
     rng = np.random.default_rng(seed)
     enroll_index = np.repeat(np.arange(speakers), speakers * utterances)
@@ -52,7 +60,7 @@ def _write_runs(
                 name, Path("trials"), enroll, test, targets, scores, test_speakers=test_speakers
             )
             metrics[name] = verification_metrics(scores[targets], scores[~targets])
-        folder = out / "MCADAMS" / config
+        folder = out / "MCADAMS" / config / ("" if training_seed is None else f"seed{training_seed}")
         write_system_report(SystemResults("MCADAMS", subsets, metrics), folder / "eval", det_plot=False)
         (folder / "grid_status.json").write_text('{"train": "done", "eval": "done"}')
 
@@ -70,10 +78,44 @@ def test_small_corpus_difference_is_reported_with_interval_and_not_significant(t
     assemble(grid)
     (line,) = run_demo.verdicts(grid)
     assert line.startswith("SegReConcat vs Baseline: ") and " EER points, 95 % CI [" in line
-    assert line.endswith("not significant on this small corpus")
+    assert ": not significant on this small corpus; " in line
     low, high = (float(x) for x in line.split("[")[1].split("]")[0].split(","))
     difference = float(line.split(": ")[1].split(" EER")[0])
     assert low < difference < high and low < 0 < high
+
+
+def test_one_seed_verdict_says_it_covers_the_test_speakers_of_one_run_per_attacker(tmp_path):
+    # 5 speakers per gender, the same in every list (their names carry the gender): 10 speakers.
+    _write_runs(tmp_path, 5, 4, separations={"baseline": 1.0, "rr_concat": 1.0}, own_noise=0.7)
+    grid = _demo_grid(tmp_path)
+    assemble(grid)
+    (line,) = run_demo.verdicts(grid)
+    assert line.endswith(
+        "; the interval covers the 10 test speakers of one training run per attacker: "
+        "another seed or machine can move it"
+    )
+
+
+def test_several_seeds_verdict_says_seeds_are_resampled_too(tmp_path):
+    for training_seed in (1, 2, 3):
+        _write_runs(
+            tmp_path,
+            5,
+            4,
+            separations={"baseline": 1.0, "rr_concat": 1.0},
+            own_noise=0.7,
+            seed=training_seed,
+            training_seed=training_seed,
+        )
+    grid = _demo_grid(tmp_path)
+    grid["seeds"] = [1, 2, 3]
+    assemble(grid)
+    (line,) = run_demo.verdicts(grid)
+    assert " EER points, 95 % CI [" in line
+    assert line.endswith(
+        "; the interval covers the 10 test speakers and the 3 training seeds per attacker, both resampled"
+    )
+    assert "another seed" not in line
 
 
 def test_a_large_real_difference_is_significant(tmp_path):

@@ -26,6 +26,19 @@ def seed_mean_std(tables: list[dict], columns=TABLE_COLUMNS) -> tuple[dict, dict
     return mean, std
 
 
+def column_speakers(designs: dict, column: str, table=None) -> int:
+    """How many speakers the bootstrap resamples for ``column`` (a list, or an average over lists).
+
+    >>> from segreconcat_aug.evaluation.bootstrap import trial_design
+    >>> f = trial_design(["a", "b"], ["a", "b"], [True, False])
+    >>> m = trial_design(["c", "d"], ["d", "c"], [False, True])
+    >>> column_speakers({"dev_f": (f, ""), "dev_m": (m, "")}, "dev_avg")
+    4
+    """
+    members = [column] if column in designs else (table or VPAC_TABLE).averages.get(column, ())
+    return len({s for name in members if name in designs for s in designs[name][0].speakers})
+
+
 def compare_runs(
     runs: dict,
     baseline: str,
@@ -146,16 +159,22 @@ def _metric_summaries(
     for config, values in summary.items():
         if config == baseline or baseline not in summary:
             continue
+        # What the interval resamples, so that a verdict can say what it covers.
+        seeds = min(len(runs[config]), len(runs[baseline]))
         values["difference"] = {
-            c: paired_difference(
-                combined[config][c],
-                combined[baseline][c],
-                values["table"][c],
-                summary[baseline]["table"][c],
-                problem=values["problem"]
-                or summary[baseline]["problem"]
-                or column_problem(designs, c, table),
-            )
+            c: {
+                **paired_difference(
+                    combined[config][c],
+                    combined[baseline][c],
+                    values["table"][c],
+                    summary[baseline]["table"][c],
+                    problem=values["problem"]
+                    or summary[baseline]["problem"]
+                    or column_problem(designs, c, table),
+                ),
+                "speakers": column_speakers(designs, c, table),
+                "seeds": seeds,
+            }
             for c in values["table"]
             if c in summary[baseline]["table"]
         }

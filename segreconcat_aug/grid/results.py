@@ -223,7 +223,9 @@ def assemble(grid) -> dict[str, Path]:
         (
             "\n\nOurs: EER (%) of this grid's runs with 95 % intervals [low, high]; diff avg = configuration - "
             "baseline, with the interval and two-sided p-value of the paired speaker bootstrap (the same "
-            "resamples for both; with several seeds, seeds are resampled too). " + bootstrap_note(settings)
+            "resamples for both; with several seeds, seeds are resampled too). With one seed the interval "
+            "covers the test speakers of one training run per attacker, not the training's randomness: "
+            "another seed or machine can move it. " + bootstrap_note(settings)
             if settings["resamples"]
             else "\n\nOurs: EER (%) of this grid's runs; diff avg = configuration - baseline. "
             "No intervals (bootstrap_resamples: 0)."

@@ -40,8 +40,8 @@ def loads(monkeypatch):
     seen = []
     original = train_recipe.load_init_weights
 
-    def spy(folder, modules, *, training):
-        pretrained = original(folder, modules, training=training)
+    def spy(folder, modules, *, training, trusted=False):
+        pretrained = original(folder, modules, training=training, trusted=trusted)
         seen.append({k: v.detach().clone() for k, v in modules["embedding_model"].state_dict().items()})
         return pretrained
 

@@ -21,7 +21,7 @@ from speechbrain.processing.features import InputNormalization
 
 from segreconcat_aug.data.audio import read_audio
 from segreconcat_aug.evaluation.embeddings import EmbeddingExtractor
-from segreconcat_aug.evaluation.system import evaluate_system
+from segreconcat_aug.evaluation.system import EVAL_KEYS, evaluate_system, load_evaluation_hparams
 from segreconcat_aug.evaluation.system_report import read_results
 from segreconcat_aug.models.folder import (
     MODEL_SAVEDIR,
@@ -88,12 +88,13 @@ def test_export_of_other_sizes_scores_as_the_old_path_with_its_sizes_restated(ex
     old_export = tmp_path / "old-export"
     old_export.mkdir()
     shutil.copyfile(export / "embedding_model.ckpt", old_export / "embedding_model.ckpt")
+    given = {**common, **SIZES, "output_folder": str(tmp_path / "old"), "eval_model_folder": str(old_export)}
+    evaluation = load_evaluation_hparams(
+        REPO / "hparams" / "evaluate.yaml", {k: v for k, v in given.items() if k in EVAL_KEYS}
+    )
     with open(HPARAMS, encoding="utf-8") as fin:
-        hparams = load_hyperpyyaml(
-            fin,
-            {**common, **SIZES, "output_folder": str(tmp_path / "old"), "eval_model_folder": str(old_export)},
-        )
-    old = evaluate_system(hparams, {"device": "cpu"}, write_report=False)
+        hparams = load_hyperpyyaml(fin, {k: v for k, v in given.items() if k not in EVAL_KEYS})
+    old = evaluate_system({**hparams, **evaluation}, {"device": "cpu"}, write_report=False)
 
     assert (new.options["model_loader"], old.options["model_loader"]) == ("EncoderClassifier", "fallback")
     assert list(new.subsets) == list(old.subsets) == ["dev_f", "test_m"]

@@ -87,10 +87,10 @@ def _prepare_eval_templates(folder: Path, seeds=(None,)):
             )
 
 
-@pytest.fixture
-def grid_overrides(tmp_path):
+def stub_grid(tmp_path, stub=STUB) -> dict:
+    """Grid overrides whose train and eval commands run ``stub`` (a recipe stand-in) on system B3."""
     _prepare_eval_templates(tmp_path / "templates")
-    (tmp_path / "stub.py").write_text(STUB)
+    (tmp_path / "stub.py").write_text(stub)
     base = f"{{python}} {tmp_path / 'stub.py'} {{step}} {{system}} {{configuration}} {{output_folder}}"
     tail = f"{tmp_path / 'calls.txt'} {tmp_path / 'templates'} {{overrides}}"
     return {
@@ -99,6 +99,13 @@ def grid_overrides(tmp_path):
         "systems": ["B3"],
         "train_command": base.replace("{step}", "train") + " " + tail,
         "eval_command": base.replace("{step}", "eval") + " " + tail,
+    }
+
+
+@pytest.fixture
+def grid_overrides(tmp_path):
+    return {
+        **stub_grid(tmp_path),
         "comparison": {"baseline": "baseline", "compared": ["rr_concat", "rr_concat_specaug"]},
         "ablation": {"system": "T8-5", "configurations": ["baseline", "specaug", "rr_concat"]},
     }

@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 import pytest
-from test_grid import STUB, TINY_TRAINING, _argv, _prepare_eval_templates, run_grid
+from test_grid import STUB, TINY_TRAINING, _argv, run_grid, stub_grid
 
 from segreconcat_aug.grid import STATUS_FILE, load_grid
 from segreconcat_aug.grid.runner import SlurmSubmitError
@@ -56,7 +56,6 @@ needs_slurm = pytest.mark.skipif(SLURM_PROBLEM is not None, reason=str(SLURM_PRO
 def _stub_grid(tmp_path, **more):
     """A grid of stub steps (tests/test_grid.py's): a configuration's ``train`` waits while
     ``SLOW-<configuration>`` exists, its SLURM job id written first."""
-    _prepare_eval_templates(tmp_path / "templates")
     waiting = (
         "slow = Path(calls).parent / f'SLOW-{config}'\n"
         "if step == 'train' and slow.exists():\n"
@@ -66,15 +65,8 @@ def _stub_grid(tmp_path, **more):
         "        time.sleep(0.2)\n"
     )
     stub = STUB.replace("import shutil, sys", "import os, shutil, sys, time", 1)
-    (tmp_path / "stub.py").write_text(stub.replace('if step == "train":', waiting + 'if step == "train":', 1))
-    base = f"{{python}} {tmp_path / 'stub.py'} {{step}} {{system}} {{configuration}} {{output_folder}}"
-    tail = f"{tmp_path / 'calls.txt'} {tmp_path / 'templates'} {{overrides}}"
     return {
-        "data_folder": str(tmp_path / "vpac"),
-        "output_folder": str(tmp_path / "grid"),
-        "systems": ["B3"],
-        "train_command": base.replace("{step}", "train") + " " + tail,
-        "eval_command": base.replace("{step}", "eval") + " " + tail,
+        **stub_grid(tmp_path, stub.replace('if step == "train":', waiting + 'if step == "train":', 1)),
         "comparison": {"baseline": "baseline", "compared": ["rr_concat"]},
         "ablation": None,
         "bootstrap_resamples": 0,

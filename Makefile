@@ -31,8 +31,10 @@ install: $(STAMP)
 demo: $(RUNTIME_STAMP)
 	$(BIN)/python recipes/run_demo.py
 
+# Two pytest-xdist workers, one per core of a 2-core machine; a test marked xdist_group shares a worker
+# (and so a session fixture) with the others of its group.
 test: $(STAMP)
-	$(BIN)/python -m pytest -q --durations=15
+	$(BIN)/python -m pytest -q -n 2 --dist loadgroup --durations=15
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

@@ -10,11 +10,11 @@ and the cost per token does not depend on the weights):
 - ``transformers``: :class:`segreconcat_aug.align.aligners.whisper.WhisperAligner` on
   :func:`segreconcat_aug.testing.tiny_whisper` with those dimensions, float32;
 - ``faster-whisper``: the *same* model converted by CTranslate2
-  (:func:`segreconcat_aug.testing.tiny_faster_whisper`): same weights and vocabulary (its
+  (``tests/tiny_models.py``): same weights and vocabulary (its
   prompt lacks the language and task tokens, as CTranslate2 takes a vocabulary this small
   for an English-only model, so its random words differ), float32 and int8 (the CPU default);
 - ``openai-whisper``: a random checkpoint of the same dimensions
-  (:func:`segreconcat_aug.testing.tiny_openai_whisper`; its vocabulary is the real 51,864
+  (``tests/tiny_models.py``; its vocabulary is the real 51,864
   tokens, so its output layer is larger), batch 1, one temperature, the same token budget.
 
 Every backend decodes at most ``--max_new_tokens`` tokens per utterance (a real 12 s
@@ -43,12 +43,12 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
+from tiny_models import WHISPER_SIZES, openai_sizes, transformers_sizes  # noqa: E402
 from vpac_fixture import FIXTURES, fixture_utterances  # noqa: E402
 
 from segreconcat_aug.align.aligners.pocketsphinx import PocketsphinxAligner, normalize_transcript  # noqa: E402
 from segreconcat_aug.data.audio import SAMPLE_RATE, read_audio  # noqa: E402
 from segreconcat_aug.data.kaldi import read_kaldi_map  # noqa: E402
-from segreconcat_aug.testing import WHISPER_SIZES, openai_sizes, transformers_sizes  # noqa: E402
 
 TARGET_SPEEDUP = 3.0
 
@@ -65,7 +65,9 @@ def rtf_of(aligner, audios: list[np.ndarray], batch_size: int) -> tuple[float, f
 
 
 def bench_whisper_backends(args, audios: list[np.ndarray], workdir: Path) -> list[tuple]:
-    from segreconcat_aug.testing import tiny_faster_whisper, tiny_openai_whisper, tiny_whisper
+    from tiny_models import tiny_faster_whisper, tiny_openai_whisper
+
+    from segreconcat_aug.testing import tiny_whisper
 
     rows = []
     if "transformers" in args.backends:

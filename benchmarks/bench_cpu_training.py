@@ -46,7 +46,7 @@ CROP_S = 3.0
 
 def demo_settings() -> tuple[dict, dict]:
     """The demo's training overrides and its ``environment`` (hparams/demo.yaml)."""
-    from segreconcat_aug.grid import load_grid
+    from segreconcat_aug.grid.plan import load_grid
 
     grid = load_grid(REPO / "hparams" / "demo.yaml")
     return dict(grid["extra_overrides"]), {k: str(v) for k, v in (grid.get("environment") or {}).items()}

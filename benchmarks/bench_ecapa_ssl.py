@@ -1,6 +1,6 @@
 """``ecapa_ssl`` fine-tuning steps on the CPU: WavLM fed the training rows (ours) vs the files (the toolkit's).
 
-The VPC 2026 attacker (``segreconcat_aug.models.ecapa_ssl``) at tiny size (``segreconcat_aug.testing``:
+The VPC 2026 attacker (``segreconcat_aug.models.ecapa_ssl``) at tiny size (``tests/tiny_models.py``:
 a WavLM of WavLM-Large's structure, 24 layers of width 16, and an embedding model of that width),
 a speaker classifier with the toolkit's AAM softmax (margin 0.2, scale 30) and AdamW (lr 0.01, weight
 decay 0.01, Track 1's values). Each step takes a batch of 3 s crops of real speech (the LibriSpeech
@@ -39,6 +39,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 FIXTURES = REPO / "tests" / "fixtures" / "librispeech"
+sys.path.insert(0, str(REPO / "tests"))  # tiny_models
 CROP_S = 3.0
 WAYS = ("same_window", "file_window")
 LABELS = {
@@ -96,10 +97,10 @@ def worker(way: str, corpus_file: str, batch_size: int, steps: int, warmup: int)
     import torch
     from speechbrain.lobes.models.ECAPA_TDNN import Classifier
     from speechbrain.nnet.losses import AdditiveAngularMargin, LogSoftmaxWrapper
+    from tiny_models import TINY_ECAPA_SSL, tiny_wavlm
 
     from segreconcat_aug.data.audio import read_audio
     from segreconcat_aug.models.ecapa_ssl import EcapaSSL, EcapaSSLEncoder
-    from segreconcat_aug.testing import TINY_ECAPA_SSL, tiny_wavlm
 
     corpus = json.loads(Path(corpus_file).read_text())
     data, n_speakers = batches(corpus, batch_size, 4)

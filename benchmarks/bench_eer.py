@@ -8,7 +8,7 @@ set during each call (Linux ``/proc/self/clear_refs`` + ``VmHWM``, which sees
 torch's allocations too); elsewhere it falls back to ``tracemalloc`` (numpy only).
 
 Bootstrap part: :func:`segreconcat_aug.evaluation.bootstrap.resampled_metrics` (all resamples
-at once) vs :func:`~segreconcat_aug.evaluation.bootstrap.resampled_metrics_loop` (each
+at once) vs ``tests/test_bootstrap.py``'s ``resampled_metrics_loop`` (each
 resample's trial set built and scored on its own), EER and minDCF of every
 resample, on 100k trials of 400 speakers x 1000 resamples, the process pinned to
 one core. Target: at most 5 s, the same values (to 1e-9).
@@ -40,6 +40,7 @@ import argparse
 import json
 import os
 import subprocess
+import sys
 import tempfile
 import time
 import tracemalloc
@@ -52,11 +53,13 @@ from speechbrain.utils.metric_stats import EER as speechbrain_eer
 from segreconcat_aug.evaluation.bootstrap import (
     SpeakerWeights,
     resampled_metrics,
-    resampled_metrics_loop,
     speaker_counts,
     trial_design,
 )
 from segreconcat_aug.evaluation.metrics import eer
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+from test_bootstrap import resampled_metrics_loop  # noqa: E402  (the one-resample-at-a-time reference)
 
 STATUS = Path("/proc/self/status")
 CLEAR_REFS = Path("/proc/self/clear_refs")

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -38,6 +39,7 @@ import torch
 from hyperpyyaml import load_hyperpyyaml
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "tests"))  # tiny_models
 UTTERANCES = 104_014  # train-clean-360, per system
 MEAN_SECONDS = 12.3
 SYSTEMS = 7
@@ -101,6 +103,7 @@ def ecapa_ssl_step(device: str, batch: int, steps: int, tiny: bool) -> dict:
     """Samples/s and peak memory of ``ecapa_ssl`` fine-tuning steps, fp32 and bf16, both WavLM inputs."""
     from speechbrain.lobes.models.ECAPA_TDNN import Classifier
     from speechbrain.nnet.losses import AdditiveAngularMargin, LogSoftmaxWrapper
+    from tiny_models import TINY_ECAPA_SSL, tiny_wavlm
 
     from segreconcat_aug.models.ecapa_ssl import (
         CHALLENGE_SIZES,
@@ -109,7 +112,6 @@ def ecapa_ssl_step(device: str, batch: int, steps: int, tiny: bool) -> dict:
         EcapaSSLEncoder,
     )
     from segreconcat_aug.models.wavlm import WAVLM_LARGE, layer_norm_waveforms
-    from segreconcat_aug.testing import TINY_ECAPA_SSL, tiny_wavlm
 
     sizes = {**CHALLENGE_SIZES, **(TINY_ECAPA_SSL if tiny else {})}
     wavlm = tiny_wavlm(0) if tiny else tiny_wavlm(0, **WAVLM_LARGE)
@@ -168,17 +170,13 @@ def _timed_rtf(aligner, audio: list, batch: int, device: str) -> float:
 
 def whisper_alignment(device: str, batches: list[int], tiny: bool) -> dict:
     """Real-time factor of word-timestamp decoding per backend, fp16 on GPU, and the GPU-hours."""
+    from tiny_models import openai_sizes, tiny_faster_whisper, tiny_openai_whisper, transformers_sizes
+
     from segreconcat_aug.align.aligners.faster_whisper import FasterWhisperAligner
     from segreconcat_aug.align.aligners.openai_whisper import OpenAIWhisperAligner
     from segreconcat_aug.align.aligners.whisper import WhisperAligner
     from segreconcat_aug.align.whisper_encoder import encoder_features
-    from segreconcat_aug.testing import (
-        openai_sizes,
-        tiny_faster_whisper,
-        tiny_openai_whisper,
-        tiny_whisper,
-        transformers_sizes,
-    )
+    from segreconcat_aug.testing import tiny_whisper
 
     cuda = device.startswith("cuda")
     dtype = torch.float16 if cuda else torch.float32

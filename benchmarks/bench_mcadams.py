@@ -13,11 +13,16 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 from pathlib import Path
 
-from segreconcat_aug.anonymizers.mcadams import mcadams, mcadams_frame_loop
-from segreconcat_aug.data.audio import read_audio
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+
+from mcadams_reference import mcadams_frame_loop  # noqa: E402
+
+from segreconcat_aug.anonymizers.mcadams import mcadams  # noqa: E402
+from segreconcat_aug.data.audio import read_audio  # noqa: E402
 
 FIXTURES = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "librispeech"
 

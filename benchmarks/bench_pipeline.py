@@ -43,7 +43,6 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 from segreconcat_aug.align.cache import (  # noqa: E402
-    AlignmentWriter,
     UtteranceAlignment,
     Word,
     load_alignments,
@@ -86,7 +85,7 @@ def joined(wavs: dict, cache, target_s: float, folder: Path) -> tuple[dict, Path
     ids = list(wavs)
     audio = {utt: read_audio(wavs[utt]) for utt in ids}
     out_wavs, out_cache = {}, folder / "joined.jsonl"
-    with AlignmentWriter(out_cache) as writer:
+    with open(out_cache, "w", encoding="utf-8") as writer:
         for k, first in enumerate(ids):
             pieces, words, offset, j = [], [], 0.0, k
             # Add the next utterance while that brings the length closer to the target.
@@ -100,7 +99,7 @@ def joined(wavs: dict, cache, target_s: float, folder: Path) -> tuple[dict, Path
             name = f"joined-{first}"
             out_wavs[name] = str(folder / f"{name}.wav")
             write_audio(out_wavs[name], np.concatenate(pieces))
-            writer.write(UtteranceAlignment(name, offset, words, "joined"))
+            writer.write(UtteranceAlignment(name, offset, words, "joined").to_json() + "\n")
     return out_wavs, out_cache
 
 

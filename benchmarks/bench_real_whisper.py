@@ -7,7 +7,7 @@ McAdams-anonymized training set) it prints:
 
 - speed: CPU seconds and real-time factor of ours (:class:`segreconcat_aug.align.aligners.faster_whisper.FasterWhisperAligner`,
   batched) and of the reference, faster-whisper's sequential ``transcribe(word_timestamps=True)`` with
-  the same greedy decoding (:func:`segreconcat_aug.align.aligners.quality.transcribe_words`), and their ratio;
+  the same greedy decoding (``tests/alignment_quality.py``), and their ratio;
 - the WER of both against the folder's ``text`` (LibriSpeech transcripts; numbers are not normalized,
   so Whisper's digits count as errors);
 - timing agreement: utterances with the same words, and on those the share of words with the same
@@ -32,10 +32,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
+from alignment_quality import timing_agreement, transcribe_words, word_error_rate  # noqa: E402
 from vpac_fixture import FIXTURES, fixture_utterances  # noqa: E402
 
 from segreconcat_aug.align.aligners.faster_whisper import FasterWhisperAligner  # noqa: E402
-from segreconcat_aug.align.aligners.quality import timing_agreement, transcribe_words, word_error_rate  # noqa: E402
 from segreconcat_aug.data.audio import SAMPLE_RATE, read_audio  # noqa: E402
 from segreconcat_aug.data.kaldi import load_kaldi_folder, read_kaldi_map  # noqa: E402
 

@@ -188,7 +188,7 @@ def stage_loader(
     with open(HPARAMS, encoding="utf-8") as handle:
         hparams = load_hyperpyyaml(handle, _train_overrides(root, output, n_speakers=len(speakers)))
     augmenter, train_audio = build_train_audio(hparams)
-    train_data, _, _ = recipe.dataio_prep(hparams, train_audio, speakers, train_rows)
+    train_data, _, _ = recipe.dataio_prep(hparams, train_audio, train_rows)
     train_audio.set_epoch(1)
     warm_up_before_workers(train_data)  # as recipes/train.py does before training
     gc.freeze()

@@ -10,7 +10,7 @@ with random weights (the hub cannot be reached; the cost per window is the same)
 - reference: the same segments one per encoder pass, as the authors' script runs them;
 - the utterance context (one window per utterance) for scale;
 - the CTranslate2 encoder (:func:`segreconcat_aug.align.whisper_encoder.load_ctranslate2_encoder`) of the *same*
-  model, converted by CTranslate2's converter (:func:`segreconcat_aug.testing.tiny_faster_whisper`),
+  model, converted by CTranslate2's converter (``tests/tiny_models.py``),
   batched as ours, at ``--compute_type`` (default: float16 on GPU, int8 on CPU, as the aligner), with
   how far its pooled features are from the transformers encoder's (largest absolute difference,
   smallest cosine) and the share of identical SR orders.
@@ -28,16 +28,22 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import tempfile
 import time
+from pathlib import Path
 
 import numpy as np
 import torch
 
-from segreconcat_aug.align.whisper_encoder import encoder_pooled, load_ctranslate2_encoder
-from segreconcat_aug.method.segments import word_segments
-from segreconcat_aug.method.similarity import semantic_order, sr_vectors
-from segreconcat_aug.testing import tiny_faster_whisper, tiny_whisper, transformers_sizes
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+
+from tiny_models import tiny_faster_whisper, transformers_sizes  # noqa: E402
+
+from segreconcat_aug.align.whisper_encoder import encoder_pooled, load_ctranslate2_encoder  # noqa: E402
+from segreconcat_aug.method.segments import word_segments  # noqa: E402
+from segreconcat_aug.method.similarity import semantic_order, sr_vectors  # noqa: E402
+from segreconcat_aug.testing import tiny_whisper  # noqa: E402
 
 UTTERANCES = 104_014  # train-clean-360, per system
 MEAN_SECONDS = 12.3

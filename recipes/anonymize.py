@@ -6,13 +6,9 @@ Usage::
     python recipes/anonymize.py hparams/anonymize.yaml --input_folder=<kaldi folder or audio folder> \
         --output_folder=<new folder>
 
-The input is a Kaldi-style folder (``wav.scp``, ``utt2spk``, optional ``text``,
-``spk2gender``, ``enrolls``, ``trials``, ``utt2dur``) or a folder of audio
-files (LibriSpeech ``*.trans.txt`` transcripts are picked up). The output holds
-``wav/<utt>.wav`` and the lists (see :func:`segreconcat_aug.anonymizers.folder.anonymize_folder`);
-the input is never modified. With ``system`` and ``sets``, a whole layout is
-written to ``<output_folder>/<system>/data/<set>_<system>/``, ready for
-``recipes/align.py``, ``recipes/train.py`` and ``recipes/evaluate.py``.
+The input is a Kaldi-style or audio folder, never modified (see
+:func:`segreconcat_aug.anonymizers.folder.anonymize_folder`); with ``system`` and ``sets``, a whole
+layout is written to ``<output_folder>/<system>/data/<set>_<system>/``.
 """
 
 import logging
@@ -22,6 +18,7 @@ from segreconcat_aug.anonymizers import check_anonymizer
 from segreconcat_aug.anonymizers.folder import AnonymizeInputError, anonymize_folder
 from segreconcat_aug.cli import load_recipe_hparams, run_main
 from segreconcat_aug.errors import MissingInputError
+from segreconcat_aug.options import AnonymizeOptions
 
 logger = logging.getLogger(__name__)
 
@@ -41,7 +38,7 @@ def jobs(hparams) -> list[tuple[Path, Path]]:
 
 
 def main(argv=None):
-    hparams_file, run_opts, overrides, hparams = load_recipe_hparams(argv)
+    hparams_file, run_opts, overrides, hparams = load_recipe_hparams(argv, AnonymizeOptions)
     try:
         check_anonymizer(hparams["anonymizer"])
     except TypeError as err:

@@ -10,13 +10,8 @@ Usage::
     python recipes/compute_orders.py hparams/orders.yaml --data_folder=<VPAC root> --system=T8-5 \
         --strategy=acoustic --launcher=slurm --shards=16   # a SLURM job array of 16, then the merge
 
-Reads the system's training folder (or ``--input``: a Kaldi folder or CSV manifest) and its
-word-alignment cache, and appends one line per utterance to ``orders_cache`` (see
-:mod:`segreconcat_aug.method.orders`). Reruns skip what is done and retry failures; failures go to
-``<orders_cache stem>.failures.tsv`` and make the exit status 1 unless ``allow_failures``.
-Training reads the cache with the same strategy and segmentation settings
-(``recipes/train.py``, key ``orders_cache``). With ``--launcher=slurm --shards=N``, the N shards run as a
-SLURM job array (resources: the ``slurm_*`` keys); then their parts are merged into ``orders_cache``.
+Reads the system's training folder (or ``--input``) and its alignment cache, and writes one order per
+utterance to ``orders_cache`` (docs/rearrangement.md); reruns skip what is done.
 """
 
 import logging
@@ -25,32 +20,13 @@ from pathlib import Path
 
 from segreconcat_aug.align.cache import load_alignments
 from segreconcat_aug.cli import load_recipe_hparams, run_main
-from segreconcat_aug.data.jobs import (
-    array_shards,
-    merge_jsonl,
-    read_inputs,
-    resolve_shard,
-    run_array,
-    task_arguments,
-)
+from segreconcat_aug.data.jobs import array_shards, merge_jsonl, resolve_shard, run_array
 from segreconcat_aug.data.jsonl_files import shard_files
-from segreconcat_aug.data.vpac import training_folder
+from segreconcat_aug.data.vpac import read_inputs, training_folder
 from segreconcat_aug.method.order_computer import OrderComputer, OrderOptionError, run_order_job
+from segreconcat_aug.options import OrdersOptions
 
 logger = logging.getLogger(__name__)
-
-
-def input_source(hparams) -> Path:
-    """``input`` when given, else the system's training folder under its protocol (the layout present)."""
-    if hparams.get("input"):
-        return Path(hparams["input"])
-    return training_folder(
-        hparams["data_folder"],
-        hparams["system"],
-        hparams.get("folder_overrides"),
-        protocol=hparams.get("protocol"),
-        language=hparams.get("language"),
-    )
 
 
 def build_computer(hparams, alignments, device=None) -> OrderComputer:
@@ -89,33 +65,33 @@ def build_computer(hparams, alignments, device=None) -> OrderComputer:
     )
 
 
-def orders_array(hparams, shards: int, ids: list, argv) -> int:
-    """``--launcher=slurm``: this command's shards as one SLURM job array, then their merge into ``orders_cache``
-    (what it held before stays in it)."""
-    output = Path(hparams["orders_cache"])
-    command = [sys.executable, str(Path(__file__).resolve()), *task_arguments(argv)]
-    status = run_array(command, output, ids, shards=shards, hparams=hparams, name="orders")
-    parts = shard_files(output)
-    if output.suffix == ".jsonl" and parts:
-        report = merge_jsonl([*([output] if output.is_file() else []), *parts], output)
-        logger.info("merged %d orders from %d part(s) into %s", report.lines, len(parts), output)
-    return status
-
-
 def main(argv=None) -> int:
-    hparams_file, run_opts, overrides, hparams = load_recipe_hparams(argv)
+    hparams_file, run_opts, overrides, hparams = load_recipe_hparams(argv, OrdersOptions)
     if hparams.get("dtw_threads"):
         import numba
 
         numba.set_num_threads(int(hparams["dtw_threads"]))
     shards = array_shards(hparams)
-    source = input_source(hparams)
+    # input, else the system's training folder under its protocol (the layout present)
+    source = hparams.get("input") or training_folder(
+        hparams["data_folder"],
+        hparams["system"],
+        hparams.get("folder_overrides"),
+        protocol=hparams.get("protocol"),
+        language=hparams.get("language"),
+    )
     items = read_inputs(source, allow_pipes=hparams["allow_pipes"], root=hparams.get("data_root"))
     alignments = load_alignments(hparams["alignment_cache"])
-    if shards:
-        return orders_array(
-            hparams, shards, [item.id for item in items], sys.argv[1:] if argv is None else argv
-        )
+    if shards:  # this command's shards as one SLURM job array, then their merge into orders_cache
+        output = Path(hparams["orders_cache"])
+        argv = sys.argv[1:] if argv is None else argv
+        ids = [item.id for item in items]
+        status = run_array(__file__, argv, output, ids, shards=shards, hparams=hparams, name="orders")
+        parts = shard_files(output)
+        if output.suffix == ".jsonl" and parts:  # what it held before stays in it
+            lines = merge_jsonl([*([output] if output.is_file() else []), *parts], output)
+            logger.info("merged %d orders from %d part(s) into %s", lines, len(parts), output)
+        return status
     # --device and --noprogressbar are SpeechBrain's own options, not YAML overrides.
     computer = build_computer(hparams, alignments, device=getattr(run_opts, "device", None))
     job = run_order_job(
@@ -128,7 +104,7 @@ def main(argv=None) -> int:
         resample=hparams["resample"],
     )
     logger.info("%s (input %s)", job.summary(), source)
-    return job.exit_status(hparams["allow_failures"])
+    return int(job.failed > 0 and not hparams["allow_failures"])
 
 
 if __name__ == "__main__":

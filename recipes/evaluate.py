@@ -7,6 +7,8 @@ Usage (the same YAML and overrides as training, so the same output folder is fou
     # the same attacker on VPC 2026-style pooled lists (recipes/make_mixed_trials.py), in its own folder:
     python recipes/evaluate.py hparams/ecapa_segreconcat.yaml --data_folder=<VPAC root> --system=T8-5 \
         --protocol=vpc2026-track1 --eval_folder=results/T8-5/<configuration>/eval-vpc2026
+    # several GPUs share the embedding extraction; rank 0 scores and writes (docs/scale.md)
+    torchrun --nproc_per_node=4 recipes/evaluate.py hparams/ecapa_segreconcat.yaml --data_folder=<VPAC root> --system=T8-5
 
 The ``eval_*`` options are the keys of the evaluation YAML the training YAML names (``eval_hparams``:
 hparams/evaluate.yaml), given on this command line as its own. Loads the model folder
@@ -27,12 +29,14 @@ and ``privacy.png``. docs/evaluation.md describes every option.
 
 from __future__ import annotations
 
+import speechbrain as sb
+
 from segreconcat_aug.cli import (
-    create_experiment_directory,
     hold_output_folder,
     load_recipe_hparams,
     note_new_folder,
     run_main,
+    save_hparams_as_run,
 )
 from segreconcat_aug.evaluation.system import (
     EVAL_KEYS,
@@ -41,12 +45,14 @@ from segreconcat_aug.evaluation.system import (
     evaluation_folder,
     load_evaluation_model,
 )
-from segreconcat_aug.training.init_from import training_overrides
+from segreconcat_aug.options import TrainingOptions
+from segreconcat_aug.training import training_overrides
 
 
 def main(argv=None):
     hparams_file, run_opts, overrides, hparams = load_recipe_hparams(
         argv,
+        TrainingOptions,
         configure_logging=False,
         new_folders=("output_folder", "save_folder"),
         derive=training_overrides,  # the training's YAML as the run had it (preset, init_from's sizes)
@@ -54,14 +60,17 @@ def main(argv=None):
     eval_folder = evaluation_folder(hparams)
     note_new_folder(eval_folder)  # removed again on a user error, if this run makes it
     check_evaluation_folder(hparams)  # before anything is written there
-    hold_output_folder(eval_folder, "an evaluation")  # one evaluation per folder
+    hold_output_folder(eval_folder, "an evaluation")  # one evaluation per folder (rank 0's under torchrun)
+    sb.utils.distributed.ddp_init_group(run_opts)  # torchrun's ranks share the embedding extraction
     # A missing, damaged or mismatched model stops before eval/ is made (SpeechBrain's links go in eval/model).
     model = load_evaluation_model(hparams, run_opts, stated=overrides)
     # The evaluation's values with the training YAML's: what this folder was scored with.
     evaluation = {key: hparams[key] for key in EVAL_KEYS}
-    create_experiment_directory(eval_folder, hparams_file, {**overrides, **evaluation}, recipe=__file__)
+    sb.create_experiment_directory(eval_folder)
+    save_hparams_as_run(eval_folder, hparams_file, {**overrides, **evaluation})
     results = evaluate_system(hparams, run_opts, model=model)
-    print((eval_folder / "results.md").read_text(encoding="utf-8"))
+    if results is not None:  # rank 0's
+        print((eval_folder / "results.md").read_text(encoding="utf-8"))
     return results
 
 

@@ -6,14 +6,8 @@ Usage::
     python recipes/make_mixed_trials.py hparams/mixed_trials.yaml --data_folder=<VPAC root> --system=B3
     python recipes/make_mixed_trials.py hparams/mixed_trials.yaml --data_folder=<2026 root>
 
-For each part, the enrollment folder ``libri_<part>_enrolls`` and the trial folders
-``libri_<part>_trials_{f,m}`` (with the system's suffix, in the layout the data folder holds)
-give ``libri_<part>_trials_mixed`` beside them (or under ``output_folder``), by the 2026 rule
-(:mod:`segreconcat_aug.data.mixed_trials`). Every input is checked before anything is written; each part's
-folder is written whole, all parts swapped in together. A folder that already holds the same list is left
-as it is (a rerun after an interruption goes on); one holding another list is refused unless
-``overwrite: True``, and one holding anything else (audio) is never replaced. ``wav.scp`` paths relative to
-their own folder are rewritten to resolve from the new one.
+Each part's ``libri_<part>_trials_mixed`` is built by the 2026 rule (:mod:`segreconcat_aug.data.mixed_trials`),
+beside its inputs or under ``output_folder``; nothing is written before every input is checked.
 """
 
 from __future__ import annotations
@@ -25,6 +19,7 @@ from segreconcat_aug.cli import load_recipe_hparams, run_main
 from segreconcat_aug.data.mixed_trials import MixedTrialsError, mixed_trials, write_all_mixed_trials
 from segreconcat_aug.data.protocols import PARTS
 from segreconcat_aug.data.vpac import detect_layout, system_folders
+from segreconcat_aug.options import MixedTrialsOptions
 
 logger = logging.getLogger("make_mixed_trials")
 SETS = {"enroll": "libri_{part}_enrolls", "f": "libri_{part}_trials_f", "m": "libri_{part}_trials_m"}
@@ -55,7 +50,7 @@ def part_folders(hparams, part: str) -> tuple[dict[str, Path], Path]:
 
 
 def main(argv=None):
-    _, _, _, hparams = load_recipe_hparams(argv)
+    _, _, _, hparams = load_recipe_hparams(argv, MixedTrialsOptions)
     parts = list(hparams["parts"])
     unknown = [part for part in parts if part not in PARTS]
     if unknown:

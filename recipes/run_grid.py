@@ -29,8 +29,10 @@ import logging
 import sys
 
 from segreconcat_aug.cli import hold_output_folder, parse_recipe_arguments, run_main
-from segreconcat_aug.grid import GRID_LOCK, assemble, check_grid_data, describe_runs, load_grid, run_all
-from segreconcat_aug.options import validate_hparams_file
+from segreconcat_aug.grid.plan import check_grid_data, load_grid
+from segreconcat_aug.grid.results import assemble
+from segreconcat_aug.grid.runner import GRID_LOCK, describe_runs, run_all
+from segreconcat_aug.options import GridOptions, validate_hparams_file
 
 logger = logging.getLogger("run_grid")
 
@@ -45,7 +47,7 @@ def main(argv=None) -> int:
     dry_run = DRY_RUN_FLAG in argv
     argv = [a for a in argv if a != DRY_RUN_FLAG]
     grid_file, _, overrides = parse_recipe_arguments(argv)
-    validate_hparams_file(grid_file, overrides)  # every option value, before anything is written
+    validate_hparams_file(grid_file, overrides, GridOptions)  # every option value, before anything is written
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     grid = load_grid(grid_file, overrides)
     if not grid.get("tables_only"):

@@ -9,56 +9,39 @@ Usage::
         --system=BM1 --language=de --output_folder=results/BM1-de
     torchrun --nproc_per_node=4 recipes/train.py hparams/ecapa_segreconcat.yaml --data_folder=... --system=...
 
-Steps: prepare the system's training data (:mod:`segreconcat_aug.training.data_prep`, main process
-only, skipped when already done) -> train with SegReConcat in the data pipeline (worker side)
-and optional SpecAugment on the features (batch side) -> early stopping on the FIXED dev set's
-loss, keeping the best-dev-loss checkpoint -> export it to ``<output_folder>/export/``, where
-``recipes/evaluate.py`` finds it and SpeechBrain's ``EncoderClassifier.from_hparams`` loads it
--> the run's convergence flags (``convergence.json`` beside the export: best epoch the last, dev
-loss still falling, train/dev gap, augmentation coverage; docs/evaluation.md). A rerun with the same output folder resumes from the last checkpoint, patience state included.
-See docs/training.md.
+Steps (docs/training.md): check every option -> prepare the system's training data (main process,
+skipped when done) -> train with SegReConcat in the data pipeline and optional SpecAugment, early
+stopping on the fixed dev set's loss -> export the best-dev-loss model to ``<output_folder>/export/``
+(SpeechBrain's ``EncoderClassifier`` loads it) with its convergence flags -> evaluate it (recipes/evaluate.py).
+A rerun into the same output folder resumes from the last checkpoint, patience state included.
 """
 
 from __future__ import annotations
 
-import contextlib
 import gc
 import logging
 import os
 import sys
+import time
 from pathlib import Path
 
 import speechbrain as sb
 import torch
-from hyperpyyaml import load_hyperpyyaml
 from speechbrain.utils.distributed import ddp_broadcast, if_main_process, run_on_main
 
+from segreconcat_aug import training
 from segreconcat_aug.cli import (
-    create_experiment_directory,
+    check_options,
     hold_output_folder,
-    load_recipe_hparams,
+    load_hparams,
     report_progress,
     run_main,
+    save_hparams_as_run,
     stop_removing_new_folders,
 )
-from segreconcat_aug.evaluation.system import EVAL_KEYS, evaluate_system, evaluation_folder
+from segreconcat_aug.evaluation.system import evaluate_system, evaluation_folder
 from segreconcat_aug.models.export import export_best_model
-from segreconcat_aug.options import validate_hparams_file
-from segreconcat_aug.training.augmenter import build_train_audio, warm_up_before_workers
-from segreconcat_aug.training.data_prep import DataPrepError, prepare_from_hparams
-from segreconcat_aug.training.init_from import load_init_weights, training_overrides
-from segreconcat_aug.training.manifest import ManifestDataset, read_manifest
-from segreconcat_aug.training.pipeline import SkipFailedReads, TrainAudioPipeline, chunk_audio_pipeline
-from segreconcat_aug.training.pooled import coverage_keys, pooled_cache_overrides
-from segreconcat_aug.training.presets import preset_overrides
-from segreconcat_aug.training.progress import (
-    EpochProgress,
-    append_epoch_record,
-    convergence_line,
-    epoch_record,
-    record_convergence,
-)
-from segreconcat_aug.training.run_settings import check_before_training, has_checkpoints
+from segreconcat_aug.options import TrainingRunOptions, validate_hparams_file
 
 logger = logging.getLogger(__name__)
 
@@ -70,11 +53,13 @@ class SpeakerBrain(sb.core.Brain):
     is set here so every epoch draws new crops (and, with ``rr_redraw: epoch``, new RR permutations).
     """
 
-    def __init__(self, *args, train_audio: TrainAudioPipeline, **kwargs):
+    def __init__(self, *args, train_audio: training.TrainAudioPipeline, **kwargs):
         super().__init__(*args, **kwargs)
         self.train_audio = train_audio
-        self.progress = EpochProgress()  # this process's counts and epoch times
+        self.counts = [0, 0]  # this process's training samples and failed reads in the epoch
+        self.epoch_seconds: list[float] = []  # this process's finished epochs (training + dev)
         self.train_stats: dict = {}
+        self.dev_eer: training.DevEER | None = None  # select_by: dev_eer
 
     def _wrap_distributed(self):
         if not (self.distributed_launch and self.device_type == "cpu"):
@@ -93,37 +78,30 @@ class SpeakerBrain(sb.core.Brain):
         wavs, lens = batch.sig
         if stage == sb.Stage.TRAIN:
             # failed_reads: rows dropped because their audio could not be read (SkipFailedReads)
-            self.progress.count_batch(wavs.shape[0], getattr(batch, "failed_reads", 0))
-        with self.embedding_frozen(stage):
+            self.counts[0] += wavs.shape[0]
+            self.counts[1] += getattr(batch, "failed_reads", 0)
+        # During the first init_freeze_epochs training epochs the embedding model is frozen: no gradient
+        # and eval mode (its BatchNorm statistics kept), so only the new classifier head learns. fit sets
+        # the modules' mode again at each stage's start.
+        frozen = stage == sb.Stage.TRAIN and self.hparams.epoch_counter.current <= getattr(
+            self.hparams, "init_freeze_epochs", 0
+        )
+        if frozen:
+            self.modules.embedding_model.eval()
+        with torch.set_grad_enabled(torch.is_grad_enabled() and not frozen):
             embed_batch = getattr(self.hparams, "embed_batch", None)
             if embed_batch is not None:  # a model on waveforms (ecapa_ssl): the YAML's hook embeds the rows
                 epoch = self.hparams.epoch_counter.current if stage == sb.Stage.TRAIN else 0
                 embeddings = embed_batch(self.modules, wavs, lens, batch=batch, epoch=epoch)
-                return self.modules.classifier(embeddings), lens
-            feats = self.modules.compute_features(wavs)
-            feats = self.modules.mean_var_norm(feats, lens)
-            if stage == sb.Stage.TRAIN and self.hparams.specaug:
-                feats, lens = self.hparams.spec_augment(feats, lens)
-            embeddings = self.modules.embedding_model(feats, lens)
+            else:
+                feats = self.modules.compute_features(wavs)
+                feats = self.modules.mean_var_norm(feats, lens)
+                if stage == sb.Stage.TRAIN and self.hparams.specaug:
+                    feats, lens = self.hparams.spec_augment(feats, lens)
+                embeddings = self.modules.embedding_model(feats, lens)
+        if stage == sb.Stage.VALID and self.dev_eer is not None:  # select_by: dev_eer
+            self.dev_eer.add(batch.id, embeddings)
         return self.modules.classifier(embeddings), lens
-
-    @contextlib.contextmanager
-    def embedding_frozen(self, stage):
-        """During the first ``init_freeze_epochs`` training epochs the embedding model is frozen: no
-        gradient and eval mode (its BatchNorm statistics kept), so only the new classifier head learns."""
-        frozen = stage == sb.Stage.TRAIN and self.hparams.epoch_counter.current <= getattr(
-            self.hparams, "init_freeze_epochs", 0
-        )
-        if not frozen:
-            yield
-            return
-        model = self.modules.embedding_model
-        model.eval()
-        try:
-            with torch.no_grad():
-                yield
-        finally:
-            model.train()
 
     def compute_objectives(self, predictions, batch, stage):
         predictions, lens = predictions
@@ -143,53 +121,53 @@ class SpeakerBrain(sb.core.Brain):
     def on_stage_start(self, stage, epoch=None):
         if stage == sb.Stage.TRAIN:
             self.train_audio.set_epoch(epoch)
+            self.counts = [0, 0]
+            self.started = time.time()
             # A run resumed from a mid-epoch checkpoint starts after the batches already done.
-            self.progress.start_epoch(resumed_at_batch=self.step)
+            self.resumed_at_batch = self.step
         else:
             self.error_metrics = self.hparams.error_stats()
 
     def on_stage_end(self, stage, stage_loss, epoch=None):
         if stage == sb.Stage.TRAIN:  # counts summed over processes, logged; SegReConcat's restart
             counted = self.train_audio if self.train_audio.augmenter is not None else None
-            self.train_stats = self.progress.end_training(epoch, stage_loss, counted, self.device)
+            seconds = time.time() - self.started
+            self.train_stats = training.train_stats(
+                epoch, stage_loss, self.counts, seconds, self.resumed_at_batch, counted, self.device
+            )
             return
         if stage != sb.Stage.VALID:
             return
         loss = float(ddp_broadcast(stage_loss))  # rank 0's: every rank takes the same stopping decision
         valid_stats = {"loss": loss, "error_rate": float(self.error_metrics.summarize("average"))}
+        if self.dev_eer is not None:  # select_by: dev_eer
+            valid_stats["dev_eer"] = float(ddp_broadcast(self.dev_eer.eer()))
+        key = training.checkpoint_key(getattr(self.hparams, "select_by", None))
         lr = self.optimizer.param_groups[0]["lr"]
         counter = self.hparams.epoch_counter
         # update_metric first: the counter (a recoverable) is saved with its new patience state.
-        counter.update_metric(loss)
-        self.checkpointer.save_and_keep_only(meta={"loss": loss}, min_keys=["loss"])
+        counter.update_metric(valid_stats[key])
+        self.checkpointer.save_and_keep_only(meta={"loss": loss, key: valid_stats[key]}, min_keys=[key])
         self.hparams.train_logger.log_stats(
             stats_meta={"epoch": epoch, "lr": lr}, train_stats=self.train_stats, valid_stats=valid_stats
         )
         if if_main_process():
-            record = epoch_record(epoch, lr, self.train_stats, valid_stats, counter)
-            append_epoch_record(self.hparams.output_folder, record)
-            self.progress.end_epoch()
-            report_progress(self.progress.line(record, counter))
+            output_folder = self.hparams.output_folder
+            record = training.log_epoch(output_folder, epoch, lr, self.train_stats, valid_stats, counter)
+            self.epoch_seconds.append(time.time() - self.started)
+            report_progress(training.epoch_line(record, counter, self.epoch_seconds))
 
 
-def dataio_prep(
-    hparams,
-    train_audio: TrainAudioPipeline,
-    speakers: list[str] | None = None,
-    train_rows: dict | None = None,
-):
+def dataio_prep(hparams, train_audio: training.TrainAudioPipeline, train_rows):
     """Datasets (train: read -> SegReConcat -> crop; dev: fixed chunks) and the speaker encoder.
 
-    ``speakers``: the sorted training speakers, and ``train_rows``: the training
-    manifest (:func:`segreconcat_aug.training.manifest.read_manifest`), when the caller has read them already.
-    The training set is a :class:`ManifestDataset` (arrays, shared by forked workers without copies).
+    ``train_rows``: the training manifest (:func:`~segreconcat_aug.training.manifest.read_manifest`); the
+    training set is a :class:`ManifestDataset` of it (arrays, shared by forked workers without copies).
     """
-    if train_rows is None:
-        train_rows = read_manifest(hparams["train_annotation"])
-    train_data = ManifestDataset(train_rows)
+    train_data = training.ManifestDataset(train_rows)
     valid_data = sb.dataio.dataset.DynamicItemDataset.from_csv(hparams["valid_annotation"])
     if len(valid_data) == 0:
-        raise DataPrepError(
+        raise training.DataPrepError(
             f"{hparams['valid_annotation']}: the dev set is empty, so there is no dev loss to stop on; "
             "raise dev_ratio or lower sentence_len"
         )
@@ -202,21 +180,20 @@ def dataio_prep(
         yield label_encoder.encode_sequence_torch([spk_id])
 
     sb.dataio.dataset.add_dynamic_item([train_data], train_audio.dynamic_item())
-    sb.dataio.dataset.add_dynamic_item([valid_data], chunk_audio_pipeline)
+    sb.dataio.dataset.add_dynamic_item([valid_data], training.chunk_audio_pipeline)
     sb.dataio.dataset.add_dynamic_item([train_data, valid_data], label_pipeline)
     # wav: the row's file, for a model that reads it again (ecapa_ssl's ssl_input: file_window)
     sb.dataio.dataset.set_output_keys([train_data, valid_data], ["id", "sig", "spk_id_encoded", "wav"])
 
-    if speakers is None:
-        speakers = train_rows.distinct("spk_id")
+    speakers = train_rows.distinct("spk_id")
     os.makedirs(hparams["save_folder"], exist_ok=True)
     encoder_file = os.path.join(hparams["save_folder"], "label_encoder.txt")
-    if if_main_process() and not has_checkpoints(hparams["save_folder"]):
+    if if_main_process() and not training.has_checkpoints(hparams["save_folder"]):
         # No checkpoint uses it (a run that stopped before training): made afresh for this data.
         Path(encoder_file).unlink(missing_ok=True)
     label_encoder.load_or_create(path=encoder_file, from_iterables=[speakers])
     if set(label_encoder.lab2ind) != set(speakers):
-        raise DataPrepError(
+        raise training.DataPrepError(
             f"{encoder_file} lists other speakers than {hparams['train_annotation']}: this save folder "
             "belongs to a run on other data; use another output_folder"
         )
@@ -226,76 +203,70 @@ def dataio_prep(
 def derive_overrides(hparams_file, values, stated) -> dict:
     """What a run derives from its options, under the user's own: a preset's values and the
     ``init_from`` folder's model sizes, and a pooled SegReConcat run's other systems' caches."""
-    derived = training_overrides(hparams_file, values, stated)
+    derived = training.training_overrides(hparams_file, values, stated)
 
     def resolve(system):  # the YAML's values with another pooled system as ``system``
-        return validate_hparams_file(hparams_file, {**derived, **stated, "system": system})
+        return validate_hparams_file(
+            hparams_file, {**derived, **stated, "system": system}, TrainingRunOptions
+        )
 
-    return {**derived, **pooled_cache_overrides(values, stated, resolve)}
+    return {**derived, **training.pooled_cache_overrides(values, stated, resolve)}
+
+
+def manifest_overrides(values, train_rows) -> dict:
+    """The classifier's size (the manifest's speakers) and, with ``step_size_epochs``, the cyclic
+    half-period in optimizer steps of this training set."""
+    derived = {"n_speakers": len(train_rows.distinct("spk_id"))}
+    if values.get("step_size_epochs"):
+        steps = len(train_rows) // (values["batch_size"] * int(os.environ.get("WORLD_SIZE", 1)))
+        derived["step_size"] = max(1, round(values["step_size_epochs"] * max(1, steps)))
+    logger.info("set from the training manifest: %s", derived)
+    return derived
 
 
 def main(argv=None) -> SpeakerBrain:
-    # Every option value is checked before anything is written (loading the YAML makes the
-    # checkpointer's folder), and so are the output folder's settings and the inputs.
-    hparams_file, run_opts, overrides, hparams = load_recipe_hparams(
+    # Every option value, the output folder's settings and the inputs are checked before anything is written.
+    hparams_file, run_opts, overrides, values = check_options(
         argv,
-        configure_logging=False,
+        TrainingRunOptions,
         new_folders=("output_folder", "save_folder"),
-        check=check_before_training,
-        derive=derive_overrides,  # a preset, init_from's model sizes, a pooled run's caches
+        check=training.check_before_training,
+        derive=derive_overrides,
     )
-    hold_output_folder(hparams["output_folder"], "a training run")  # one trainer per folder
+    hold_output_folder(values["output_folder"], "a training run")  # one trainer per folder
     sb.utils.distributed.ddp_init_group(run_opts)
-    create_experiment_directory(hparams["output_folder"], hparams_file, overrides, recipe=__file__)
-    if hparams.get("preset"):  # logged once the log file exists
+    sb.create_experiment_directory(values["output_folder"], overrides=overrides)
+    save_hparams_as_run(values["output_folder"], hparams_file, overrides)
+    if values.get("preset"):  # logged once the log file exists
         logger.info(
             "preset %s: %s (the command line's own values win)",
-            hparams["preset"],
-            preset_overrides(hparams["preset"]),
+            values["preset"],
+            training.preset_overrides(values["preset"]),
         )
-    if not hparams["skip_prep"]:
-        run_on_main(prepare_from_hparams, args=[hparams])
-    # The classifier's size is the number of training speakers: rebuild the model when the
-    # YAML's n_speakers (921, train-clean-360) does not match the manifest.
-    train_rows = read_manifest(hparams["train_annotation"])  # ~1 M rows: one read
-    speakers = train_rows.distinct("spk_id")
-    overrides = {**overrides, "n_speakers": len(speakers)}
-    reload = len(speakers) != hparams["n_speakers"]
-    if reload:
-        logger.info("n_speakers set to %d (training speakers in the manifest)", len(speakers))
-    if hparams.get("step_size_epochs"):
-        # The cyclic half-period in epochs (a preset's): optimizer steps of this training set.
-        steps = len(train_rows) // (hparams["batch_size"] * int(os.environ.get("WORLD_SIZE", 1)))
-        overrides["step_size"] = max(1, round(hparams["step_size_epochs"] * max(1, steps)))
-        reload = reload or overrides["step_size"] != hparams["step_size"]
-        logger.info(
-            "step_size set to %d (%s epochs of optimizer steps)",
-            overrides["step_size"],
-            hparams["step_size_epochs"],
-        )
-    if reload:  # the evaluation's values (its own YAML's) stay as they were checked
-        evaluation = {key: hparams[key] for key in EVAL_KEYS}
-        with open(hparams_file, encoding="utf-8") as fin:
-            hparams = {**load_hyperpyyaml(fin, overrides), **evaluation}
+    if not values["skip_prep"]:
+        run_on_main(training.prepare_from_hparams, args=[values])
+    train_rows = training.read_manifest(values["train_annotation"])  # ~1 M rows: one read
+    overrides = {**overrides, **manifest_overrides(values, train_rows)}
+    hparams = {**values, **load_hparams(hparams_file, overrides)}  # the one load: it builds the model
 
-    augmenter, train_audio = build_train_audio(hparams)
-    train_data, valid_data, _ = dataio_prep(hparams, train_audio, speakers, train_rows)
+    augmenter, train_audio = training.build_train_audio(hparams)
+    train_data, valid_data, _ = dataio_prep(hparams, train_audio, train_rows)
     loader_opts = hparams["train_dataloader_opts"]
     processes = int(os.environ.get("WORLD_SIZE", 1))
     if loader_opts.get("drop_last") and len(train_data) // processes < loader_opts["batch_size"]:
-        raise DataPrepError(
+        raise training.DataPrepError(
             f"{hparams['train_annotation']}: {len(train_data)} training rows give no full batch of "
             f"{loader_opts['batch_size']} per process ({processes} process(es)); lower batch_size"
         )
     if augmenter is not None:
         # Before any training: a missing alignment (or AR/SR order) stops here under the default policy.
-        augmenter.check_coverage(coverage_keys(train_rows, augmenter))
+        augmenter.check_coverage(training.coverage_keys(train_rows, augmenter))
 
     stop_removing_new_folders()  # the inputs are checked: from here on the output folder holds work
-    warm_up_before_workers(train_data)
-    if hparams.get("init_from") and not has_checkpoints(hparams["save_folder"]):
+    training.warm_up_before_workers(train_data)
+    if hparams.get("init_from") and not training.has_checkpoints(hparams["save_folder"]):
         # A new fine-tuning: the folder's weights (a resumed one: its checkpoints, which the Brain recovers).
-        load_init_weights(
+        training.load_init_weights(
             hparams["init_from"], hparams["modules"], training=hparams_file, trusted=hparams["trusted"]
         )
     # Everything built so far lives as long as training: the cyclic garbage collector need never visit
@@ -310,13 +281,18 @@ def main(argv=None) -> SpeakerBrain:
         checkpointer=hparams["checkpointer"],
         train_audio=train_audio,
     )
+    if hparams.get("select_by") == "dev_eer":
+        brain.dev_eer = training.DevEER.from_manifest(hparams["valid_annotation"], hparams["seed"])
     try:
         brain.fit(
             brain.hparams.epoch_counter,
             train_data,
             valid_data,
             # A row whose audio fails to read (the file changed after the check) is dropped and counted.
-            train_loader_kwargs={"collate_fn": SkipFailedReads(), **hparams["train_dataloader_opts"]},
+            train_loader_kwargs={
+                "collate_fn": training.SkipFailedReads(),
+                **hparams["train_dataloader_opts"],
+            },
             valid_loader_kwargs=hparams["valid_dataloader_opts"],
             # A bar within each epoch on an interactive console; none in logs and pipes (grid runs).
             progressbar=not brain.noprogressbar and sys.stderr.isatty(),
@@ -325,11 +301,11 @@ def main(argv=None) -> SpeakerBrain:
         gc.unfreeze()  # a caller running main() again (the tests) collects this run's objects
     run_on_main(export_best_model, args=[hparams, hparams_file, overrides])
     if if_main_process():  # the flags that say the EER may overstate privacy, beside the export
-        report_progress(convergence_line(record_convergence(hparams)))
+        report_progress(training.record_convergence(hparams))
     if hparams.get("evaluate_after_training", False):
         # The last stage: score the exported model as the challenge does (recipes/evaluate.py).
         hold_output_folder(evaluation_folder(hparams), "an evaluation")
-        run_on_main(evaluate_system, args=[hparams, run_opts])
+        evaluate_system(hparams, run_opts)  # every rank: they share the embedding extraction
     return brain
 
 

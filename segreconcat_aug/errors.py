@@ -1,13 +1,7 @@
 """The one mark of a user's mistake: :class:`UserError`.
 
-An error class that also derives from :class:`UserError` says "the input or the options are
-wrong, and the message names what and how to fix it". The recipes' entry point
-(:func:`segreconcat_aug.cli.run_main`) prints such an error as one line, without a traceback,
-and exits with status 2; any other exception is a bug and keeps its traceback.
-
-An error whose message points to a file the run wrote (a list of every bad audio file, say)
-names it with :func:`cite`: when the run's new folders are removed, that file is kept (moved
-beside the outermost removed folder, and the message says where it is now).
+``cli.run_main`` prints a UserError as one line and exits 2; any other exception is a bug and keeps its
+traceback. :func:`cite` names a file the run wrote, which is kept when the run's new folders are removed.
 
 >>> class LayoutError(UserError, FileNotFoundError):
 ...     pass
@@ -53,14 +47,17 @@ def option_error(error, values, source="") -> OptionError:
     """
     problems = {}
     for item in error.errors():
-        key = item["loc"][0]
+        # A validator's own message as written; a model validator's (no key) names its keys itself.
+        text = str(item["ctx"]["error"]) if item["type"] == "value_error" else item["msg"]
+        text = text[0].lower() + text[1:]
+        key = item["loc"][0] if item["loc"] else text
         if key in problems:
             continue
         if item["type"] == "missing":
             problems[key] = f"{key} is missing: give it in the YAML or as --{key}=..."
             continue
         where = "".join(f" item {part}" for part in item["loc"][1:] if isinstance(part, int))
-        problems[key] = f"{key}: {values.get(key)!r}:{where} {item['msg'][0].lower()}{item['msg'][1:]}"
+        problems[key] = f"{key}: {values.get(key)!r}:{where} {text}" if item["loc"] else text
     prefix = f"{source}: " if source else ""
     if len(problems) == 1:
         return OptionError(f"{prefix}option {next(iter(problems.values()))}")

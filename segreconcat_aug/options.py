@@ -1,141 +1,54 @@
-"""One check of every option's value, run by each recipe before it writes anything.
+"""One pydantic schema per recipe YAML, checked before anything is written.
 
-:data:`OPTION_RULES` is a table: YAML key -> what it may hold (a set of values or a
-range). :func:`validate_options` checks the keys of a loaded hyperparameter mapping
-that the table knows (others pass: a recipe's own keys are its business) and raises
-ONE :class:`OptionError` listing every bad value with the values allowed, on one line. A recipe
-calls it right after loading its YAML, so ``--strategy=bogus`` or ``--crossfade=-0.01``
-is refused before ``train.csv``, ``dev.csv`` or any output folder exists.
+:func:`validate_hparams_file` resolves a YAML's references with the command line's overrides, without
+building any object (loading would: SpeechBrain's checkpointer makes its folder), and checks the values
+against the recipe's schema: a bad value, a required key left out (``!PLACEHOLDER``), a path that cannot
+be what it names, values that do not fit together. Keys a schema does not name pass (the YAML's objects).
+The evaluation YAML's schema: :class:`segreconcat_aug.evaluation.system.EvaluationOptions`.
 
-Recipes call :func:`validate_hparams_file` on the YAML file and its overrides BEFORE
-loading it: loading instantiates the YAML's objects, and SpeechBrain's checkpointer
-creates its folder as it is built. It also refuses a required key left out (``!PLACEHOLDER``),
-paths that cannot be what they name (:data:`PATH_RULES`: an output folder that is a file, or
-lies under one) and values that do not fit together (:data:`CONSTRAINTS`: the ECAPA-TDNN's layer lists).
-
-A new option is one line of the table.
-
-Example
--------
->>> validate_options({"mode": "concat", "crossfade": 0.005, "unknown_key": 1})
->>> validate_options({"channels": [16, 0, 16]})
+>>> validate_values(MixedTrialsOptions, {"seed": 2**32, "output_folder": "out"})
 Traceback (most recent call last):
 ...
-segreconcat_aug.errors.OptionError: option channels: [16, 0, 16] is not a non-empty list, each item an integer >= 1
->>> validate_options({"mode": "bogus", "crossfade": -0.01})
-Traceback (most recent call last):
-...
-segreconcat_aug.errors.OptionError: 2 option values are not allowed: mode: 'bogus' is not one of 'concat', 'rearranged', 'none'; crossfade: -0.01 is not a number >= 0
+segreconcat_aug.errors.OptionError: option seed: 4294967296: input should be less than or equal to 4294967295
 """
 
 from __future__ import annotations
 
-import math
-import os
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from pathlib import Path
+from typing import Annotated, Any, Literal
 
-from .errors import OptionError
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from .data.hparams_text import hparams_text
+from .data.protocols import PROTOCOLS, check_protocol_options
+from .errors import OptionError, option_error
 
-@dataclass(frozen=True)
-class Rule:
-    """What one option may hold: ``choices`` (a tuple, or a callable giving it), or a number range.
-
-    ``integer`` asks for a whole number; ``low``/``high`` bound it, excluded when
-    ``low_open``/``high_open``. ``optional`` also accepts ``None`` (YAML ``null``).
-    """
-
-    choices: tuple | Callable[[], tuple] | None = None
-    low: float | None = None
-    high: float | None = None
-    low_open: bool = False
-    high_open: bool = False
-    integer: bool = False
-    optional: bool = False
-    each: bool = False  # the value is a list, and each item must be allowed
-    test: Callable[[object], bool] | None = None  # any other rule, described by ``text``
-    text: str = ""
-
-    def allowed(self) -> str:
-        """The allowed values, in words."""
-        if self.test is not None:
-            text = self.text
-        elif self.choices is not None:
-            choices = self.choices() if callable(self.choices) else self.choices
-            text = "one of " + ", ".join(repr(choice) for choice in choices)
-        else:
-            kind = "an integer" if self.integer else "a number"
-            bounds = []
-            if self.low is not None:
-                bounds.append(f"{'>' if self.low_open else '>='} {self._bound(self.low)}")
-            if self.high is not None:
-                bounds.append(f"{'<' if self.high_open else '<='} {self._bound(self.high)}")
-            text = kind + (" " + " and ".join(bounds) if bounds else "")
-        if self.each:
-            text = f"a non-empty list, each item {text}"
-        return text + (" (or null)" if self.optional else "")
-
-    def _bound(self, value) -> str:
-        return str(int(value)) if self.integer and float(value).is_integer() else f"{value:g}"
-
-    def accepts(self, value) -> bool:
-        if value is None:
-            return self.optional
-        if self.each:
-            if isinstance(value, (str, bytes)) or not isinstance(value, (list, tuple)) or not value:
-                return False
-            item = Rule(self.choices, self.low, self.high, self.low_open, self.high_open, self.integer)
-            return all(item.accepts(element) for element in value)
-        if self.test is not None:
-            return bool(self.test(value))
-        if self.choices is not None:
-            choices = self.choices() if callable(self.choices) else self.choices
-            # bool is an int in Python: True must not pass for 1 (nor 1 for True).
-            return any(
-                value == choice and isinstance(value, bool) == isinstance(choice, bool) for choice in choices
-            )
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            return False
-        if self.integer and not float(value).is_integer():
-            return False
-        if not math.isfinite(value):
-            return False
-        if self.low is not None and (value < self.low or (self.low_open and value == self.low)):
-            return False
-        if self.high is not None and (value > self.high or (self.high_open and value == self.high)):
-            return False
-        return True
+Seed = Annotated[int, Field(ge=0, le=2**32 - 1)]  # numpy's global seed range (SpeechBrain's seed_everything)
+Count = Annotated[int, Field(ge=1)]
+Natural = Annotated[int, Field(ge=0)]
+Positive = Annotated[float, Field(gt=0)]
+NonNegative = Annotated[float, Field(ge=0)]
+Layers = Annotated[list[Count], Field(min_length=1)]
+Protocol = Literal[tuple(PROTOCOLS)]
+# What a path option must be; only what exists is looked at (a path not there yet is fine).
+Folder = Annotated[str | None, "folder"]
+File = Annotated[str | None, "file"]
+FileOrFolder = Annotated[str | None, "file or folder"]
 
 
-def one_of(*choices, optional: bool = False, each: bool = False) -> Rule:
-    return Rule(choices=tuple(choices), optional=optional, each=each)
+def one_of(names: Callable[[], tuple]) -> AfterValidator:
+    """A choice among ``names()``, read when checked (the method's registries import numba)."""
 
+    def check(value):
+        allowed = tuple(names())
+        if value not in allowed:
+            listed = ", ".join(map(repr, allowed[:-1])) + f" or {allowed[-1]!r}"
+            raise ValueError(f"input should be {listed}")
+        return value
 
-def number(*, ge=None, gt=None, le=None, lt=None, integer: bool = False, optional: bool = False) -> Rule:
-    return Rule(
-        low=gt if gt is not None else ge,
-        high=lt if lt is not None else le,
-        low_open=gt is not None,
-        high_open=lt is not None,
-        integer=integer,
-        optional=optional,
-    )
-
-
-FLAG = one_of(True, False)
-#: Seeds seed numpy's global generator too (SpeechBrain's seed_everything), which takes 0 .. 2**32 - 1.
-SEED = number(ge=0, le=2**32 - 1, integer=True)
-
-
-def _is_shard(value) -> bool:
-    match = re.fullmatch(r"\s*(\d+)\s*/\s*(\d+)\s*", str(value))
-    return bool(match) and int(match.group(1)) < int(match.group(2))
-
-
-SHARD = Rule(test=_is_shard, text="'i/n' with 0 <= i < n, e.g. 0/4", optional=True)
+    return AfterValidator(check)
 
 
 def _strategies() -> tuple:
@@ -145,318 +58,294 @@ def _strategies() -> tuple:
     return tuple(sorted(STRATEGIES))
 
 
-def _modes() -> tuple:
-    from .method.augment import MODES
+def _method(name: str) -> Callable[[], tuple]:
+    def names() -> tuple:
+        from .method import augment, segments, similarity
 
-    return MODES
+        return next(getattr(m, name) for m in (augment, segments, similarity) if hasattr(m, name))
 
-
-def _missing_policies() -> tuple:
-    from .method.augment import MISSING_POLICIES
-
-    return MISSING_POLICIES
+    return names
 
 
-def _rr_redraws() -> tuple:
-    from .method.augment import RR_REDRAWS
-
-    return RR_REDRAWS
-
-
-def _sr_contexts() -> tuple:
-    from .method.similarity import SR_CONTEXTS
-
-    return SR_CONTEXTS
+def _shard(value):
+    match = re.fullmatch(r"\s*(\d+)\s*/\s*(\d+)\s*", str(value))
+    if value is not None and not (match and int(match.group(1)) < int(match.group(2))):
+        raise ValueError("input should be 'i/n' with 0 <= i < n, e.g. 0/4")
+    return value
 
 
-def _segment_policies() -> tuple:
-    from .method.segments import SEGMENT_POLICIES
-
-    return SEGMENT_POLICIES
+Shard = Annotated[str | None, AfterValidator(_shard)]
 
 
-def _protocols() -> tuple:
-    from .data.protocols import PROTOCOLS
-
-    return tuple(PROTOCOLS)
-
-
-def _subsets() -> tuple:
-    from .data.protocols import ALL_SUBSETS
-
-    return ALL_SUBSETS
-
-
-#: Every option a recipe checks before writing: key -> allowed values. Keys absent from a
-#: recipe's YAML are not checked there. One line per option.
-OPTION_RULES: dict[str, Rule] = {
-    # SegReConcat (training, order computation)
-    "seed": SEED,
-    "mode": Rule(choices=_modes),
-    "train_systems": Rule(
-        optional=True,
-        test=lambda value: (
-            isinstance(value, (list, tuple))
-            and bool(value)
-            and all(isinstance(name, str) and name.strip() and "/" not in name for name in value)
-        ),
-        text="a non-empty list of system names (e.g. [T10-2, B4])",
-    ),
-    "train_system_caches": Rule(
-        optional=True,
-        test=lambda value: (
-            isinstance(value, Mapping)
-            and all(
-                isinstance(entry, Mapping) and set(entry) <= {"alignment_cache", "orders_cache"}
-                for entry in value.values()
-            )
-        ),
-        text="a mapping of pooled system -> {alignment_cache: <file>, orders_cache: <file>}",
-    ),
-    "strategy": Rule(choices=_strategies),
-    "segment_policy": Rule(choices=_segment_policies),
-    "missing_alignment": Rule(choices=_missing_policies),
-    "crossfade": number(ge=0),
-    "min_leading_silence": number(ge=0),
-    "rr_redraw": Rule(choices=_rr_redraws),
-    "sr_context": Rule(choices=_sr_contexts),
-    "sr_pad_normalize": FLAG,
-    # The protocol (segreconcat_aug.data.protocols; check_protocol_options checks language and subsets against it)
-    "protocol": Rule(choices=_protocols),
-    # Data preparation and the audio check (segreconcat_aug.data.audio_check)
-    "sentence_len": number(gt=0),
-    "dev_ratio": number(gt=0, lt=1),
-    "train_fraction": number(gt=0, le=1),
-    "train_subsample": one_of("utterances", "speakers"),
-    "min_chunk_amplitude": number(ge=0, lt=1, optional=True),
-    "sample_rate": number(gt=0, integer=True),
-    "check_workers": number(ge=1, integer=True),
-    "check_audio": one_of("header", "full"),
-    "bad_audio": one_of("error", "skip"),
-    "min_audio_duration": number(ge=0),
-    "silence_db": number(le=0),
-    "read_errors": one_of("skip", "error"),
-    "decoded_cache_mb": number(ge=0),
-    # Training
-    "specaug": FLAG,
-    "number_of_epochs": number(ge=1, integer=True),
-    "patience": number(ge=0, integer=True),
-    "warmup": number(ge=0, integer=True),
-    "batch_size": number(ge=1, integer=True),
-    "num_workers": number(ge=0, integer=True),
-    "lr": number(gt=0),
-    "base_lr": number(gt=0),
-    "step_size": number(ge=1, integer=True),
-    "weight_decay": number(ge=0),
-    "ckpt_interval_minutes": number(ge=0),
-    "skip_prep": FLAG,
-    "evaluate_after_training": FLAG,
-    # Fine-tuning and presets (segreconcat_aug.training.init_from, .presets)
-    "init_freeze_epochs": number(ge=0, integer=True),
-    "optimizer": one_of("adam", "adamw"),
-    "step_size_epochs": number(gt=0, optional=True),
-    "aam_margin": number(ge=0),
-    "aam_scale": number(gt=0),
-    # The grid's bootstrap (its eval_* keys: hparams/evaluate.yaml, segreconcat_aug.evaluation.system)
-    "bootstrap_resamples": number(ge=0, integer=True),
-    "bootstrap_seed": SEED,
-    # Alignment and order jobs
-    "backend": one_of(
-        "faster-whisper", "openai-whisper", "transformers", "whisper", "pocketsphinx", "mfa", "ctm"
-    ),
-    "dtype": one_of("auto", "float32", "float16", "bfloat16"),
-    "whisper_backend": one_of("faster-whisper", "transformers"),
-    "oov": one_of("add", "skip"),
-    "allow_pipes": FLAG,
-    "resample": FLAG,
-    "allow_failures": FLAG,
-    "merge": FLAG,
-    "fsync": FLAG,
-    "num_beams": number(ge=1, integer=True),
-    "encoder_batch_size": number(ge=1, integer=True),
-    "shard": SHARD,
-    # McAdams anonymization (segreconcat_aug.anonymizers.mcadams)
-    "audio_format": one_of("wav", "flac", "ogg", "opus"),
-    "alpha_low": number(gt=0),
-    "alpha_high": number(gt=0),
-    "compression_level": number(ge=0, le=1, optional=True),
-    # Model (the ECAPA-TDNN; how its lists fit together: CONSTRAINTS)
-    "channels": Rule(low=1, integer=True, each=True),
-    "kernel_sizes": Rule(low=1, integer=True, each=True),
-    "dilations": Rule(low=1, integer=True, each=True),
-    "attention_channels": number(ge=1, integer=True),
-    "lin_neurons": number(ge=1, integer=True),
-    "n_mels": number(ge=1, integer=True),
-    "se_channels": number(ge=1, integer=True),
-    "res2net_scale": number(ge=1, integer=True),
-    # The ecapa_ssl attacker (hparams/ecapa_ssl_segreconcat.yaml, docs/attackers-ssl.md)
-    "ssl_input": one_of("same_window", "file_window"),
-    "trusted": FLAG,
-}
-
-#: What a path option must be: a folder, a file, or either (a JSON Lines file or a folder of parts). A path
-#: that cannot be one (a folder that is a file, a file that is a folder, anything under a file) is refused
-#: before anything is written. Only what exists is looked at: a path that is not there yet is fine.
-PATH_RULES: dict[str, str] = {
-    "output_folder": "folder",
-    "save_folder": "folder",
-    "export_folder": "folder",
-    "audio_check_cache": "file",
-    "train_log": "file",
-    "train_annotation": "file",
-    "valid_annotation": "file",
-    "output": "file or folder",
-    "merge_output": "file",
-    "orders_cache": "file or folder",
-    "wavlm_checkpoint": "file",
-}
+def _system_name(value: str) -> str:
+    if not value.strip() or "/" in value:
+        raise ValueError("input should be a system name, e.g. [T10-2, B4]")
+    return value
 
 
 def path_problem(key: str, value, kind: str) -> tuple[str, Path] | None:
     """Why ``value`` cannot be the ``kind`` of path ``key`` asks for, and the path in the way (None: it can).
 
-    >>> path_problem("output_folder", "/no/such/place", "folder") is None
-    True
     >>> path_problem("audio_check_cache", "/", "file")[0]
     "audio_check_cache: '/' is a folder, not a file: give a file path"
     """
-    if value is None or not isinstance(value, (str, os.PathLike)) or not str(value):
+    if not value:
         return None
-    path = Path(value)
-    shown = repr(str(value))
+    path, shown = Path(value), repr(str(value))
     if path.exists():
         if kind == "folder" and not path.is_dir():
             return f"{key}: {shown} is a file, not a folder: give a folder path (or move the file away)", path
         if kind == "file" and path.is_dir():
             return f"{key}: {shown} is a folder, not a file: give a file path", path
         return None
-    for parent in path.absolute().parents:
-        if parent.exists():
-            if not parent.is_dir():
-                return f"{key}: {shown} lies under {str(parent)!r}, which is a file, not a folder", parent
-            return None
+    parent = next(parent for parent in path.absolute().parents if parent.exists())
+    if not parent.is_dir():
+        return f"{key}: {shown} lies under {str(parent)!r}, which is a file, not a folder", parent
     return None
 
 
-def path_problems(hparams: Mapping) -> list[str]:
-    """:func:`path_problem` of each :data:`PATH_RULES` key; a path in the way is named once (by the first key).
+class RecipeOptions(BaseModel):
+    """What a recipe's YAML keys may hold; the YAML's other keys (its objects) pass unchecked."""
 
-    The YAML derives paths from others (``save_folder`` is ``<output_folder>/save``): a file given as
-    ``output_folder`` is named once, as ``output_folder``.
-    """
-    problems, in_the_way = [], set()
-    for key, kind in PATH_RULES.items():
-        found = path_problem(key, hparams[key], kind) if key in hparams else None
-        if found is not None and found[1].absolute() not in in_the_way:
-            in_the_way.add(found[1].absolute())
-            problems.append(found[0])
-    return problems
+    model_config = ConfigDict(extra="allow", strict=True)
+
+    @model_validator(mode="after")
+    def _paths_can_be_what_they_name(self):
+        # A path in the way is named once, by the first key (save_folder is <output_folder>/save).
+        problems, in_the_way = [], set()
+        for key, field in type(self).model_fields.items():
+            kind = next((m for m in field.metadata if isinstance(m, str)), None)
+            found = path_problem(key, getattr(self, key), kind) if kind else None
+            if found and found[1].absolute() not in in_the_way:
+                in_the_way.add(found[1].absolute())
+                problems.append(found[0])
+        if problems:
+            raise ValueError("; ".join(problems))
+        return self
 
 
-def _ecapa_lists(values: Mapping) -> str | None:
-    lists = {key: values.get(key) for key in ("channels", "kernel_sizes", "dilations")}
-    if not all(isinstance(value, (list, tuple)) for value in lists.values()):
-        return None  # not this model's YAML, or the items' own rule names the problem
-    lengths = {key: len(value) for key, value in lists.items()}
-    if len(set(lengths.values())) > 1 or lengths["channels"] < 3:
-        return (
-            f"channels, kernel_sizes and dilations: one entry per ECAPA-TDNN layer, the same number each "
-            f"(at least 3), got {lengths['channels']}, {lengths['kernel_sizes']} and {lengths['dilations']}"
-        )
-    scale = values.get("res2net_scale", _RES2NET_SCALE)
-    inner = [
-        c for c in lists["channels"][1:-1] if isinstance(c, int) and isinstance(scale, int) and c % scale
+class TrainingOptions(RecipeOptions):
+    """hparams/ecapa_segreconcat.yaml and hparams/ecapa_ssl_segreconcat.yaml (their comments say what each is)."""
+
+    seed: Seed
+    protocol: Protocol
+    train_systems: (
+        Annotated[list[Annotated[str, AfterValidator(_system_name)]], Field(min_length=1)] | None
+    ) = None
+    train_system_caches: dict[str, dict[Literal["alignment_cache", "orders_cache"], Any]] | None = None
+    skip_prep: bool
+    sample_rate: Count
+    sentence_len: Positive
+    check_audio: Literal["header", "full"]
+    bad_audio: Literal["error", "skip"]
+    min_audio_duration: NonNegative
+    silence_db: Annotated[float, Field(le=0)]
+    read_errors: Literal["skip", "error"]
+    decoded_cache_mb: NonNegative
+    dev_ratio: Annotated[float, Field(gt=0, lt=1)]
+    train_fraction: Annotated[float, Field(gt=0, le=1)]
+    train_subsample: Literal["utterances", "speakers"]
+    min_chunk_amplitude: Annotated[float, Field(ge=0, lt=1)] | None
+    check_workers: Count
+    strategy: Annotated[str, one_of(_strategies)]
+    mode: Annotated[str, one_of(_method("MODES"))]
+    segment_policy: Annotated[str, one_of(_method("SEGMENT_POLICIES"))]
+    crossfade: NonNegative
+    min_leading_silence: NonNegative
+    rr_redraw: Annotated[str, one_of(_method("RR_REDRAWS"))]
+    sr_pad_normalize: bool
+    missing_alignment: Annotated[str, one_of(_method("MISSING_POLICIES"))]
+    sr_context: Annotated[str, one_of(_method("SR_CONTEXTS"))]
+    specaug: bool
+    number_of_epochs: Count
+    patience: Natural
+    select_by: Literal["dev_loss", "dev_eer"]
+    warmup: Natural
+    batch_size: Count
+    num_workers: Natural
+    lr: Positive
+    base_lr: Positive
+    step_size: Count
+    weight_decay: NonNegative
+    optimizer: Literal["adam", "adamw"]
+    aam_margin: NonNegative
+    aam_scale: Positive
+    step_size_epochs: Positive | None
+    trusted: bool
+    init_freeze_epochs: Natural
+    ckpt_interval_minutes: NonNegative
+    evaluate_after_training: bool
+    n_mels: Count
+    channels: Layers
+    kernel_sizes: Layers
+    dilations: Layers
+    attention_channels: Count
+    lin_neurons: Count
+    se_channels: Count | None = None
+    res2net_scale: Count = 8  # SpeechBrain's ECAPA_TDNN default, which the ECAPA YAML keeps
+    ssl_input: Literal["same_window", "file_window"] | None = None
+    output_folder: Folder
+    save_folder: Folder
+    export_folder: Folder
+    train_log: File
+    train_annotation: File
+    valid_annotation: File
+    audio_check_cache: File
+    orders_cache: FileOrFolder
+    wavlm_checkpoint: File = None
+
+    @model_validator(mode="after")
+    def _ecapa_lists_fit(self):
+        lengths = [len(self.channels), len(self.kernel_sizes), len(self.dilations)]
+        if len(set(lengths)) > 1 or lengths[0] < 3:
+            raise ValueError(
+                "channels, kernel_sizes and dilations: one entry per ECAPA-TDNN layer, the same number each "
+                "(at least 3), got {}, {} and {}".format(*lengths)
+            )
+        inner = [c for c in self.channels[1:-1] if c % self.res2net_scale]
+        if inner:
+            raise ValueError(
+                f"channels: {self.channels}: the SE-Res2Net layers (all but the first and last) need "
+                f"a multiple of {self.res2net_scale} channels (res2net_scale), got {inner}"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _waveform_model_has_no_specaugment(self):
+        if self.ssl_input is not None and self.specaug:
+            raise ValueError(
+                "specaug: True, but this YAML's model embeds waveforms (embed_batch: WavLM + fbank), so "
+                "SpecAugment has no feature step to work on: set specaug False"
+            )
+        return self
+
+
+class TrainingRunOptions(TrainingOptions):
+    """A training run: a model on waveforms needs its WavLM (an evaluation reads it from the export)."""
+
+    @model_validator(mode="after")
+    def _wavlm_named(self):
+        extra = self.model_extra or {}
+        if self.ssl_input is not None and not self.wavlm_checkpoint and not extra.get("init_from"):
+            raise ValueError(
+                "wavlm_checkpoint: null: give --wavlm_checkpoint=<exp/asv_ssl/WavLM-Large.pt> "
+                "(or --init_from=<exp/asv_ssl>, which sets it)"
+            )
+        return self
+
+
+class AlignOptions(RecipeOptions):
+    """hparams/align.yaml."""
+
+    backend: Literal[
+        "faster-whisper", "openai-whisper", "transformers", "whisper", "pocketsphinx", "mfa", "ctm"
     ]
-    if inner:
-        return (
-            f"channels: {list(lists['channels'])}: the SE-Res2Net layers (all but the first and last) need "
-            f"a multiple of {scale} channels (res2net_scale), got {inner}"
-        )
-    return None
+    dtype: Literal["auto", "float32", "float16", "bfloat16"]
+    oov: Literal["add", "skip"]
+    allow_pipes: bool
+    resample: bool
+    allow_failures: bool
+    merge: bool
+    fsync: bool
+    batch_size: Count
+    num_beams: Count
+    shard: Shard
+    output: FileOrFolder
+    merge_output: File
 
 
-_RES2NET_SCALE = 8  # SpeechBrain's ECAPA_TDNN default, which the ECAPA YAML keeps
+class OrdersOptions(RecipeOptions):
+    """hparams/orders.yaml."""
+
+    protocol: Protocol
+    strategy: Annotated[str, one_of(_strategies)]
+    segment_policy: Annotated[str, one_of(_method("SEGMENT_POLICIES"))]
+    min_leading_silence: NonNegative
+    sr_context: Annotated[str, one_of(_method("SR_CONTEXTS"))]
+    whisper_backend: Literal["faster-whisper", "transformers"]
+    dtype: Literal["auto", "float32", "float16", "bfloat16"]
+    allow_pipes: bool
+    resample: bool
+    allow_failures: bool
+    batch_size: Count
+    encoder_batch_size: Count
+    shard: Shard
+    orders_cache: FileOrFolder
 
 
-def _waveform_model(values: Mapping) -> str | None:
-    """A YAML whose model embeds waveforms (``embed_batch``: ecapa_ssl) has no feature step to SpecAugment,
-    and needs its WavLM file."""
-    if "embed_batch" not in values:
-        return None
-    if values.get("specaug") is True:
-        return (
-            "specaug: True, but this YAML's model embeds waveforms (embed_batch: WavLM + fbank), so SpecAugment "
-            "has no feature step to work on: set specaug False"
-        )
-    if "wavlm_checkpoint" in values and not values.get("wavlm_checkpoint") and not values.get("init_from"):
-        return (
-            "wavlm_checkpoint: null: give --wavlm_checkpoint=<exp/asv_ssl/WavLM-Large.pt> "
-            "(or --init_from=<exp/asv_ssl>, which sets it)"
-        )
-    return None
+class AnonymizeOptions(RecipeOptions):
+    """hparams/anonymize.yaml."""
+
+    seed: Seed
+    allow_pipes: bool
+    sample_rate: Count
+    audio_format: Literal["wav", "flac", "ogg", "opus"]
+    alpha_low: Positive
+    alpha_high: Positive
+    compression_level: Annotated[float, Field(ge=0, le=1)] | None
+    output_folder: Folder
+
+    @model_validator(mode="after")
+    def _alpha_range(self):
+        if self.alpha_low > self.alpha_high:
+            raise ValueError(
+                f"alpha_low ({self.alpha_low}) is above alpha_high ({self.alpha_high}): the McAdams "
+                "coefficient is drawn from [low, high]"
+            )
+        return self
 
 
-def _alpha_range(values: Mapping) -> str | None:
-    low, high = values.get("alpha_low"), values.get("alpha_high")
-    if isinstance(low, (int, float)) and isinstance(high, (int, float)) and low > high:
-        return f"alpha_low ({low}) is above alpha_high ({high}): the McAdams coefficient is drawn from [low, high]"
-    return None
+class MixedTrialsOptions(RecipeOptions):
+    """hparams/mixed_trials.yaml."""
+
+    seed: Seed
+    output_folder: Folder
 
 
-#: How values of several keys must fit together: each check names the problem, or returns None.
-CONSTRAINTS: list[Callable[[Mapping], str | None]] = [_ecapa_lists, _alpha_range, _waveform_model]
+class GridOptions(RecipeOptions):
+    """hparams/grid.yaml, demo.yaml and attackers.yaml (their other keys: :func:`segreconcat_aug.grid.load_grid`)."""
+
+    protocol: Protocol | None = None
+    bootstrap_resamples: Natural
+    bootstrap_seed: Seed = 0
+    output_folder: Folder
+    dast_folder: Folder = None  # hparams/attackers.yaml
+    dast_rows: list[str] = []
+
+    @model_validator(mode="after")
+    def _dast_rows_have_a_folder(self):
+        if self.dast_rows and not self.dast_folder:
+            raise ValueError(
+                f"dast_rows: {self.dast_rows} fine-tune DAST's Stage II model, but dast_folder is null: "
+                "give --dast_folder=<folder with embedding_model.ckpt (or epoch_N.ckpt) and WavLM-Large.pt>"
+            )
+        return self
 
 
-def validate_options(hparams: Mapping, rules: Mapping[str, Rule] | None = None) -> None:
-    """Check every key of ``hparams`` that ``rules`` (default :data:`OPTION_RULES`) knows.
-
-    Raises
-    ------
-    OptionError
-        Naming each bad key, its value and the values allowed (all at once).
-    """
-    rules = OPTION_RULES if rules is None else rules
-    problems = [
-        f"{key}: {hparams[key]!r} is not {rule.allowed()}"
-        for key, rule in rules.items()
-        if key in hparams and not rule.accepts(hparams[key])
-    ]
-    if not problems:  # the values that fit together and name possible paths, once each is allowed
-        problems = [problem for check in CONSTRAINTS if (problem := check(hparams))]
-        problems += path_problems(hparams)
-    if len(problems) == 1:
-        raise OptionError(f"option {problems[0]}")
-    if problems:
-        raise OptionError(f"{len(problems)} option values are not allowed: " + "; ".join(problems))
+def validate_values(schema: type[RecipeOptions], values: Mapping) -> None:
+    """Check ``values`` against ``schema``: one :class:`OptionError` naming every bad key, its value and the fix."""
+    try:
+        schema.model_validate(dict(values))
+    except ValidationError as error:
+        raise option_error(error, values) from None
+    check_protocol_options(values)
 
 
-def validate_hparams_file(hparams_file, overrides=None) -> Mapping:
-    """:func:`validate_options` on a YAML file with its overrides, without loading it; the values checked.
-
-    The references are resolved (``!ref``) and the text parsed without building
-    any object (``!new:``, ``!apply:`` stay tags), so nothing is created or
-    written, not even the checkpointer's folder. A required key (``!PLACEHOLDER``)
-    that is not given is an :class:`OptionError` naming it.
-    """
+def validate_hparams_file(hparams_file, overrides, schema: type[RecipeOptions]) -> dict:
+    """The values of a YAML file with its overrides, references resolved and nothing built, checked against
+    ``schema``; a required key (``!PLACEHOLDER``) left out is an :class:`OptionError` naming it."""
     import ruamel.yaml
     from hyperpyyaml import resolve_references
 
-    with open(hparams_file, encoding="utf-8") as handle:
-        try:
-            text = resolve_references(handle, overrides or {}).getvalue()
-        except ValueError as err:
-            required = re.fullmatch(r"'(.+)' is a !PLACEHOLDER and must be replaced\.", str(err))
-            if required is None:
-                raise
-            key = required.group(1)
-            raise OptionError(
-                f"--{key} is required: {hparams_file} has no default for it (--help says what it is)"
-            ) from None
-    values = ruamel.yaml.YAML(typ="rt").load(text)
-    if not isinstance(values, Mapping):
-        return {}
-    validate_options(values)
-    from .data.protocols import check_protocol_options
-
-    check_protocol_options(values)
+    try:
+        text = resolve_references(hparams_text(hparams_file), overrides or {}).getvalue()
+    except ValueError as err:
+        required = re.fullmatch(r"'(.+)' is a !PLACEHOLDER and must be replaced\.", str(err))
+        if required is None:
+            raise
+        raise OptionError(
+            f"--{required.group(1)} is required: {hparams_file} has no default for it (--help says what it is)"
+        ) from None
+    values = dict(ruamel.yaml.YAML(typ="rt").load(text) or {})
+    validate_values(schema, values)
     return values

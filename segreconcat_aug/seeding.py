@@ -1,10 +1,4 @@
-"""Seeded randomness: every random choice keyed by ``(seed, epoch, key, stream)``.
-
-The same key gives the same draw in every run, process and DataLoader worker, and
-different keys (an utterance id, a speaker, a ``stream`` number per use) give
-independent draws. :func:`seeded_rng` builds a fresh generator; :class:`KeyedRandom`
-re-keys one generator in place, for the per-sample hot path (RR permutations, crops).
-"""
+"""Seeded randomness: every random choice keyed by ``(seed, epoch, key, stream)``."""
 
 from __future__ import annotations
 
@@ -14,9 +8,8 @@ import numpy as np
 
 
 def seeded_rng(seed: int, epoch: int, key: str, stream: int = 0) -> np.random.Generator:
-    """A generator fixed by ``(seed, epoch, key, stream)``, equal in every process.
-
-    ``zlib.crc32`` is used, not ``hash``: Python salts string hashes per process.
+    """A generator fixed by ``(seed, epoch, key, stream)``, equal in every process (``zlib.crc32``:
+    Python salts ``hash`` per process).
 
     >>> int(seeded_rng(1, 2, "u").integers(1000)) == int(seeded_rng(1, 2, "u").integers(1000))
     True
@@ -41,9 +34,7 @@ def _mix64(*values: int) -> int:
 class KeyedRandom:
     """Per-sample draws for the DataLoader hot path, fixed by ``(seed, epoch, key, stream)``.
 
-    Like :func:`seeded_rng`, but one generator is re-keyed in place (about 3 us instead of
-    11 us), so the generator returned is valid only until the next call in this process:
-    draw from it at once. Each DataLoader worker holds its own copy.
+    One generator re-keyed in place (3 us instead of 11 us): it is valid only until the next call.
 
     >>> draw = KeyedRandom(1986)
     >>> first = draw(3, "utt").permutation(10).tolist()

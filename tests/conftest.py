@@ -17,6 +17,12 @@ os.environ["PYTHONDONTWRITEBYTECODE"] = "1"
 os.environ["NUMBA_CACHE_DIR"] = os.path.join(
     tempfile.gettempdir(), "segreconcat-aug-numba"
 )  # before numba loads
+# ``make test`` runs one pytest-xdist worker per core: each worker, and the recipes it starts, on one
+# thread (set before torch loads), so that the workers do not compete for the same cores.
+XDIST_WORKER = os.environ.get("PYTEST_XDIST_WORKER")
+if XDIST_WORKER:
+    os.environ["OMP_NUM_THREADS"] = "1"
+    os.environ["MKL_NUM_THREADS"] = "1"
 
 from pathlib import Path  # noqa: E402
 
@@ -59,6 +65,35 @@ def vpac_root(tmp_path_factory):
     return build_vpac_layout(tmp_path_factory.mktemp("vpac"))
 
 
+@pytest.fixture(scope="session")
+def quick_demo(tmp_path_factory):
+    """``run_demo.py --quick`` run once (its output folder and the finished process); do not modify it.
+
+    It trains on a quarter of the training speakers (``--train_fraction=0.25 --train_subsample=speakers``;
+    the demo has about one utterance per speaker, so a share of each speaker's would keep nearly all): the
+    evaluation is the demo's, and no assertion depends on how well the one-epoch model learns. The
+    attacker demo's test starts from a copy of its two from-scratch runs, which ``--attackers --quick``
+    would otherwise train again with the same commands."""
+    import subprocess
+
+    folder = tmp_path_factory.mktemp("quick-demo")
+    run = subprocess.run(
+        [
+            sys.executable,
+            str(CHECKOUT / "recipes" / "run_demo.py"),
+            "--quick",
+            f"--output_folder={folder / 'demo'}",
+            "--train_fraction=0.25",
+            "--train_subsample=speakers",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=folder,  # run_demo.py must not depend on the working directory
+        timeout=900,
+    )
+    return folder / "demo", run
+
+
 @pytest.fixture(autouse=True)
 def _release_folder_locks():
     """A recipe's main() run in this process holds its output folder until the process ends (as a run
@@ -69,8 +104,30 @@ def _release_folder_locks():
     release_held()
 
 
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config, items):
+    """``--dist loadgroup``: the xdist_group suffix on each marked test's id. pytest-xdist's own hook writes
+    it to ``item._nodeid``, which pytest 9 does not read: without this, a group's tests spread over the
+    workers and each worker builds the group's fixtures."""
+    if not XDIST_WORKER or not config.getvalue("loadgroup"):
+        return
+    for item in items:
+        marks = item.iter_markers("xdist_group")
+        names = sorted(
+            {str(mark.args[0] if mark.args else mark.kwargs.get("name", "default")) for mark in marks}
+        )
+        if names and "@" not in item.nodeid.rpartition("]")[2]:  # an older pytest has xdist's suffix
+            from _pytest.nodeid import NodeId
+
+            item._id = NodeId.parse(f"{item.nodeid}@{'_'.join(names)}")
+
+
 def pytest_sessionfinish(session, exitstatus):
     """Fail the session if it left a new file or folder in the checkout (ignored ones included)."""
+    if XDIST_WORKER:
+        # The controlling process compares once all workers are done; a worker finishing early would
+        # see another one's test at work, and its exit status is not the run's.
+        return
     new = sorted(checkout_paths(CHECKOUT, default_skip(CHECKOUT)) - CHECKOUT_BEFORE)
     if not new:
         return

@@ -1,4 +1,4 @@
-"""The reference values computed outside the repository (tests/fixtures/ecapa_ssl/, tests/fixtures/wavlm/).
+"""The reference values computed outside the repository (tests/fixtures/ecapa_ssl/, dast/, wavlm/).
 
 Each ``.npz`` stores its state dicts as one float vector with the names and shapes (and dtypes)
 in its ``made_with`` JSON; :func:`unpack_state` rebuilds them.
@@ -15,6 +15,7 @@ import torch
 
 FIXTURES = Path(__file__).parent / "fixtures"
 ECAPA_SSL_REFERENCE = FIXTURES / "ecapa_ssl" / "ecapa_ssl_reference.npz"
+DAST_REFERENCE = FIXTURES / "dast" / "dast_reference.npz"
 WAVLM_REFERENCE = FIXTURES / "wavlm" / "wavlm_reference.npz"
 
 

@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import soundfile
+from tiny_models import tiny_faster_whisper, tiny_openai_whisper
 from vpac_fixture import FIXTURES, fixture_audio, kill_when_written
 
 from segreconcat_aug.align import whisper
@@ -26,7 +27,7 @@ from segreconcat_aug.align.cache import Word, load_alignments
 from segreconcat_aug.align.whisper import WhisperLoadError, check_model_folder
 from segreconcat_aug.data.jobs import jsonl_ids, read_failures
 from segreconcat_aug.data.kaldi import read_kaldi_map, write_kaldi_map
-from segreconcat_aug.testing import LETTERS, tiny_faster_whisper, tiny_openai_whisper, tiny_whisper
+from segreconcat_aug.testing import LETTERS, tiny_whisper
 
 UTTS = ("19-198-0001", "26-495-0007", "1998-15444-0001")
 # openai-whisper's decoding shortened for the tests (one temperature, a few tokens); real runs pass none.

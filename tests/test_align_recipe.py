@@ -194,6 +194,7 @@ def _slurm_answers() -> bool:
         return False
 
 
+@pytest.mark.xdist_group("slurm")  # with tests/test_slurm_grid.py: one worker at a time on the cluster
 @pytest.mark.parametrize("cluster", ["local", "slurm"])
 def test_a_job_array_merges_into_the_cache_one_process_writes(
     recipe, vpac_root, tmp_path, monkeypatch, cluster

@@ -4,23 +4,18 @@ import json
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
 
 from segreconcat_aug.align import cache as alignment
-from segreconcat_aug.align.cache import index_locations, load_alignments
+from segreconcat_aug.align.cache import index_path, load_alignments
 from segreconcat_aug.data.jobs import Shard, merge_jsonl, shard_path
 
 
 @pytest.fixture(autouse=True)
-def user_cache(tmp_path, monkeypatch):
-    """The fallback location lives in the test's folder, never the user's ~/.cache; small files are indexed."""
-    folder = tmp_path / "user-cache"
-    monkeypatch.setenv("XDG_CACHE_HOME", str(folder))
+def index_small_caches(monkeypatch):
     monkeypatch.setattr(alignment, "INDEX_MIN_BYTES", 0)
-    return folder
 
 
 def test_small_cache_is_parsed_and_nothing_written(tmp_path, monkeypatch):
@@ -80,10 +75,10 @@ def _parsed_again(monkeypatch):
 def test_index_gives_the_parsed_index_and_the_same_repair_counts(tmp_path, monkeypatch, keep_words):
     path = _messy_cache(tmp_path / "b3.jsonl")
     parsed = load_alignments(path, keep_words=keep_words, use_index=False)
-    assert not index_locations(path)[0].exists()  # use_index=False writes nothing
+    assert not index_path(path).exists()  # use_index=False writes nothing
     assert sum(parsed.stats.values()) > 0  # the fixture does exercise the cleaning
     built = load_alignments(path, keep_words=keep_words)
-    assert index_locations(path)[0].is_file()
+    assert index_path(path).is_file()
     _parsed_again(monkeypatch)
     indexed = load_alignments(path, keep_words=keep_words)
     _same(parsed, built)
@@ -157,7 +152,7 @@ def test_damaged_index_is_ignored_and_rebuilt(tmp_path, caplog, damage):
     path = _messy_cache(tmp_path / "b3.jsonl", count=50)
     expected = load_alignments(path, use_index=False)
     load_alignments(path)
-    location = index_locations(path)[0]
+    location = index_path(path)
     location.write_bytes(damage(location.read_bytes()))
     with caplog.at_level("INFO", logger="segreconcat_aug.align.cache"):
         _same(expected, load_alignments(path))
@@ -170,7 +165,7 @@ def test_index_with_inconsistent_arrays_is_rebuilt(tmp_path):
     path = _messy_cache(tmp_path / "b3.jsonl", count=50)
     expected = load_alignments(path, use_index=False)
     load_alignments(path)
-    location = index_locations(path)[0]
+    location = index_path(path)
     with np.load(location) as saved:
         arrays = dict(saved)
     arrays["starts"] = arrays["starts"][:-1]  # a valid zip whose arrays do not fit together
@@ -182,42 +177,37 @@ def test_index_with_inconsistent_arrays_is_rebuilt(tmp_path):
 def test_unterminated_file_is_never_indexed(tmp_path):
     path = tmp_path / "b3.jsonl"
     path.write_text(_record("u1", [("a", 0, 1)]) + "\n" + _record("u2", [("b", 0, 1)])[:20])
-    assert load_alignments(path, partial_tail="ignore").ids == ["u1"]
-    assert not any(location.exists() for location in index_locations(path))
+    with pytest.raises(alignment.AlignmentCacheError, match=r"b3\.jsonl:2: not valid JSON"):
+        load_alignments(path)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["b3.jsonl"]
 
 
-def test_folder_without_write_access_uses_the_user_cache(tmp_path, monkeypatch, user_cache):
-    """A read-only data folder: the index goes to the user's cache folder, nothing is written beside."""
+def test_an_index_that_cannot_be_written_leaves_the_cache_loading(tmp_path, monkeypatch, caplog):
+    """Something that is not our index at its place: left alone, the cache parsed at every load."""
     path = _messy_cache(tmp_path / "data" / "b3.jsonl", count=30)
-    beside = index_locations(path)[0]
-    beside.mkdir()  # something that is not our index sits at its place: left alone, as a read-only folder
+    beside = index_path(path)
+    beside.mkdir()
     expected = load_alignments(path, use_index=False)
+    with caplog.at_level("INFO", logger="segreconcat_aug.align.cache"):
+        _same(expected, load_alignments(path))
+    assert "cannot write the binary index" in caplog.text
+    assert beside.is_dir() and not [p for p in path.parent.iterdir() if p.name.endswith(".tmp")]
     _same(expected, load_alignments(path))
-    assert beside.is_dir() and list(user_cache.rglob("*.npz"))
-    _parsed_again(monkeypatch)
-    _same(expected, load_alignments(path))
-    assert not [p for p in path.parent.iterdir() if p.name.endswith(".tmp")]
 
 
-def test_read_only_folder_still_loads(tmp_path, user_cache, monkeypatch):
-    """A folder we may not write into (simulated: root, as CI runs, writes anywhere): the index goes to the
-    user's cache folder, nothing is left beside the file, and the next load reads that index."""
+def test_read_only_folder_still_loads(tmp_path, monkeypatch):
+    """A folder we may not write into (simulated: root, as CI runs, writes anywhere): the same index,
+    and nothing left beside the file."""
     path = _messy_cache(tmp_path / "data" / "b3.jsonl", count=30)
     expected = load_alignments(path, use_index=False)
-    mkstemp = alignment.tempfile.mkstemp
 
     def no_write_access(*args, dir=None, **kwargs):
-        if Path(dir) == path.parent:
-            raise PermissionError(13, "Permission denied", str(dir))
-        return mkstemp(*args, dir=dir, **kwargs)
+        raise PermissionError(13, "Permission denied", str(dir))
 
     monkeypatch.setattr(alignment.tempfile, "mkstemp", no_write_access)
-    before = sorted(p.name for p in path.parent.iterdir())
     _same(expected, load_alignments(path))
-    assert sorted(p.name for p in path.parent.iterdir()) == before == ["b3.jsonl"]
-    assert [p.name for p in user_cache.rglob("*.npz")] == [index_locations(path)[1].name]
-    _parsed_again(monkeypatch)
-    _same(expected, load_alignments(path))  # from the user cache's index
+    assert sorted(p.name for p in path.parent.iterdir()) == ["b3.jsonl"]
+    _same(expected, load_alignments(path))
 
 
 def test_an_edit_that_keeps_the_size_and_the_time_is_seen(tmp_path):
@@ -226,7 +216,7 @@ def test_an_edit_that_keeps_the_size_and_the_time_is_seen(tmp_path):
     path.write_text(_record("u1", [("a", 0.1, 0.44), ("b", 0.6, 1.0)]) + "\n")
     os.utime(path, (1.6e9, 1.6e9))  # written long ago
     assert load_alignments(path).spans("u1")[1].tolist() == [0.44, 1.0]
-    assert index_locations(path)[0].is_file()
+    assert index_path(path).is_file()
     stat = path.stat()
     path.write_text(path.read_text().replace("0.44", "0.55"))
     os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))  # what touch -r <copy> does
@@ -265,10 +255,7 @@ def test_a_folder_cache_keeps_its_index_inside_and_a_changed_part_rebuilds_it(tm
     )
     expected = load_alignments(folder, use_index=False)
     _same(expected, load_alignments(folder))
-    assert (
-        index_locations(folder)[0] == folder / ".segreconcat-index.npz"
-        and index_locations(folder)[0].is_file()
-    )
+    assert index_path(folder) == folder / ".segreconcat-index.npz" and index_path(folder).is_file()
     (folder / "part-001-of-002.jsonl").unlink()  # another set of files: another digest
     assert len(load_alignments(folder)) == 30
     _parsed_again(monkeypatch)

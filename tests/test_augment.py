@@ -4,7 +4,6 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from vpac_fixture import write_uniform_alignments
 
 from segreconcat_aug.align.cache import AlignmentIndex, load_alignments
 from segreconcat_aug.data.audio import read_audio
@@ -324,9 +323,3 @@ def test_precomputed_strategy_reads_orders_and_checks_them(alignments, audio):
             bad(audio, UTT, 0)
     finally:
         del STRATEGIES["fixed_for_test"]
-
-
-def test_uniform_alignment_helper_covers_every_utterance(vpac_root, tmp_path):
-    folder = vpac_root / "B3" / "data" / "train-clean-360_B3"
-    index = load_alignments(write_uniform_alignments(folder, tmp_path / "a.jsonl"))
-    assert len(index) == len((folder / "wav.scp").read_text().splitlines())

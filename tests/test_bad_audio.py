@@ -20,16 +20,17 @@ import torch
 from test_evaluation import export_random_model, load_tiny_hparams, tiny_overrides
 from test_train import _args, _epochs, _train_rows, train_recipe
 
-from segreconcat_aug.align.cache import AlignmentWriter, UtteranceAlignment, Word, load_alignments
-from segreconcat_aug.data.audio import AudioReadError, read_audio, write_audio
+from segreconcat_aug.align.cache import UtteranceAlignment, Word, load_alignments
+from segreconcat_aug.data.audio import AudioReadError, ItemError, read_audio, read_item_audio, write_audio
 from segreconcat_aug.data.audio_check import check_audio_files
-from segreconcat_aug.data.jobs import ItemError, Job, JobItem, read_item_audio
+from segreconcat_aug.data.jobs import Job
 from segreconcat_aug.data.kaldi import read_kaldi_map, write_kaldi_map
+from segreconcat_aug.data.vpac import JobItem
 from segreconcat_aug.errors import OptionError
 from segreconcat_aug.evaluation.embeddings import EmbeddingError
 from segreconcat_aug.evaluation.system import EvaluationAudioError, evaluate_system
 from segreconcat_aug.method.order_computer import OrderComputer
-from segreconcat_aug.options import OPTION_RULES, validate_options
+from segreconcat_aug.options import TrainingOptions, validate_hparams_file
 from segreconcat_aug.training.augmenter import build_augmenter
 from segreconcat_aug.training.data_prep import (
     PROBLEMS_FILE,
@@ -283,11 +284,11 @@ def test_2_read_errors_policy(root):
 @pytest.mark.parametrize(
     "override, named",
     [
-        ("--strategy=bogus", "strategy: 'bogus' is not one of 'acoustic', 'random', 'semantic'"),
-        ("--crossfade=-0.01", "crossfade: -0.01 is not a number >= 0"),
-        ("--sentence_len=0", "sentence_len: 0 is not a number > 0"),
-        ("--check_audio=partial", "check_audio: 'partial' is not one of 'header', 'full'"),
-        ("--bad_audio=ignore", "bad_audio: 'ignore' is not one of 'error', 'skip'"),
+        ("--strategy=bogus", "strategy: 'bogus': input should be 'acoustic', 'random' or 'semantic'"),
+        ("--crossfade=-0.01", "crossfade: -0.01: input should be greater than or equal to 0"),
+        ("--sentence_len=0", "sentence_len: 0: input should be greater than 0"),
+        ("--check_audio=partial", "check_audio: 'partial': input should be 'header' or 'full'"),
+        ("--bad_audio=ignore", "bad_audio: 'ignore': input should be 'error' or 'skip'"),
         (
             "--eval_score_norm=z-norm",
             "eval_score_norm: 'z-norm': input should be 's-norm', 'as-norm' or 'as-norm-voxattack'",
@@ -310,13 +311,13 @@ def test_3_evaluate_recipe_validates_first_and_the_table_takes_new_keys(root, tm
     with pytest.raises(OptionError, match="eval_normalize_wave: 'yes': input should be"):
         evaluate([*argv, "--eval_normalize_wave=yes"])
     assert not out.exists()
-    for key in ("rr_redraw", "sr_context", "dev_ratio"):
-        assert key in OPTION_RULES
-    with pytest.raises(OptionError, match="dev_ratio: 1 is not a number > 0 and < 1"):
-        validate_options({"dev_ratio": 1})
-    with pytest.raises(OptionError, match="rr_redraw: 'twice' is not one of 'once', 'epoch'"):
-        validate_options({"rr_redraw": "twice"})
-    validate_options({"sr_context": "utterance", "rr_redraw": "epoch", "dev_ratio": 0.02})
+    values = {"data_folder": str(root), "output_folder": str(out)}
+    with pytest.raises(OptionError, match="dev_ratio: 1: input should be less than 1"):
+        validate_hparams_file(argv[0], {**values, "dev_ratio": 1}, TrainingOptions)
+    with pytest.raises(OptionError, match="rr_redraw: 'twice': input should be 'once' or 'epoch'"):
+        validate_hparams_file(argv[0], {**values, "rr_redraw": "twice"}, TrainingOptions)
+    fine = {**values, "sr_context": "utterance", "rr_redraw": "epoch", "dev_ratio": 0.02}
+    assert validate_hparams_file(argv[0], fine, TrainingOptions)["dev_ratio"] == 0.02
 
 
 # ----- 4. Alignment repairs are logged; words without text are dropped --------------------------------
@@ -411,8 +412,7 @@ def test_6_silent_and_short_evaluation_files_are_scored_and_reported(root, tmp_p
 
 def test_7_a_half_written_alignment_line_removed_on_resume_is_logged(tmp_path, caplog):
     cache = tmp_path / "align.jsonl"
-    with AlignmentWriter(cache) as writer:
-        writer.write(UtteranceAlignment("u1", 1.0, [Word("a", 0.1, 0.5)], "test"))
+    cache.write_text(UtteranceAlignment("u1", 1.0, [Word("a", 0.1, 0.5)], "test").to_json() + "\n")
     with open(cache, "a") as handle:
         handle.write('{"id": "u2", "durat')  # a kill mid-line
     with caplog.at_level(logging.WARNING):

@@ -45,7 +45,7 @@ def test_scale_layout_points_at_the_demo_audio_with_its_alignments(tmp_path):
 def test_bench_scale_prints_every_stage(capsys, tmp_path):
     bench = _module("bench_scale")
     bench.main(
-        ["--utterances=1500", "--speakers=30", "--order-utterances=2", f"--keep={tmp_path / 'run'}"]
+        ["--utterances=400", "--speakers=20", "--order-utterances=2", f"--keep={tmp_path / 'run'}"]
         + ["--formats", "ogg", "wav"]
     )
     printed = capsys.readouterr().out

@@ -106,7 +106,7 @@ def test_epochs_file_read_back_and_written_beside_the_export(tmp_path):
         run / "export" / CONVERGENCE_FILE,
     ]
     assert run_convergence(tmp_path / "nothing") is None
-    with pytest.raises(TypeError, match="unknown convergence settings"):
+    with pytest.raises(TypeError, match="unexpected keyword argument 'windows'"):
         convergence([], windows=3)
     assert convergence([])["problem"] == "no epoch with a dev loss"
 

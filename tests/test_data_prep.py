@@ -138,8 +138,9 @@ def test_missing_and_unreadable_audio_are_listed_in_one_error(vpac_root, tmp_pat
     assert f"{missing} " in message and "missing" in message
     assert f"{broken} " in message and "unreadable" in message
     assert f"{resampled} " in message and "8000 Hz" in message
-    # Training does not resample (evaluation's eval_resample does): the message says what to do.
-    assert "training reads audio at 16000 Hz only: resample those files to 16000 Hz" in message
+    # Training under vpac2024 does not resample (the VPC 2026 protocols do): the message says what to do.
+    assert "training under vpac2024 reads audio at 16000 Hz only" in message
+    assert "resample those files to 16000 Hz" in message
     listed = (tmp_path / "out" / PROBLEMS_FILE).read_text().splitlines()
     assert sorted(line.split()[0] for line in listed) == sorted([missing, broken, resampled])
     assert not (tmp_path / "out" / "train.csv").exists()

@@ -1,10 +1,12 @@
 """``run_demo.py --attackers``: the original training speech it pretrains on, and the attacker table end to end."""
 
 import importlib.util
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import soundfile
 
 from segreconcat_aug.data.kaldi import load_kaldi_folder
@@ -30,8 +32,12 @@ def test_the_original_speech_is_the_anonymized_training_set_before_anonymization
     assert abs(info.duration - soundfile.info(anonymized.wav[first]).duration) < 0.05
 
 
-def test_attackers_quick_prints_every_row_with_intervals_and_the_pairs(tmp_path):
+@pytest.mark.xdist_group("quick_demo")  # one worker builds the session's quick demo
+def test_attackers_quick_prints_every_row_with_intervals_and_the_pairs(tmp_path, quick_demo):
     out = tmp_path / "attackers"
+    # The two from-scratch rows run the quick demo's commands: its finished runs, skipped as on a rerun.
+    for config in ("baseline", "rr_concat"):
+        shutil.copytree(quick_demo[0] / "MCADAMS" / config, out / "MCADAMS" / config)
     run = subprocess.run(
         [
             sys.executable,
@@ -40,6 +46,9 @@ def test_attackers_quick_prints_every_row_with_intervals_and_the_pairs(tmp_path)
             "--quick",
             f"--output_folder={out}",
             "--bootstrap_resamples=200",
+            # The pretraining and both fine-tunings on the quick demo's quarter of the speakers.
+            "--train_fraction=0.25",
+            "--train_subsample=speakers",
         ],
         capture_output=True,
         text=True,
@@ -67,6 +76,7 @@ def test_attackers_quick_prints_every_row_with_intervals_and_the_pairs(tmp_path)
     export = out / "pretrained" / "export"
     assert "pretraining on the original speech:" in run.stdout and "--system=ORIGINAL" in run.stdout
     assert (out / "pretrained" / "pretrain.log").stat().st_size > 0
+    assert "MCADAMS/baseline: skipped" in run.stderr and "MCADAMS/rr_concat: skipped" in run.stderr
     assert f"--init_from={export}" in (out / "MCADAMS" / "ft_concat" / "grid_train.log").read_text()
     assert not (out / "MCADAMS" / "pretrained" / "grid_train.log").exists()  # evaluated as it is
     assert not (out / "MCADAMS" / "ft_concat_asnorm" / "grid_train.log").exists()  # ft_concat's model

@@ -1,24 +1,14 @@
 """The one-command demo, shortened (--quick: one epoch of a tiny model), end to end on the bundled corpus."""
 
 import json
-import subprocess
-import sys
-from pathlib import Path
 
 import numpy as np
+import pytest
 
-REPO = Path(__file__).resolve().parents[1]
 
-
-def test_quick_demo_prints_the_comparison_and_writes_the_det_figure(tmp_path):
-    out = tmp_path / "demo"
-    run = subprocess.run(
-        [sys.executable, str(REPO / "recipes" / "run_demo.py"), "--quick", f"--output_folder={out}"],
-        capture_output=True,
-        text=True,
-        cwd=tmp_path,  # run_demo.py must not depend on the working directory
-        timeout=900,
-    )
+@pytest.mark.xdist_group("quick_demo")  # one worker builds the session's quick demo
+def test_quick_demo_prints_the_comparison_and_writes_the_det_figure(quick_demo):
+    out, run = quick_demo
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     table = [line for line in run.stdout.splitlines() if line.startswith("| MCADAMS")]
     # One epoch each: both attackers carry the "best epoch is the last" flag, marked † (issue 31).

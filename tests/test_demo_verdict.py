@@ -6,10 +6,12 @@ from pathlib import Path
 
 import numpy as np
 
+from segreconcat_aug.evaluation.intervals import SUBSET_COLUMNS as SUBSETS
 from segreconcat_aug.evaluation.metrics import verification_metrics
 from segreconcat_aug.evaluation.system_report import write_system_report
-from segreconcat_aug.evaluation.trials import SUBSETS, SubsetScores, SystemResults
-from segreconcat_aug.grid import assemble, grid_runs, load_grid
+from segreconcat_aug.evaluation.trials import SubsetScores, SystemResults
+from segreconcat_aug.grid.plan import grid_runs, load_grid
+from segreconcat_aug.grid.results import assemble, verdict_lines
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "recipes"))  # run_demo imports run_grid from there, as when run as a script
@@ -65,8 +67,17 @@ def _write_runs(
         (folder / "grid_status.json").write_text('{"train": "done", "eval": "done"}')
 
 
-def _demo_grid(out: Path):
-    overrides = {"output_folder": str(out), "tables_only": True}
+def _verdicts(grid) -> list[str]:
+    """The verdict lines of the compared runs against the baseline."""
+    return [line for line in verdict_lines(grid) if " vs " in line]
+
+
+def _tpr_lines(grid) -> list[str]:
+    return [line for line in verdict_lines(grid) if ": TPR at FPR = 1 %:" in line]
+
+
+def _demo_grid(out: Path, **extra):
+    overrides = {"output_folder": str(out), "tables_only": True, **extra}
     return load_grid(REPO / "hparams" / "demo.yaml", overrides)
 
 
@@ -76,7 +87,7 @@ def test_small_corpus_difference_is_reported_with_interval_and_not_significant(t
     _write_runs(tmp_path, 5, 4, separations={"baseline": 1.0, "rr_concat": 1.0}, own_noise=0.7)
     grid = _demo_grid(tmp_path)
     assemble(grid)
-    (line,) = run_demo.verdicts(grid)
+    (line,) = _verdicts(grid)
     assert line.startswith("SegReConcat vs Baseline: ") and " EER points, 95 % CI [" in line
     assert ": not significant on this small corpus; " in line
     low, high = (float(x) for x in line.split("[")[1].split("]")[0].split(","))
@@ -89,7 +100,7 @@ def test_one_seed_verdict_says_it_covers_the_test_speakers_of_one_run_per_attack
     _write_runs(tmp_path, 5, 4, separations={"baseline": 1.0, "rr_concat": 1.0}, own_noise=0.7)
     grid = _demo_grid(tmp_path)
     assemble(grid)
-    (line,) = run_demo.verdicts(grid)
+    (line,) = _verdicts(grid)
     assert line.endswith(
         "; the interval covers the 10 test speakers of one training run per attacker: "
         "another seed or machine can move it"
@@ -110,7 +121,7 @@ def test_several_seeds_verdict_says_seeds_are_resampled_too(tmp_path):
     grid = _demo_grid(tmp_path)
     grid["seeds"] = [1, 2, 3]
     assemble(grid)
-    (line,) = run_demo.verdicts(grid)
+    (line,) = _verdicts(grid)
     assert " EER points, 95 % CI [" in line
     assert line.endswith(
         "; the interval covers the 10 test speakers and the 3 training seeds per attacker, both resampled"
@@ -122,7 +133,7 @@ def test_a_large_real_difference_is_significant(tmp_path):
     _write_runs(tmp_path, speakers=30, utterances=3, separations={"baseline": 0.5, "rr_concat": 2.5})
     grid = _demo_grid(tmp_path)
     assemble(grid)
-    (line,) = run_demo.verdicts(grid)
+    (line,) = _verdicts(grid)
     assert "significant at 5 % (SegReConcat's EER is lower)" in line
 
 
@@ -131,10 +142,42 @@ def test_one_speaker_lists_give_no_interval_but_the_difference(tmp_path):
     _write_runs(tmp_path, 3, 3, separations={"baseline": 0.5, "rr_concat": 2.0}, enrolled=1)
     grid = _demo_grid(tmp_path)
     assemble(grid)
-    (line,) = run_demo.verdicts(grid)
+    (line,) = _verdicts(grid)
     assert line.startswith("SegReConcat vs Baseline: ") and "no interval (" in line and "one speaker" in line
     table = (tmp_path / "table2_comparison.md").read_text()
     assert "[CI undefined]" in table and "no interval for MCADAMS baseline avg: " in table
+
+
+def test_tpr_at_one_percent_fpr_is_printed_for_both_attackers(tmp_path):
+    # The demo's lists (80 non-targets each) are too small for it alone: the lists are pooled, and named so.
+    _write_runs(tmp_path / "small", 5, 4, separations={"baseline": 1.0, "rr_concat": 2.0})
+    grid = _demo_grid(tmp_path / "small")
+    assemble(grid)
+    baseline, segreconcat = _tpr_lines(grid)
+    assert baseline.startswith("Baseline (MCADAMS): TPR at FPR = 1 %: ")
+    assert segreconcat.endswith(
+        "% on its 4 lists pooled (320 non-targets; each list alone has fewer than 100: results.md)"
+    )
+    # Larger lists, with the operating point among the grid's columns: the lists' average with its
+    # interval, as grid_results.csv has it.
+    _write_runs(tmp_path / "large", 30, 3, separations={"baseline": 0.5, "rr_concat": 2.5})
+    grid = _demo_grid(tmp_path / "large", privacy_columns=["linkability", "min_cllr", "tpr_at_fpr_1"])
+    assemble(grid)
+    lines = _tpr_lines(grid)
+    assert [line.split(":")[0] for line in lines] == ["Baseline (MCADAMS)", "SegReConcat (MCADAMS)"]
+    assert all(line.endswith("] % (the lists' average)") for line in lines)
+    with open(tmp_path / "large" / "grid_results.csv") as handle:
+        header = handle.readline().strip().split(",")
+    assert header[-6:-1] == [
+        f"{s}"
+        for s in (
+            "tpr_at_fpr_1_avg",
+            "tpr_at_fpr_1_avg_ci_low",
+            "tpr_at_fpr_1_avg_ci_high",
+            "diff_tpr_at_fpr_1_avg",
+            "diff_tpr_at_fpr_1_avg_p",
+        )
+    ]
 
 
 def test_table1_runs_the_paper_rows_against_the_baseline_and_tabulates_them(tmp_path):
@@ -166,11 +209,11 @@ def test_table1_runs_the_paper_rows_against_the_baseline_and_tabulates_them(tmp_
 def test_the_demo_takes_the_rescore_option_a_changed_score_file_refusal_advises():
     # grid/results.py's refusal of an edited score file advises --rescore_changed_scores=True: the demo's
     # grid key, not a training override (which train.py would refuse).
-    from segreconcat_aug.options import validate_hparams_file
+    from segreconcat_aug.options import GridOptions, validate_hparams_file
 
     demo_yaml = REPO / run_demo.DEMO_HPARAMS
     flags, grid_args, training = run_demo.split_arguments(["--rescore_changed_scores=True"])
     assert (flags, grid_args, training) == (set(), ["--rescore_changed_scores=True"], {})
-    validate_hparams_file(demo_yaml, "rescore_changed_scores: True")
+    validate_hparams_file(demo_yaml, {"rescore_changed_scores": True}, GridOptions)
     assert load_grid(demo_yaml)["rescore_changed_scores"] is False
     assert load_grid(demo_yaml, "rescore_changed_scores: True")["rescore_changed_scores"] is True

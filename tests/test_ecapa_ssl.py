@@ -1,11 +1,12 @@
-"""The VPC 2026 attacker ``ecapa_ssl``: equal to the toolkit's ECAPA_TDNN_test, its files loaded or refused,
-and WavLM fed the training rows (not the files) by default."""
+"""The VPC 2026 attacker ``ecapa_ssl``: equal to the toolkit's and DAST's ECAPA_TDNN_test, its files loaded
+or refused, and WavLM fed the training rows (not the files) by default."""
 
 import numpy as np
 import pytest
 import torch
-from reference_fixtures import ECAPA_SSL_REFERENCE, load_reference, one_thread, unpack_state  # noqa: F401
+from reference_fixtures import DAST_REFERENCE, ECAPA_SSL_REFERENCE, load_reference, one_thread, unpack_state  # noqa: F401
 from speechbrain.lobes.models.ECAPA_TDNN import ECAPA_TDNN
+from tiny_models import TINY_ECAPA_SSL, tiny_challenge_folder, tiny_wavlm
 
 from segreconcat_aug.data.audio import read_audio
 from segreconcat_aug.errors import MissingInputError, UserError
@@ -23,14 +24,14 @@ from segreconcat_aug.models.ecapa_ssl import (
 )
 from segreconcat_aug.models.state_dicts import CheckpointError, CheckpointMismatchError
 from segreconcat_aug.models.wavlm import layer_norm_waveforms
-from segreconcat_aug.testing import TINY_ECAPA_SSL, tiny_challenge_folder, tiny_wavlm
 
 TOLERANCE = 1e-5
 
 
-@pytest.fixture(scope="module")
-def reference():
-    arrays, made_with = load_reference(ECAPA_SSL_REFERENCE)
+# The VPC 2026 toolkit's ECAPA_TDNN_test and DAST's (the same class; DAST stacks WavLM's layers otherwise).
+@pytest.fixture(scope="module", params=[ECAPA_SSL_REFERENCE, DAST_REFERENCE], ids=["vpc2026", "dast"])
+def reference(request):
+    arrays, made_with = load_reference(request.param)
     state = unpack_state(arrays["state_dict"], made_with["state_dict_layout"])
     return arrays, made_with, state
 

@@ -1,6 +1,6 @@
 """The ecapa_ssl attacker in the recipes (hparams/ecapa_ssl_segreconcat.yaml): fine-tuned from a folder in
 the challenge's format, resumed, exported, evaluated; what WavLM sees under each ``ssl_input``; wrong
-checkpoints refused. Tiny random models (segreconcat_aug.testing) on the VPC 2026 Track 1 fixture layout."""
+checkpoints refused. Tiny random models (tests/tiny_models.py) on the VPC 2026 Track 1 fixture layout."""
 
 import json
 import types
@@ -9,9 +9,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from hyperpyyaml import load_hyperpyyaml
+from tiny_models import TINY_ECAPA_SSL, tiny_challenge_folder, tiny_wavlm
 from vpc2026_fixture import build_track1_layout
 
+from segreconcat_aug.cli import load_hparams
 from segreconcat_aug.errors import UserError
 from segreconcat_aug.evaluation.embeddings import EmbeddingExtractor
 from segreconcat_aug.models import ecapa_ssl
@@ -19,7 +20,6 @@ from segreconcat_aug.models.ecapa_ssl import EcapaSSLEncoder, load_challenge_fol
 from segreconcat_aug.models.folder import load_speaker_model
 from segreconcat_aug.models.pretrained import PretrainedModelError, check_training_model, read_pretrained
 from segreconcat_aug.models.wavlm import WavLMLayers, layer_norm_waveforms
-from segreconcat_aug.testing import TINY_ECAPA_SSL, tiny_challenge_folder, tiny_wavlm
 from segreconcat_aug.training import waveform_embedding
 from segreconcat_aug.training.run_settings import saved_hparams
 
@@ -94,8 +94,7 @@ def test_fine_tune_from_a_challenge_folder_resumes_exports_and_evaluates(data_ro
         "se_channels": 8,
         "lin_neurons": 12,
     }
-    with open(HPARAMS, encoding="utf-8") as handle:
-        hparams = load_hyperpyyaml(handle, overrides)
+    hparams = load_hparams(HPARAMS, overrides)
     check_training_model(pretrained, hparams["modules"], training=HPARAMS)
     # The training's modules now embed as the challenge folder's attacker does.
     wavs, lengths = _waves()
@@ -144,6 +143,12 @@ def test_fine_tune_from_a_challenge_folder_resumes_exports_and_evaluates(data_ro
     torch.testing.assert_close(
         model.embedding_model.state_dict()["fc.conv.weight"], trained["fc.conv.weight"]
     )
+    # recipes/evaluate.py without --wavlm_checkpoint: the export names its WavLM.
+    import runpy
+
+    evaluate = runpy.run_path(str(REPO / "recipes" / "evaluate.py"))["main"]
+    evaluate([HPARAMS, f"--data_folder={data_root}", "--system=B3", f"--output_folder={out}", *TINY])
+    assert json.loads((out / "eval" / "results.json").read_text())["subsets"]
 
 
 def test_segreconcat_audio_not_the_file_reaches_wavlm(data_root, challenge, tmp_path, monkeypatch):
@@ -166,7 +171,7 @@ def test_segreconcat_audio_not_the_file_reaches_wavlm(data_root, challenge, tmp_
 
     monkeypatch.setattr(WavLMLayers, "forward", spy_forward)
     monkeypatch.setattr(EcapaSSLEncoder, "embed_batch", spy_embed)
-    monkeypatch.setattr(waveform_embedding, "read_audio", no_read)
+    monkeypatch.setattr(waveform_embedding, "read_training_audio", no_read)
     out = tmp_path / "run"
     train_recipe.main(_argv(data_root, out, challenge / "WavLM-Large.pt", "--number_of_epochs=1"))
     assert rows and len(seen) == len(rows)
@@ -207,16 +212,15 @@ def test_a_checkpoint_that_does_not_fit_is_refused_naming_its_parameters(data_ro
     """(c) init_from's check: a challenge folder of other sizes names the weights that differ, in one line."""
     other = tiny_challenge_folder(tmp_path / "asv_ssl", lin_neurons=6)
     pretrained = read_pretrained(other)
-    with open(HPARAMS, encoding="utf-8") as handle:
-        hparams = load_hyperpyyaml(
-            handle,
-            {
-                "data_folder": str(data_root),
-                "output_folder": str(tmp_path / "probe"),
-                "wavlm_checkpoint": str(challenge / "WavLM-Large.pt"),
-                **{key: value for key, value in TINY_ECAPA_SSL.items()},
-            },
-        )
+    hparams = load_hparams(
+        HPARAMS,
+        {
+            "data_folder": str(data_root),
+            "output_folder": str(tmp_path / "probe"),
+            "wavlm_checkpoint": str(challenge / "WavLM-Large.pt"),
+            **{key: value for key, value in TINY_ECAPA_SSL.items()},
+        },
+    )
     with pytest.raises(PretrainedModelError) as error:
         check_training_model(pretrained, hparams["modules"], training=HPARAMS)
     message = str(error.value)
@@ -318,3 +322,19 @@ def test_a_folder_of_the_other_model_type_is_refused_naming_the_yaml_to_use(
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and all(fragment in err[0] for fragment in fragments), err
         assert not out.exists()
+
+
+def test_the_yaml_is_the_ecapa_yaml_with_its_own_keys_replacing_whole():
+    """hparams/ecapa_ssl_segreconcat.yaml holds what differs (base_hparams); its model replaces the
+    ECAPA-TDNN whole (HyperPyYAML's overrides would keep the base's class), built where the base's was."""
+    import ruamel.yaml
+
+    from segreconcat_aug.data.hparams_text import hparams_text
+
+    composed = ruamel.yaml.YAML().load(hparams_text(HPARAMS))
+    base = ruamel.yaml.YAML().load((REPO / "hparams" / "ecapa_segreconcat.yaml").read_text())
+    assert set(base) <= set(composed) and "base_hparams" not in composed
+    assert composed["embedding_model"].tag.value == "!new:segreconcat_aug.models.ecapa_ssl.EcapaSSL"
+    assert composed["optimizer"] == "adamw" and composed["train_log"].value == base["train_log"].value
+    keys = list(composed)
+    assert keys.index("embedding_model") < keys.index("embed_batch") < keys.index("classifier")

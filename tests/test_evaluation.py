@@ -14,13 +14,17 @@ from hyperpyyaml import load_hyperpyyaml
 
 from segreconcat_aug.data.audio import read_audio
 from segreconcat_aug.data.kaldi import KaldiFormatError, read_kaldi_map, read_trials
+from segreconcat_aug.errors import OptionError
 from segreconcat_aug.evaluation.embeddings import EmbeddingCache, EmbeddingExtractor, duration_batches
+from segreconcat_aug.evaluation.intervals import SUBSET_COLUMNS as SUBSETS
 from segreconcat_aug.evaluation.score_files import read_score_file
 from segreconcat_aug.evaluation.scoring import cosine_scores, normalize_scores, speaker_models
 from segreconcat_aug.evaluation.system import EVAL_KEYS, evaluate_system, load_evaluation_hparams
 from segreconcat_aug.evaluation.system_report import read_results
-from segreconcat_aug.evaluation.trials import SUBSETS, TrialListError, load_system_trials
+from segreconcat_aug.evaluation.trials import TrialListError, load_system_trials
 
+# One pytest-xdist worker runs the module: its evaluated fixture (a whole evaluation) is computed once.
+pytestmark = pytest.mark.xdist_group("evaluation")
 REPO = Path(__file__).resolve().parents[1]
 HPARAMS = REPO / "hparams" / "ecapa_segreconcat.yaml"
 TINY = {"channels": [16, 16, 16, 16, 48], "attention_channels": 8, "lin_neurons": 16}
@@ -259,6 +263,10 @@ def test_score_normalization_runs_end_to_end(evaluated, vpac_root, tmp_path):
     assert normed.subsets["dev_f"].scores.shape == raw.shape
     assert not np.allclose(normed.subsets["dev_f"].scores, raw)
     assert normed.options["score_norm"] == "as-norm"
+    assert normed.options["cohort_top_k"] == min(3, normed.options["cohort_size"])
+    hparams["eval_cohort_top_k"] = 5000  # clamped to the cohort: the k used is recorded
+    clamped = evaluate_system(hparams, write_report=False)
+    assert clamped.options["cohort_top_k"] == clamped.options["cohort_size"] < 5000
 
 
 def test_voxattack_as_norm_uses_a_cohort_of_training_utterances(evaluated, tmp_path):
@@ -275,11 +283,106 @@ def test_voxattack_as_norm_uses_a_cohort_of_training_utterances(evaluated, tmp_p
     )
     normed = evaluate_system(hparams, write_report=False)
     assert normed.options["score_norm"] == "as-norm-voxattack"
-    assert normed.options["cohort_size"] == 6 and normed.options["cohort_top_k"] == 1000
+    # The k used is recorded: the default 1000 is clamped to the cohort's 6.
+    assert normed.options["cohort_size"] == 6 and normed.options["cohort_top_k"] == 6
     assert not np.allclose(normed.subsets["dev_f"].scores, results.subsets["dev_f"].scores)
     hparams["eval_cohort_min_size"] = 7
     with pytest.raises(CohortTooSmallError, match="eval_cohort_min_size"):
         evaluate_system(hparams, write_report=False)
+    # One utterance (or a top-1) has no standard deviation: every score would fall back to raw.
+    hparams.update(eval_cohort_min_size=0, eval_cohort_size=1)
+    with pytest.raises(CohortTooSmallError, match=r"needs at least 2 .*gives a cohort of 1;"):
+        evaluate_system(hparams, write_report=False)
+    hparams.update(eval_cohort_size=6, eval_cohort_top_k=1)
+    with pytest.raises(CohortTooSmallError, match=r"eval_cohort_top_k: 1 leaves one"):
+        evaluate_system(hparams, write_report=False)
+
+
+def test_max_similarity_scores_a_trial_by_its_best_enrollment_utterance(evaluated, vpac_root):
+    """eval_enroll_scoring: max against a brute-force computation on the LibriSpeech fixtures; mean unmoved."""
+    hparams, results = evaluated
+    hparams = dict(hparams, eval_folder=str(Path(hparams["output_folder"]) / "eval"), eval_subsets=["dev_m"])
+    scored = evaluate_system({**hparams, "eval_enroll_scoring": "max"}, write_report=False)
+    assert scored.options["enroll_scoring"] == "max" and "enroll_scoring" not in results.options
+    data = vpac_root / "T8-5" / "data"
+    wav = read_kaldi_map(data / "libri_dev_enrolls_T8-5" / "wav.scp")
+    utt2spk = read_kaldi_map(data / "libri_dev_enrolls_T8-5" / "utt2spk")
+    trial_wav = read_kaldi_map(data / "libri_dev_trials_m_T8-5" / "wav.scp")
+    subset = scored.subsets["dev_m"]
+    for k in range(len(subset.enroll)):
+        test = _embed_alone(hparams, vpac_root / trial_wav[subset.test[k]])
+        best = max(
+            float(e @ test / np.linalg.norm(e) / np.linalg.norm(test))
+            for e in (
+                _embed_alone(hparams, vpac_root / wav[u]) for u in wav if utt2spk[u] == subset.enroll[k]
+            )
+        )
+        assert subset.scores[k] == pytest.approx(best, abs=1e-4)
+    mean = evaluate_system({**hparams, "eval_enroll_scoring": "mean"}, write_report=False)
+    np.testing.assert_array_equal(mean.subsets["dev_m"].scores, results.subsets["dev_m"].scores)
+    assert mean.metrics["dev_m"]["eer"] == results.metrics["dev_m"]["eer"]
+
+
+def test_max_similarity_with_score_normalization_is_refused_in_one_line():
+    with pytest.raises(OptionError, match="eval_enroll_scoring: max .* eval_score_norm"):
+        load_evaluation_hparams(
+            REPO / "hparams" / "evaluate.yaml", {"eval_enroll_scoring": "max", "eval_score_norm": "s-norm"}
+        )
+
+
+def test_a_too_small_calibration_set_is_refused_before_anything_is_written(evaluated, tmp_path):
+    from segreconcat_aug.evaluation.calibration import CalibrationSetTooSmallError
+
+    hparams, _ = evaluated
+    folder = tmp_path / "eval"
+    with pytest.raises(CalibrationSetTooSmallError, match=r"^eval_calibration: qmf .* 8 target"):
+        evaluate_system({**hparams, "eval_folder": str(folder), "eval_calibration": "qmf"})
+    assert not folder.exists()
+
+
+def test_qmf_calibration_reports_calibrated_metrics_beside_the_raw_ones(evaluated, tmp_path, monkeypatch):
+    from segreconcat_aug.evaluation import calibration
+
+    monkeypatch.setattr(calibration, "MIN_TRIALS", 4)  # the tiny lists: 8 dev targets of 4 speakers
+    monkeypatch.setattr(calibration, "FOLDS", 2)
+    hparams, results = evaluated
+    copy = tmp_path / "eval"
+    shutil.copytree(Path(hparams["output_folder"]) / "eval" / "embeddings", copy / "embeddings")
+    calibrated = evaluate_system({**hparams, "eval_folder": str(copy), "eval_calibration": "qmf"})
+    for name in SUBSETS:
+        assert calibrated.metrics[name]["eer"] == results.metrics[name]["eer"]  # the raw scores unmoved
+        assert 0 <= calibrated.metrics[name]["qmf_eer"] <= 100 and calibrated.metrics[name]["qmf_cllr"] > 0
+    assert calibrated.options["calibration"] == "qmf"
+    assert "| test_m |" in (copy / "results.md").read_text().split("QMF calibration")[1]
+    assert read_results(copy)["subsets"]["dev_f"]["qmf_min_cllr"] is not None
+
+
+def test_results_report_the_operating_points_or_why_they_are_undefined(evaluated):
+    hparams, results = evaluated
+    saved = read_results(Path(hparams["output_folder"]) / "eval")
+    for name in results.subsets:
+        values = saved["subsets"][name]
+        assert values["tpr_at_fpr_1"] is None
+        assert values["undefined_because"]["tpr_at_fpr_1"] == "undefined: fewer than 100 non-targets (4)"
+        assert values["undefined_because"]["fpr_at_fnr_1"] == "undefined: fewer than 100 targets (4)"
+    text = (Path(hparams["output_folder"]) / "eval" / "results.md").read_text()
+    assert "| avg | dev_f: undefined: fewer than 100 non-targets (4) |" in text
+    # The rates themselves (every trial once), against a brute-force search on the fixtures' scores.
+    from test_measures import brute_force
+
+    from segreconcat_aug.evaluation.bootstrap import resampled_metrics
+
+    class Once:
+        resamples = 1
+
+        def chunk(self, start, stop):
+            return np.ones((stop - start, len(scores)), np.int32)
+
+    scores = np.concatenate([subset.scores for subset in results.subsets.values()])
+    targets = np.concatenate([subset.targets for subset in results.subsets.values()])
+    found = resampled_metrics(scores, targets, Once(), ())
+    for key, value in brute_force(scores[targets], scores[~targets]).items():
+        assert found[key][0] == pytest.approx(value, abs=1e-9)
 
 
 # ----- pieces -------------------------------------------------------------------------------------

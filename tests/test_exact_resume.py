@@ -9,9 +9,8 @@ import torch
 from test_ecapa_ssl_recipe import _argv as ssl_argv
 from test_train import _args as ecapa_args
 from test_vpc2026 import train_recipe
+from tiny_models import tiny_challenge_folder
 from vpc2026_fixture import build_track1_layout
-
-from segreconcat_aug.testing import tiny_challenge_folder
 
 
 class Killed(BaseException):
@@ -20,14 +19,14 @@ class Killed(BaseException):
 
 def _killed_after_first_checkpoint(monkeypatch, argv):
     """Run ``argv`` until epoch 1 is checkpointed and its line is in ``epochs.jsonl``, then stop it there."""
-    append = train_recipe.append_epoch_record
+    log_epoch = train_recipe.training.log_epoch
 
-    def append_then_die(*args, **kwargs):
-        append(*args, **kwargs)
+    def log_then_die(*args, **kwargs):
+        log_epoch(*args, **kwargs)
         raise Killed
 
     with monkeypatch.context() as patch:
-        patch.setattr(train_recipe, "append_epoch_record", append_then_die)
+        patch.setattr(train_recipe.training, "log_epoch", log_then_die)
         with pytest.raises(Killed):
             train_recipe.main(argv)
 

@@ -9,13 +9,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from segreconcat_aug.evaluation.intervals import SUBSET_COLUMNS as SUBSETS
 from segreconcat_aug.evaluation.metrics import verification_metrics
 from segreconcat_aug.evaluation.references import load_reference_results
 from segreconcat_aug.evaluation.score_files import read_score_file
 from segreconcat_aug.evaluation.system_report import read_results, write_system_report
-from segreconcat_aug.evaluation.trials import SUBSETS, SubsetScores, SystemResults
-from segreconcat_aug.grid import STATUS_FILE, format_command, grid_cells, load_grid
+from segreconcat_aug.evaluation.trials import SubsetScores, SystemResults
+from segreconcat_aug.grid.plan import grid_cells, load_grid
 from segreconcat_aug.grid.results import cell_scores
+from segreconcat_aug.grid.runner import STATUS_FILE, format_command
 from segreconcat_aug.training.run_settings import has_checkpoints, saved_hparams
 
 REPO = Path(__file__).resolve().parents[1]
@@ -500,10 +502,22 @@ def test_a_configuration_can_skip_training_evaluate_anothers_model_and_be_paired
 
 
 def test_the_attacker_grid_pairs_every_row_with_the_papers_attacker_and_each_concat_row_with_its_own():
-    grid = load_grid(REPO / "hparams" / "attackers.yaml", {"data_folder": "/nowhere", "init_from": "/model"})
+    given = {"data_folder": "/nowhere", "init_from": "/model"}
+    without_dast = load_grid(REPO / "hparams" / "attackers.yaml", given)
+    assert not any(
+        config.startswith("dast") for _, config in grid_cells(without_dast)
+    )  # no DAST folder needed
+    dast = {"dast_folder": "/dast", "dast_rows": ["dast_ft", "dast_ft_concat"]}
+    grid = load_grid(REPO / "hparams" / "attackers.yaml", {**given, **dast})
     configs = grid["configurations"]
     assert grid["comparison"]["baseline"] == "scratch_concat"
     assert set(grid["comparison"]["compared"]) | {"scratch_concat"} == set(configs)
+    for row in dast["dast_rows"]:
+        assert configs[row]["train_hparams"] == "hparams/ecapa_ssl_segreconcat.yaml"
+        assert {"--init_from=/dast", "--preset=dast-stage3", "--ssl_input=same_window"} <= set(
+            configs[row]["overrides"].split()
+        )
+    assert configs["dast_ft_concat"]["versus"] == "dast_ft"
     for spec in configs.values():
         if "--mode=concat" in spec["overrides"]:  # each SegReConcat row against the same attacker without it
             twin = configs[spec["versus"]]

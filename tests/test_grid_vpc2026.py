@@ -11,7 +11,7 @@ import pytest
 from segreconcat_aug.evaluation.metrics import verification_metrics
 from segreconcat_aug.evaluation.system_report import read_results, write_system_report
 from segreconcat_aug.evaluation.trials import SubsetScores, SystemResults
-from segreconcat_aug.grid import grid_cells, load_grid
+from segreconcat_aug.grid.plan import grid_cells, load_grid
 
 REPO = Path(__file__).resolve().parents[1]
 GRID = REPO / "hparams" / "grid.yaml"

@@ -38,14 +38,14 @@ def _args(root, out, folder, *extra):
 def loads(monkeypatch):
     """The embedding model's weights right after init_from loaded them (one entry per load)."""
     seen = []
-    original = train_recipe.load_init_weights
+    original = train_recipe.training.load_init_weights
 
     def spy(folder, modules, *, training, trusted=False):
         pretrained = original(folder, modules, training=training, trusted=trusted)
         seen.append({k: v.detach().clone() for k, v in modules["embedding_model"].state_dict().items()})
         return pretrained
 
-    monkeypatch.setattr(train_recipe, "load_init_weights", spy)
+    monkeypatch.setattr(train_recipe.training, "load_init_weights", spy)
     return seen
 
 
@@ -184,7 +184,7 @@ def test_presets_go_under_the_command_line_and_unknown_ones_are_refused(tmp_path
     assert derived["step_size_epochs"] is None
     with pytest.raises(PresetError, match="both set the cyclic half-period"):
         training_overrides(HPARAMS, values, {"step_size": 7, "step_size_epochs": 3})
-    with pytest.raises(PresetError, match="unknown 'voxatack'; known: voxattack-finetune"):
+    with pytest.raises(PresetError, match="unknown 'voxatack'; known: dast-stage3, voxattack-finetune"):
         training_overrides(HPARAMS, {**values, "preset": "voxatack"}, {})
     with pytest.raises(PresetError, match="sets .*which this training YAML does not have"):
         training_overrides(HPARAMS, {"preset": "vpc2026-track1"}, {})

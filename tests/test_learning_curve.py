@@ -11,8 +11,9 @@ from test_demo_verdict import _load
 from test_grid import TINY_TRAINING
 
 from segreconcat_aug.errors import OptionError
-from segreconcat_aug.grid import grid_cells, load_grid
 from segreconcat_aug.grid.learning_curve import curve_configurations, curve_verdict, half_fraction
+from segreconcat_aug.grid.plan import grid_cells, load_grid
+from segreconcat_aug.grid.results import verdict_lines
 from segreconcat_aug.training.data_prep import PrepOptions, prepare_vpac_training
 from segreconcat_aug.training.run_settings import saved_hparams
 
@@ -199,8 +200,9 @@ def test_the_curve_grid_runs_end_to_end(curve_grid):
             "comparison": {"baseline": "baseline", "compared": []},
         },
     )
-    assert run_demo.flag_verdicts(grid) == [
+    lines = verdict_lines(grid)
+    assert [line for line in lines if "'s attacker: " in line] == [
         "Baseline's attacker: best epoch is the last: its EER may overstate privacy (docs/evaluation.md#convergence-flags)"
     ]
-    assert run_demo.curve_verdicts(grid) == [curve["verdict"]]
+    assert lines[-1] == curve["verdict"]
     assert text in printed  # run_grid.py prints learning_curve.md

@@ -6,9 +6,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from mcadams_reference import mcadams_frame_loop
 
 from segreconcat_aug.anonymizers.folder import anonymize_folder
-from segreconcat_aug.anonymizers.mcadams import McAdamsAnonymizer, mcadams, mcadams_frame_loop
+from segreconcat_aug.anonymizers.mcadams import McAdamsAnonymizer, mcadams
 from segreconcat_aug.data.audio import read_audio
 from segreconcat_aug.data.kaldi import load_kaldi_folder, read_kaldi_map
 

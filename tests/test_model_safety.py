@@ -8,15 +8,15 @@ from pathlib import Path
 
 import pytest
 import torch
-from hyperpyyaml import load_hyperpyyaml
 from model_folders import SPEAKERS, build_export, hub_folder, vpc_folder
+from tiny_models import TINY_ECAPA_SSL, tiny_challenge_folder
 
+from segreconcat_aug.cli import load_hparams
 from segreconcat_aug.errors import UserError
 from segreconcat_aug.models.export import export_best_model
 from segreconcat_aug.models.folder import load_speaker_model, read_spec
 from segreconcat_aug.models.pretrained import read_pretrained
 from segreconcat_aug.models.trust import UntrustedModelError
-from segreconcat_aug.testing import TINY_ECAPA_SSL, tiny_challenge_folder
 from segreconcat_aug.training.init_from import _READ, training_overrides
 
 REPO = Path(__file__).resolve().parents[1]
@@ -63,8 +63,7 @@ def ecapa_ssl_export(folder: Path) -> Path:
             for key in ("channels", "attention_channels", "se_channels", "lin_neurons")
         },
     }
-    with open(SSL_HPARAMS, encoding="utf-8") as fin:
-        hparams = load_hyperpyyaml(fin, overrides)
+    hparams = load_hparams(SSL_HPARAMS, overrides)
     Path(hparams["save_folder"]).mkdir(parents=True, exist_ok=True)
     labels = CategoricalEncoder()
     labels.update_from_iterable(SPEAKERS)

@@ -152,7 +152,7 @@ def test_what_is_not_a_speaker_model_folder_is_one_line(tmp_path, case):
 def test_a_challenge_folder_is_ecapa_ssls_whatever_order_the_families_were_imported_in(tmp_path):
     """exp/asv_ssl/ is also a bare ECAPA checkpoint's layout: the ecapa_ssl family must claim it even when
     the ecapa module was imported (and registered) first, as in a full test session."""
-    from segreconcat_aug.testing import tiny_challenge_folder
+    from tiny_models import tiny_challenge_folder
 
     folder = tiny_challenge_folder(tmp_path / "asv_ssl", seed=3)
     saved = dict(registry.model_families())

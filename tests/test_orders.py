@@ -12,18 +12,10 @@ from hyperpyyaml import load_hyperpyyaml
 from segreconcat_aug.align.cache import AlignmentIndex, load_alignments
 from segreconcat_aug.data import jobs
 from segreconcat_aug.data.audio import read_audio, write_audio
-from segreconcat_aug.data.jobs import (
-    JobError,
-    JobItem,
-    Shard,
-    merge_jsonl,
-    read_failures,
-    read_inputs,
-    resolve_shard,
-    shard_path,
-)
+from segreconcat_aug.data.jobs import JobError, Shard, merge_jsonl, read_failures, resolve_shard, shard_path
 from segreconcat_aug.data.jsonl_files import shard_files
 from segreconcat_aug.data.kaldi import read_kaldi_map
+from segreconcat_aug.data.vpac import JobItem, read_inputs
 from segreconcat_aug.errors import UserError
 from segreconcat_aug.method.augment import MissingAlignmentError, SegReConcat
 from segreconcat_aug.method.order_computer import OrderComputer, run_order_job

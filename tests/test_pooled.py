@@ -11,9 +11,10 @@ import torch
 from test_train import HPARAMS, RECIPE, SUBPROCESS_ENV, _args, _epochs, train_recipe
 
 from segreconcat_aug.align.cache import load_alignments
+from segreconcat_aug.data.vpac import VPACLayoutError
 from segreconcat_aug.errors import MissingInputError
 from segreconcat_aug.method.augment import MissingAlignmentError, SegReConcat
-from segreconcat_aug.options import validate_hparams_file
+from segreconcat_aug.options import TrainingRunOptions, validate_hparams_file
 from segreconcat_aug.training.augmenter import build_train_audio
 from segreconcat_aug.training.data_prep import PrepOptions, prepare_pooled_training
 from segreconcat_aug.training.pipeline import TrainAudioPipeline
@@ -101,7 +102,9 @@ def test_pooled_segreconcat_trains_through_the_recipe_with_each_systems_default_
     out = tmp_path / "out"
     args = _args(vpac_root, out, "--train_systems=[B3]", "--number_of_epochs=1", "--warmup=0")
     # Each other system's caches are the YAML's, with system set to it.
-    values = validate_hparams_file(HPARAMS, {"data_folder": str(vpac_root), "train_systems": ["B3"]})
+    values = validate_hparams_file(
+        HPARAMS, {"data_folder": str(vpac_root), "train_systems": ["B3"]}, TrainingRunOptions
+    )
     derived = train_recipe.derive_overrides(
         HPARAMS, values, {"data_folder": str(vpac_root), "train_systems": ["B3"]}
     )
@@ -153,7 +156,12 @@ def test_pooled_segreconcat_refuses_a_shared_missing_or_partial_cache(vpac_root,
                 f"--train_system_caches={{B3: {{alignment_cache: {b3}}}, B9: {{alignment_cache: {b3}}}}}",
             )
         )
-    assert not (tmp_path / "m").exists() and not (tmp_path / "u").exists()
+    # A pooled system the data folder lacks is named as such, not as its missing alignment cache.
+    with pytest.raises(
+        VPACLayoutError, match=r"^train_systems: system 'B9' has no training set: .*'B9' not found"
+    ):
+        train_recipe.main(_args(vpac_root, tmp_path / "b9", "--train_systems=[B9]"))
+    assert not (tmp_path / "m").exists() and not (tmp_path / "u").exists() and not (tmp_path / "b9").exists()
     # B3's cache lacks one training utterance: the refusal names the system, before any epoch.
     partial = _merged_pairs_cache(
         vpac_root / "alignments" / "B3.jsonl", tmp_path / "B3.jsonl", drop_first=True

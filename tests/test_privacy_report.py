@@ -18,7 +18,8 @@ from segreconcat_aug.evaluation.system import add_privacy_metrics, load_evaluati
 from segreconcat_aug.evaluation.system_report import write_system_report
 from segreconcat_aug.evaluation.tables import comparison_table, interval_notes
 from segreconcat_aug.evaluation.trials import SubsetScores, SystemResults
-from segreconcat_aug.grid import assemble, load_grid
+from segreconcat_aug.grid.plan import load_grid
+from segreconcat_aug.grid.results import assemble
 
 REPO = Path(__file__).resolve().parents[1]
 FIXTURES = Path(__file__).parent / "fixtures" / "privacy"

@@ -7,14 +7,7 @@ import pytest
 from speechbrain.utils.epoch_loop import EpochCounterWithStopper
 
 from segreconcat_aug.method.augment import COUNT_KEYS
-from segreconcat_aug.training.progress import (
-    EPOCHS_LOG,
-    EpochProgress,
-    append_epoch_record,
-    epoch_line,
-    epoch_record,
-    epochs_left,
-)
+from segreconcat_aug.training.progress import EPOCHS_LOG, epoch_line, epochs_left, log_epoch, train_stats
 
 
 @pytest.mark.parametrize("warmup,patience,improving_epochs", [(2, 3, 0), (0, 1, 4), (1, 2, 2), (0, 1, 0)])
@@ -74,15 +67,10 @@ def _augmenter(counts):
 
 
 def test_a_training_epoch_gives_its_stats_logs_them_and_restarts_the_counts(caplog):
-    ticks = iter([0.0, 10.0, 14.0, 30.0, 40.0, 42.0])
-    progress = EpochProgress(clock=lambda: next(ticks))
-    progress.start_epoch(resumed_at_batch=0)
-    progress.count_batch(8)
-    progress.count_batch(4, failed_reads=2)
     counts = [12, 0, 3, 0, 0]  # augmented, missing_alignment, few_segments, ...
     augmenter = _augmenter(counts)
     with caplog.at_level(logging.INFO):
-        stats = progress.end_training(5, 2.25, augmenter)
+        stats = train_stats(5, 2.25, [12, 2], 4.0, augmenter=augmenter)  # 12 samples, 2 failed reads
     assert stats == {
         "loss": 2.25, "samples": 12, "samples_per_s": 3.0, "failed_reads": 2, "augmented": 12, "few_segments": 3,
     }  # fmt: skip
@@ -93,10 +81,8 @@ def test_a_training_epoch_gives_its_stats_logs_them_and_restarts_the_counts(capl
     assert (
         "Epoch 5 SegReConcat: {'augmented': 12, 'missing_alignment': 0, 'few_segments': 3, " in messages[-1]
     )
-    assert progress.end_epoch() == 20.0 and progress.epoch_seconds == [20.0]  # training and dev
-    progress.start_epoch(resumed_at_batch=3)  # the baseline (no augmenter), resumed after batch 3
-    progress.count_batch(4)
-    assert progress.end_training(6, 1.0) == {
+    # The baseline (no augmenter), resumed after batch 3.
+    assert train_stats(6, 1.0, [4, 0], 2.0, resumed_at_batch=3) == {
         "loss": 1.0, "samples": 4, "samples_per_s": 2.0, "failed_reads": 0,
         "covers": "resumed part: batches after 3", "resumed_at_batch": 3,
     }  # fmt: skip
@@ -105,9 +91,9 @@ def test_a_training_epoch_gives_its_stats_logs_them_and_restarts_the_counts(capl
 def test_the_epoch_record_is_one_json_line_per_epoch(tmp_path):
     counter = _counter_after([3.0, 2.5, 2.6])
     for epoch in (1, 2):
-        append_epoch_record(tmp_path, epoch_record(epoch, 0.01, {"loss": 1.0}, {"loss": 2.0}, counter))
+        record = log_epoch(tmp_path, epoch, 0.01, {"loss": 1.0}, {"loss": 2.0}, counter)
     lines = (tmp_path / EPOCHS_LOG).read_text().splitlines()
-    assert [json.loads(line) for line in lines][1] == {
+    assert [json.loads(line) for line in lines][1] == record == {
         "epoch": 2, "lr": 0.01, "train": {"loss": 1.0}, "valid": {"loss": 2.0}, "best_epoch": 2, "should_stop": False,
     }  # fmt: skip
 
@@ -115,7 +101,7 @@ def test_the_epoch_record_is_one_json_line_per_epoch(tmp_path):
 def test_a_nan_loss_is_null_in_the_epoch_record(tmp_path):
     """Issue 32: every JSON the project writes is JSON (Python would write NaN, which JSON lacks)."""
     counter = _counter_after([3.0])
-    append_epoch_record(tmp_path, epoch_record(1, 0.01, {"loss": float("nan")}, {"loss": 2.0}, counter))
+    log_epoch(tmp_path, 1, 0.01, {"loss": float("nan")}, {"loss": 2.0}, counter)
     line = (tmp_path / EPOCHS_LOG).read_text()
     assert json.loads(line, parse_constant=lambda token: pytest.fail(f"{token} in {line}"))["train"] == {
         "loss": None

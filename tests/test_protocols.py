@@ -30,7 +30,7 @@ from segreconcat_aug.evaluation.trials import (
     gender_rows,
     load_system_trials,
 )
-from segreconcat_aug.options import validate_hparams_file
+from segreconcat_aug.options import TrainingOptions, validate_hparams_file
 
 REPO_HPARAMS = "hparams/ecapa_segreconcat.yaml"
 
@@ -104,8 +104,8 @@ def test_options_that_do_not_fit_the_protocol_are_refused_with_the_fix():
         ProtocolError, match=r"eval_subsets: \['dev_f'\] are not subsets of protocol vpc2026-track1"
     ):
         check_protocol_options({"protocol": "vpc2026-track1", "language": None, "eval_subsets": ["dev_f"]})
-    with pytest.raises(UserError, match="protocol 'vpc2025' is unknown|protocol: 'vpc2025' is not one of"):
-        validate_hparams_file(REPO_HPARAMS, {"data_folder": "/x", "protocol": "vpc2025"})
+    with pytest.raises(UserError, match="option protocol: 'vpc2025': input should be 'vpac2024'"):
+        validate_hparams_file(REPO_HPARAMS, {"data_folder": "/x", "protocol": "vpc2025"}, TrainingOptions)
     values = validate_hparams_file(
         REPO_HPARAMS,
         {
@@ -114,6 +114,7 @@ def test_options_that_do_not_fit_the_protocol_are_refused_with_the_fix():
             "language": "de",
             "eval_normalize_wave": "vpc2024",
         },
+        TrainingOptions,
     )
     assert values["language"] == "de"
 

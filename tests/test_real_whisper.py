@@ -23,18 +23,21 @@ pytest.importorskip(
     "(pip install -e '.[dev]' installs it)",
 )
 
-from segreconcat_aug.align.aligners.faster_whisper import FasterWhisperAligner  # noqa: E402
-from segreconcat_aug.align.aligners.quality import (  # noqa: E402
+from alignment_quality import (  # noqa: E402
     timing_agreement,
     transcribe_words,
     word_error_rate,
 )
+
+from segreconcat_aug.align.aligners.faster_whisper import FasterWhisperAligner  # noqa: E402
 from segreconcat_aug.align.cache import load_alignments  # noqa: E402
 from segreconcat_aug.align.whisper import packaged_model  # noqa: E402
 from segreconcat_aug.data.jobs import read_failures  # noqa: E402
 from segreconcat_aug.data.kaldi import read_kaldi_map, write_kaldi_map  # noqa: E402
 from segreconcat_aug.method.orders import load_orders  # noqa: E402
 
+# One pytest-xdist worker runs the module: its aligned and transcribed fixtures are computed once.
+pytestmark = pytest.mark.xdist_group("real_whisper")
 REPO = Path(__file__).resolve().parents[1]
 MODEL = "tiny.en"
 TEXTS = read_kaldi_map(FIXTURES / "text")

@@ -9,13 +9,14 @@ import numpy as np
 import pytest
 
 from segreconcat_aug.data.vpac import VPAC_SYSTEMS
+from segreconcat_aug.evaluation.intervals import SUBSET_COLUMNS as SUBSETS
 from segreconcat_aug.evaluation.intervals import subset_design
 from segreconcat_aug.evaluation.metrics import eer, verification_metrics
 from segreconcat_aug.evaluation.references import load_reference_results
 from segreconcat_aug.evaluation.score_files import read_score_file, write_scores
 from segreconcat_aug.evaluation.system_report import write_system_report
 from segreconcat_aug.evaluation.tables import comparison_table
-from segreconcat_aug.evaluation.trials import SUBSETS, SubsetScores, SystemResults
+from segreconcat_aug.evaluation.trials import SubsetScores, SystemResults
 
 
 @pytest.fixture
@@ -216,3 +217,16 @@ def test_voxattacks_published_rows_load_labelled_as_that_papers_attackers():
     assert vox["B4"] == 20.6 and ecapa["T8-5"] == 27.4 and all(vox[s] < ecapa[s] for s in vox)
     (pooled,) = [row for row in rows if row["table"] == "voxattack-fig3"]
     assert pooled["system"] == "T10-2" and pooled["avg"] == 20.6 and "B4" in pooled["attacker"]
+
+
+def test_dasts_published_rows_are_test_only_and_labelled_as_that_papers():
+    rows = [row for row in load_reference_results() if row["table"] == "dast-paper"]
+    assert len(rows) == 14 and all(row["attacker"].startswith("DAST paper: DAST") for row in rows)
+    assert all(
+        "monkeyDarefeen/DAST 097be15" in row["source"] and "unverified" in row["source"] for row in rows
+    )
+    # Test-only: no dev or dev+test cell, so no table can set them beside a dev+test average.
+    assert all(row["test_avg"] is not None for row in rows)
+    assert all(row[column] is None for row in rows for column in ("dev_f", "dev_m", "dev_avg", "avg"))
+    full = {row["system"]: row["test_avg"] for row in rows if row["attacker"] == "DAST paper: DAST"}
+    assert sorted(full) == sorted(VPAC_SYSTEMS) and full["T10-2"] == 7.04 and full["B3"] == 15.67

@@ -384,9 +384,11 @@ def test_sr_default_is_segment_context_not_utterance_frames():
 @pytest.mark.parametrize("context", ["segment", "utterance"])  # segment_padded: the same encoding as segment
 def test_sr_ctranslate2_encoder_equals_the_transformers_encoder_on_the_same_model(tmp_path, context):
     # The tiny random Whisper and its CTranslate2 conversion: the same weights under both backends.
+    from tiny_models import tiny_faster_whisper
+
     from segreconcat_aug.align.whisper_encoder import load_ctranslate2_encoder
     from segreconcat_aug.method.similarity import semantic_order, sr_vectors
-    from segreconcat_aug.testing import tiny_faster_whisper, tiny_whisper
+    from segreconcat_aug.testing import tiny_whisper
 
     bundle = tiny_whisper()
     folder = tiny_faster_whisper(tmp_path)

@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 from test_grid import STUB, TINY_TRAINING, _argv, run_grid, stub_grid
 
-from segreconcat_aug.grid import STATUS_FILE, load_grid
-from segreconcat_aug.grid.runner import SlurmSubmitError
+from segreconcat_aug.grid.plan import load_grid
+from segreconcat_aug.grid.runner import STATUS_FILE, SlurmSubmitError
 
 REPO = Path(__file__).resolve().parents[1]
 GRID = REPO / "hparams" / "grid.yaml"
@@ -51,6 +51,8 @@ def _slurm_problem() -> str | None:
 
 SLURM_PROBLEM = _slurm_problem()
 needs_slurm = pytest.mark.skipif(SLURM_PROBLEM is not None, reason=str(SLURM_PROBLEM))
+# One worker of a parallel run holds the cluster's two CPUs; a second grid's jobs would wait behind the first's.
+pytestmark = pytest.mark.xdist_group("slurm")
 
 
 def _stub_grid(tmp_path, **more):

@@ -23,13 +23,15 @@ from test_model_safety import hostile
 from test_train import TINY as TRAIN_TINY
 
 from segreconcat_aug import cli
-from segreconcat_aug.align.cache import AlignmentWriter, iter_cache, load_alignments
+from segreconcat_aug.align.cache import iter_cache, load_alignments
 from segreconcat_aug.data.folder_lock import lock_folder
 from segreconcat_aug.data.kaldi import read_kaldi_map
 from segreconcat_aug.errors import UserError
-from segreconcat_aug.grid import GRID_LOCK
+from segreconcat_aug.grid.runner import GRID_LOCK
 from segreconcat_aug.method.orders import order_record
 
+# One pytest-xdist worker runs the module: its table fixture (every case's recipe) is built once.
+pytestmark = pytest.mark.xdist_group("user_errors")
 REPO = Path(__file__).resolve().parents[1]
 HPARAMS = REPO / "hparams" / "ecapa_segreconcat.yaml"
 TINY = [*TRAIN_TINY, "--number_of_epochs=1"]
@@ -40,6 +42,7 @@ SCRIPTS = {
     "orders": "compute_orders.py",
     "anonymize": "anonymize.py",
     "grid": "run_grid.py",
+    "attackers": "run_grid.py",
 }
 
 
@@ -118,6 +121,7 @@ CASE_IDS = [
     "train: an init_from folder whose hyperparams.yaml would run code",
     "train: init_freeze_epochs freezing every epoch",
     "train: an empty init_from",
+    "train: a pooled system with no data folder",
     "evaluate: truncated embedding_model.ckpt",
     "evaluate: an evaluation option out of range",
     "evaluate: model of another size",
@@ -128,7 +132,9 @@ CASE_IDS = [
     "evaluate: a second evaluation into an eval folder in use",
     "evaluate: an empty enrolls list",
     "evaluate: a model folder whose hyperparams.yaml would run code",
+    "evaluate: an AS-norm cohort of one utterance",
     "align: output under a file",
+    "align: a misspelt key",
     "align: shard 3/2",
     "align: no data_folder",
     "align: a second aligner on the same shard",
@@ -140,6 +146,7 @@ CASE_IDS = [
     "run_grid: output_folder is a file",
     "run_grid: a seed out of range",
     "run_grid: a second grid runner on its output folder",
+    "run_grid: DAST rows without a DAST folder",
 ]
 
 
@@ -208,9 +215,8 @@ def table(vpac_root, tmp_path_factory):
         new("busy-grid"),
     )
     partial = world / "partial.jsonl"  # every training utterance's alignment but one
-    with AlignmentWriter(partial) as writer:
-        for _, alignment in list(iter_cache(vpac_root / "alignments" / "T8-5.jsonl"))[1:]:
-            writer.write(alignment)
+    records = list(iter_cache(vpac_root / "alignments" / "T8-5.jsonl"))[1:]
+    partial.write_text("".join(alignment.to_json() + "\n" for _, alignment in records), encoding="utf-8")
     # Empty lists (probe 7): each named, with the fix.
     empty = new("empty")
     (empty / "train.csv").write_text("ID,utt_id,wav,duration,spk_id\n")
@@ -219,6 +225,7 @@ def table(vpac_root, tmp_path_factory):
     shutil.copytree(vpac_root / "T8-5", no_enrolls / "T8-5")
     (no_enrolls / "T8-5/data/libri_dev_enrolls_T8-5/enrolls").write_text("")
     empty_enrolls_run = exported_model(world / "empty-enrolls-run")
+    one_cohort = exported_model(world / "one-cohort")
     holders = [
         lock_folder(busy_train, "a training run"),
         lock_folder(busy_eval / "eval", "an evaluation"),
@@ -243,7 +250,7 @@ def table(vpac_root, tmp_path_factory):
             ["have no alignment"], [world / "partial"]),
         "train: seed out of range": (
             "train", [*train, f"--output_folder={new('seed')}/out", "--seed=-1"],
-            ["seed: -1 is not an integer >= 0 and <= 4294967295"], [world / "seed"]),
+            ["option seed: -1: input should be greater than or equal to 0"], [world / "seed"]),
         "train: a key given twice": (
             "train", [*train, f"--output_folder={new('twice')}/out", "--seed=1", "--seed=2"],
             ["--seed is given twice (1, then 2): give it once"], [world / "twice"]),
@@ -301,6 +308,9 @@ def table(vpac_root, tmp_path_factory):
         "train: an empty init_from": (
             "train", [*train, f"--output_folder={new('empty-init')}/out", "--init_from="],
             ["--init_from is empty", "leave --init_from out"], [world / "empty-init"]),
+        "train: a pooled system with no data folder": (
+            "train", [*train, f"--output_folder={new('pooled-b9')}/out", "--train_systems=[B9]"],
+            ["train_systems: system 'B9' has no training set", "system 'B9' not found"], [world / "pooled-b9"]),
         "evaluate: truncated embedding_model.ckpt": (
             "evaluate", [*evaluate, f"--output_folder={cut}"],
             [f"{model}: cannot be read (model checkpoint), the file is damaged or cut", "recipes/train.py"], [cut]),
@@ -338,12 +348,20 @@ def table(vpac_root, tmp_path_factory):
             "evaluate", [*evaluate, f"--output_folder={new('hostile-eval-run')}/out", f"--eval_model_folder={hostile_eval}"],
             [f"{hostile_eval}/hyperparams.yaml:{eval_line}: the tag !apply:pathlib.Path.write_text", "--trusted=True"],
             [hostile_eval, world / "hostile-eval-run"]),
+        "evaluate: an AS-norm cohort of one utterance": (
+            "evaluate", [*evaluate, f"--output_folder={one_cohort}", "--eval_score_norm=as-norm-voxattack",
+                         "--eval_cohort_size=1", "--eval_cohort_min_size=0"],
+            ["eval_score_norm: as-norm-voxattack needs at least 2 cohort scores per side", "gives a cohort of 1;"],
+            [one_cohort]),
         "align: output under a file": (
             "align", [f"--data_folder={enroll}", f"--output={a_file}/cache.jsonl"],
             [f"output: '{a_file}/cache.jsonl' lies under '{a_file}'"], [a_file]),
+        "align: a misspelt key": (
+            "align", [f"--data_folder={enroll}", f"--outptu={new('outptu')}/cache.jsonl"],
+            ["--outptu", "did you mean --output?"], [world / "outptu"]),
         "align: shard 3/2": (
             "align", [f"--data_folder={enroll}", f"--output={new('shard')}/cache.jsonl", "--shard=3/2"],
-            ["shard: '3/2' is not 'i/n' with 0 <= i < n"], [world / "shard"]),
+            ["option shard: '3/2': input should be 'i/n' with 0 <= i < n"], [world / "shard"]),
         "align: no data_folder": (
             "align", [f"--output={new('no-data')}/cache.jsonl"],
             ["--data_folder=<Kaldi folder or CSV manifest> is required"], [world / "no-data"]),
@@ -375,16 +393,21 @@ def table(vpac_root, tmp_path_factory):
         "run_grid: a second grid runner on its output folder": (
             "grid", [*grid, f"--output_folder={busy_grid}", "--systems=[B3]"],
             [f"{busy_grid} is in use by a grid run (pid {os.getpid()}, since "], [busy_grid]),
+        "run_grid: DAST rows without a DAST folder": (
+            "attackers", [*grid, f"--output_folder={new('dast-grid')}/out", f"--init_from={world}",
+                          "--dast_rows=[dast_ft,dast_ft_concat]"],
+            ["dast_rows: ['dast_ft', 'dast_ft_concat'] fine-tune DAST's Stage II model, but dast_folder is null",
+             "--dast_folder=<folder"], [world / "dast-grid"]),
     }  # fmt: skip
     assert list(specs) == CASE_IDS
     hparams = {
         "train": HPARAMS, "evaluate": HPARAMS, "align": REPO / "hparams/align.yaml",
         "orders": REPO / "hparams/orders.yaml", "anonymize": REPO / "hparams/anonymize.yaml",
-        "grid": REPO / "hparams/grid.yaml",
+        "grid": REPO / "hparams/grid.yaml", "attackers": REPO / "hparams/attackers.yaml",
     }  # fmt: skip
     cases = [
         {
-            "recipe": recipe,
+            "recipe": "grid" if recipe == "attackers" else recipe,  # run_grid.py on hparams/attackers.yaml
             "argv": [str(hparams[recipe]), *argv],
             "watch": [str(p) for p in watch],
             "cwd": str(world),
@@ -502,10 +525,11 @@ def test_the_traceback_flag_shows_a_user_error_with_its_traceback(tmp_path):
 
 def test_a_training_yaml_still_holding_an_eval_key_is_refused_naming_evaluate_yaml(tmp_path):
     from segreconcat_aug.errors import OptionError
+    from segreconcat_aug.options import TrainingOptions
 
     own = tmp_path / "my_training.yaml"
     own.write_text(HPARAMS.read_text() + "eval_subsets: [dev_f]\n")
     out = tmp_path / "out"
     with pytest.raises(OptionError, match=r"my_training.yaml: eval_subsets: .*hparams/evaluate.yaml"):
-        cli.load_recipe_hparams([str(own), f"--data_folder={tmp_path}", f"--output_folder={out}"])
+        cli.check_options([str(own), f"--data_folder={tmp_path}", f"--output_folder={out}"], TrainingOptions)
     assert not out.exists()

@@ -287,7 +287,7 @@ def test_make_mixed_trials_then_vpc2026_track1_on_a_copy_of_the_demo(tmp_path):
 
 def test_align_and_orders_read_a_wav_only_training_folder_from_its_original(layouts):
     """recipes/align.py and compute_orders.py read their folder through read_inputs."""
-    from segreconcat_aug.data.jobs import read_inputs
+    from segreconcat_aug.data.vpac import read_inputs
 
     _, wav_only, _ = layouts
     before = _snapshot(wav_only)

@@ -6,6 +6,7 @@ import soundfile
 import torch
 import torch.nn.functional as F
 from reference_fixtures import WAVLM_REFERENCE, load_reference, one_thread, unpack_state  # noqa: F401
+from tiny_models import tiny_wavlm
 
 from segreconcat_aug.errors import UserError
 from segreconcat_aug.models.state_dicts import CheckpointError, CheckpointMismatchError
@@ -18,7 +19,6 @@ from segreconcat_aug.models.wavlm import (
     unilm_checkpoint,
     wavlm_from_unilm,
 )
-from segreconcat_aug.testing import tiny_wavlm
 
 TOLERANCE = 1e-5
 

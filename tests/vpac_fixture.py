@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 import soundfile
 
-from segreconcat_aug.align.cache import AlignmentWriter, UtteranceAlignment, Word
+from segreconcat_aug.align.cache import UtteranceAlignment, Word
 from segreconcat_aug.data.kaldi import read_kaldi_map, write_kaldi_map
 
 FIXTURES = Path(__file__).parent / "fixtures" / "librispeech"
@@ -122,12 +122,14 @@ def write_uniform_alignments(folder: Path, cache: Path) -> Path:
     """Synthetic word alignments for every utterance of a folder (see module doc)."""
     durations = {utt: float(d) for utt, d in read_kaldi_map(folder / "utt2dur").items()}
     texts = read_kaldi_map(folder / "text", value_required=False) if (folder / "text").exists() else {}
-    with AlignmentWriter(cache) as writer:
-        for utt, duration in durations.items():
-            words = texts.get(utt, "").lower().split() or ["w"] * max(1, int(duration / 0.4))
-            step = duration / len(words)
-            aligned = [Word(word, k * step, (k + 1) * step) for k, word in enumerate(words)]
-            writer.write(UtteranceAlignment(utt, duration, aligned, "uniform"))
+    lines = []
+    for utt, duration in durations.items():
+        words = texts.get(utt, "").lower().split() or ["w"] * max(1, int(duration / 0.4))
+        step = duration / len(words)
+        aligned = [Word(word, k * step, (k + 1) * step) for k, word in enumerate(words)]
+        lines.append(UtteranceAlignment(utt, duration, aligned, "uniform").to_json() + "\n")
+    cache.parent.mkdir(parents=True, exist_ok=True)
+    cache.write_text("".join(lines), encoding="utf-8")
     return cache
 
 

@@ -1,26 +1,5 @@
 """Loading Whisper, for each backend.
 
-Three backends give word timestamps (see docs/alignment.md): ``faster-whisper``
-(CTranslate2, :func:`load_faster_whisper`), ``openai-whisper`` (the authors' tool,
-:func:`load_openai_whisper`) and ``transformers`` (:func:`load_whisper`). A local model
-folder is checked against what its backend reads (:func:`check_model_folder`), so a wrong
-folder gives one message naming it and what was expected.
-
-One :class:`WhisperBundle` holds the model, feature extractor and tokenizer on a device
-and dtype. The aligner (:mod:`segreconcat_aug.align.aligners.whisper`) decodes with it; the
-semantic strategy encodes with it or with CTranslate2 (:mod:`segreconcat_aug.align.whisper_encoder`).
-
-Word timestamps through transformers need a release where a token's timestamp is the *end*
-of the token (transformers pull request 36632, first released in 4.50.0):
-:func:`check_token_timestamp_convention` refuses an older one. They also need
-``generation_config.alignment_heads`` (the cross-attention heads
-that follow the audio; published for every OpenAI checkpoint). :func:`load_whisper`
-refuses a model without them rather than producing meaningless times.
-
-Tests and CPU demos use :func:`segreconcat_aug.testing.tiny_whisper` (no download).
-
-Example
--------
 >>> from segreconcat_aug.testing import tiny_whisper
 >>> bundle = tiny_whisper()
 >>> bundle.name, bundle.device, bundle.dtype
@@ -115,11 +94,8 @@ def installed_transformers() -> str:
 
 
 def check_token_timestamp_convention(version: str | None = None) -> None:
-    """Refuse a transformers release that times a token by its start (before 4.50.0).
-
-    Our word grouping (:func:`segreconcat_aug.align.aligners.whisper.tokens_to_words`) reads
-    ``token_timestamps[i]`` as the end of token ``i``, the convention of transformers pull
-    request 36632; with an older release every word would silently shift by one token.
+    """Refuse a transformers release that times a token by its start (before 4.50.0): with it every
+    word would silently shift by one token.
 
     >>> check_token_timestamp_convention("4.50.0")
     >>> check_token_timestamp_convention("4.49.0")  # doctest: +ELLIPSIS
@@ -152,9 +128,6 @@ MODEL_LAYOUTS = {
 
 def check_model_folder(model: str, backend: str) -> None:
     """Raise :class:`WhisperLoadError` when ``model`` is a local path its backend cannot read.
-
-    Names that are not local paths (hub names, openai-whisper sizes) pass: the backend
-    resolves them.
 
     >>> check_model_folder("medium", "faster-whisper")
     >>> check_model_folder(".", "faster-whisper")  # doctest: +ELLIPSIS
@@ -209,11 +182,6 @@ def resolve_compute_type(compute_type: str, device: str) -> str:
     return str(compute_type)
 
 
-def _device_and_index(device: str) -> tuple[str, int]:
-    kind, _, index = str(device).partition(":")
-    return kind, int(index or 0)
-
-
 def load_faster_whisper(
     model: str = DEFAULT_MODELS["faster-whisper"],
     *,
@@ -221,11 +189,7 @@ def load_faster_whisper(
     compute_type: str = "auto",
     cpu_threads: int = 0,
 ):
-    """A ``faster_whisper.WhisperModel`` (CTranslate2) on ``device``.
-
-    ``model``: a size name (``medium``: downloaded once from the hub as a converted model) or
-    a local CTranslate2 folder. ``compute_type``: see :func:`resolve_compute_type`.
-    """
+    """A ``faster_whisper.WhisperModel`` (CTranslate2) on ``device``."""
     from faster_whisper import WhisperModel
 
     from ..data.jobs import default_device
@@ -242,7 +206,8 @@ def load_faster_whisper(
 
         hub_model_cached(_MODELS.get(model, model))
     device = device or default_device()
-    kind, index = _device_and_index(device)
+    kind, _, index = str(device).partition(":")
+    index = int(index or 0)
     compute = resolve_compute_type(compute_type, device)
     try:
         loaded = WhisperModel(
@@ -338,12 +303,7 @@ def _hub_offline() -> bool:
 
 
 def hub_model_cached(name: str) -> bool:
-    """Whether the hub model ``name`` is in the local Hugging Face cache (then it loads with no network).
-
-    When it is not, ONE quick look-up asks the hub whether it has the model (a download follows);
-    a name the hub does not know, or a hub that cannot be reached (offline, or ``HF_HUB_OFFLINE``
-    set), is a :class:`WhisperLoadError` naming the fix, instead of a download's retries and traceback.
-    """
+    """Whether the hub model ``name`` is in the local Hugging Face cache (then it loads with no network)."""
     from huggingface_hub import HfApi, snapshot_download
 
     try:
@@ -379,25 +339,7 @@ def load_whisper(
     alignment_heads=None,
     local_files_only: bool = False,
 ) -> WhisperBundle:
-    """Load a checkpoint (hub name or local folder) for English transcription.
-
-    Parameters
-    ----------
-    name : str
-        ``openai/whisper-medium`` as in the paper, or a local copy.
-    device : str or None
-        ``None``: :func:`segreconcat_aug.data.jobs.default_device` (one GPU per torchrun rank).
-    dtype : str or torch.dtype
-        ``auto`` (float16 on GPU, float32 on CPU), ``float32``, ``float16``, ``bfloat16``.
-    word_timestamps : bool
-        Load eager attention (cross-attention weights are needed for word times) and check
-        the alignment heads; ``False`` for encoder features only (SDPA attention).
-    alignment_heads : list of [layer, head] or None
-        Overrides the checkpoint's (for a fine-tuned model that lost them).
-    local_files_only : bool
-        Never ask the hub. A hub name already in the local cache loads this way anyway, and one
-        that is not is looked up once first (:func:`hub_model_cached`).
-    """
+    """Load a checkpoint (hub name or local folder) for English transcription."""
     from transformers import WhisperFeatureExtractor, WhisperForConditionalGeneration, WhisperTokenizer
 
     from ..data.jobs import default_device

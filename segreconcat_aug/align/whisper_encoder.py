@@ -3,8 +3,6 @@
 paper's SR), run by transformers (:class:`~segreconcat_aug.align.whisper.WhisperBundle`) or CTranslate2
 (:class:`CTranslate2Encoder`, the aligner's faster-whisper model); :func:`load_encoder` loads either.
 
-Example
--------
 >>> from segreconcat_aug.testing import tiny_whisper
 >>> import numpy as np
 >>> bundle = tiny_whisper()
@@ -31,15 +29,7 @@ SAMPLES_PER_FRAME = int(SAMPLE_RATE * FRAME_SECONDS)
 
 @dataclass
 class CTranslate2Encoder:
-    """Whisper's encoder run by CTranslate2: the model and backend that segment (faster-whisper).
-
-    The same log-mel as :class:`WhisperBundle` (transformers' ``WhisperFeatureExtractor``: each
-    window zero-padded to 30 s before the log-mel, as the authors' SR script prepares a segment),
-    then ``ctranslate2.models.Whisper.encode`` (what faster-whisper's ``WhisperModel.encode``
-    calls). So the pooled features differ from the transformers encoder's on the same weights
-    only by CTranslate2's arithmetic (``compute_type``; measured in docs/rearrangement.md).
-    Load one with :func:`load_ctranslate2_encoder`.
-    """
+    """Whisper's encoder run by CTranslate2: the model and backend that segment (faster-whisper)."""
 
     model: object  # a faster_whisper.WhisperModel
     feature_extractor: object
@@ -71,14 +61,11 @@ class CTranslate2Encoder:
 def resolve_encoder_compute_type(compute_type: str, device: str) -> str:
     """SR's CTranslate2 compute type: ``auto`` = float16 on CUDA (the authors' SR precision), float32 on the CPU.
 
-    Not the aligner's int8 on the CPU: int8 weights moved tiny.en's pooled segment features by up to
-    5 % of their range and changed 8 of 10 SR orders of the demo (docs/rearrangement.md); word times
-    do not need that precision, the greedy chain does.
-
     >>> resolve_encoder_compute_type("auto", "cpu"), resolve_encoder_compute_type("auto", "cuda:0")
     ('float32', 'float16')
     """
     if compute_type in (None, "auto"):
+        # Not int8 on the CPU: it changed 8 of 10 SR orders of the demo (docs/rearrangement.md).
         return "float16" if str(device).startswith("cuda") else "float32"
     return str(compute_type)
 
@@ -93,8 +80,6 @@ def load_ctranslate2_encoder(
     """SR's encoder from a faster-whisper model (size name or CTranslate2 folder), as
     :func:`load_faster_whisper` loads it for the aligner: the same model, the same backend
     (``compute_type``: :func:`resolve_encoder_compute_type`).
-
-    The number of log-mel bins is the model's (80; 128 for large-v3).
     """
     from transformers import WhisperFeatureExtractor
 
@@ -119,11 +104,7 @@ def load_encoder(
     compute_type: str = "auto",
     dtype="auto",
 ):
-    """SR's encoder: :func:`load_ctranslate2_encoder` or :func:`load_whisper` (features only).
-
-    ``model`` None: Whisper-medium under the backend's name (:data:`DEFAULT_MODELS`).
-    ``compute_type`` is faster-whisper's, ``dtype`` transformers'.
-    """
+    """SR's encoder: :func:`load_ctranslate2_encoder` or :func:`load_whisper` (features only)."""
     if backend not in ENCODER_BACKENDS:
         raise WhisperLoadError(f"whisper_backend {backend!r}: expected one of {', '.join(ENCODER_BACKENDS)}")
     model = model or DEFAULT_MODELS[backend]
@@ -156,17 +137,7 @@ def _windows(audios):
 
 @torch.inference_mode()
 def encoder_pooled(bundle, audios, *, batch_size: int = 8, padded: bool = False) -> np.ndarray:
-    """``concat(mean, max)`` of the last encoder layer over each audio, ``(len(audios), 2 * d_model)``.
-
-    Each audio (for SR: one word segment) is encoded ON ITS OWN, zero-padded to Whisper's 30 s
-    window as Whisper always is; ``batch_size`` windows go through the encoder together, and
-    batching does not mix them (each window has its own log-mel normalization and attention).
-    The pooling covers the audio's own frames (:func:`n_frames`), or with ``padded`` every
-    frame of its windows, the padding included (what the authors' SR script pools: 1500
-    frames). An audio over 30 s is several windows whose frames are pooled together.
-
-    Pooling runs on the device in float32, so only ``2 * d_model`` numbers per window return.
-    """
+    """``concat(mean, max)`` of the last encoder layer over each audio, ``(len(audios), 2 * d_model)``."""
     windows, owners = _windows(audios)
     sums = maxima = None
     counts = np.zeros(len(audios), dtype=np.int64)
@@ -195,12 +166,7 @@ def encoder_pooled(bundle, audios, *, batch_size: int = 8, padded: bool = False)
 
 @torch.inference_mode()
 def encoder_features(bundle, audios, *, batch_size: int = 8) -> list[np.ndarray]:
-    """Last encoder layer, ``(frames, d_model)`` float32 per utterance, 50 frames/s.
-
-    Whisper always encodes 30 s windows; longer audio is cut into consecutive windows and the
-    frames concatenated, then every result is trimmed to :func:`n_frames` of its audio (the
-    padding frames carry no speech). Frame ``k`` covers ``[0.02 k, 0.02 (k + 1))`` seconds.
-    """
+    """Last encoder layer, ``(frames, d_model)`` float32 per utterance, 50 frames/s."""
     windows, owners = _windows(audios)
     pieces: list[list[np.ndarray]] = [[] for _ in audios]
     for lo in range(0, len(windows), batch_size):

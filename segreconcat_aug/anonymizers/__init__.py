@@ -1,15 +1,7 @@
 """Anonymizers: what turns original speech into the speech an attacker is trained and tested on.
 
-An anonymizer is any object with
-
-- ``sample_rate`` (int): the rate it reads and writes;
-- ``__call__(audio, utt_id) -> np.ndarray``: one utterance anonymized (float32, any length;
-  keep the input's length if word times of the original should stay valid);
-- ``parameters(utt_id) -> dict[str, float]``: what it drew for that utterance, recorded per
-  utterance in ``utt2<name>`` (``{}`` if nothing).
-
-:func:`segreconcat_aug.anonymizers.folder.anonymize_folder` runs one over a folder;
-``recipes/anonymize.py`` builds the one its YAML names. The bundled one is McAdams.
+An anonymizer has ``sample_rate``, ``__call__(audio, utt_id) -> np.ndarray`` (float32; keep the length
+for the original's word times to stay valid) and ``parameters(utt_id) -> dict[str, float]``.
 
 >>> sorted(ANONYMIZERS)
 ['mcadams']

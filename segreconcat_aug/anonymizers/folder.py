@@ -163,9 +163,6 @@ def anonymize_folder(
     """Write an anonymized copy of a folder in the challenge layout (the files and the options, which
     are ``hparams/anonymize.yaml``'s keys: docs/demo.md). Audio already written by an interrupted run
     is kept (files appear atomically); the lists are rewritten at the end of every run.
-
-    ``utterances``: a subset (in this order); ``root``, ``allow_pipes``: how the source's ``wav.scp``
-    is resolved; ``extra_lists``: list name -> content written verbatim, replacing a copied list.
     """
     from tqdm import tqdm
 

@@ -1,11 +1,9 @@
-"""Audio reading through soundfile (``torchaudio.load`` needs torchcodec; we avoid it).
-
-Every error names the source, so a bad entry among 104k is found at once.
-"""
+"""Audio reading through soundfile (``torchaudio.load`` needs torchcodec; we avoid it)."""
 
 from __future__ import annotations
 
 import io
+import os
 import subprocess
 
 import numpy as np
@@ -21,6 +19,19 @@ class AudioReadError(UserError, RuntimeError):
     """Audio could not be read or does not have the expected form."""
 
 
+def file_signature(path) -> tuple[str, int, int] | None:
+    """``(absolute path, size, mtime in ns)`` of a file, or None when it is not a file.
+
+    >>> file_signature("/no/such/file") is None
+    True
+    """
+    try:
+        stat = os.stat(path)
+    except OSError:
+        return None
+    return os.path.abspath(path), int(stat.st_size), int(stat.st_mtime_ns)
+
+
 def _mono(audio: np.ndarray) -> np.ndarray:
     """``(frames, channels)`` -> ``(frames,)``: channels averaged (one place, so every reader agrees)."""
     return audio.mean(axis=1) if audio.shape[1] > 1 else audio[:, 0]
@@ -28,9 +39,6 @@ def _mono(audio: np.ndarray) -> np.ndarray:
 
 def read_audio(source, *, sample_rate: int | None = SAMPLE_RATE, resample: bool = False):
     """Read a mono float32 waveform (channels averaged) from a path or a ``wav.scp`` pipe command.
-
-    ``sample_rate``: the rate the caller expects (None: any); ``resample``: resample (polyphase,
-    scipy) instead of refusing another rate.
 
     >>> import tempfile, os, numpy as np
     >>> path = os.path.join(tempfile.mkdtemp(), "x.wav")
@@ -49,6 +57,30 @@ def read_audio(source, *, sample_rate: int | None = SAMPLE_RATE, resample: bool 
     return np.ascontiguousarray(audio, dtype=np.float32)
 
 
+class ItemError(RuntimeError):
+    """One utterance cannot be processed; ``kind`` names the failure class for a job's counts."""
+
+    def __init__(self, message: str, kind: str):
+        super().__init__(message)
+        self.kind = kind
+
+
+def read_item_audio(item, *, resample: bool = False, sample_rate: int = SAMPLE_RATE) -> np.ndarray:
+    """The audio of ``item`` (an ``id`` and a ``source``) as mono float32, or :class:`ItemError` with a
+    ``kind``: ``unreadable``, ``sample_rate``, ``empty_audio``, ``nonfinite_audio``."""
+    try:
+        audio = read_audio(item.source, sample_rate=sample_rate, resample=resample)
+    except AudioReadError as err:
+        kind = "sample_rate" if "sample rate" in str(err) else "unreadable"
+        raise ItemError(f"{item.id}: {err}", kind) from err
+    if len(audio) == 0:
+        raise ItemError(f"{item.id}: {item.source}: empty audio (0 samples)", "empty_audio")
+    bad = np.count_nonzero(~np.isfinite(audio))
+    if bad:
+        raise ItemError(f"{item.id}: {item.source}: {bad} NaN or infinite samples", "nonfinite_audio")
+    return audio
+
+
 def read_audio_and_rate(source) -> tuple[np.ndarray, int]:
     """A mono float32 waveform (channels averaged) at its own sample rate, and that rate."""
     try:
@@ -60,6 +92,29 @@ def read_audio_and_rate(source) -> tuple[np.ndarray, int]:
     except (RuntimeError, OSError, subprocess.CalledProcessError, soundfile.LibsndfileError) as err:
         raise AudioReadError(f"{source}: cannot read audio ({err})") from err
     return np.ascontiguousarray(_mono(audio), dtype=np.float32), int(rate)
+
+
+def resample_wave(audio: np.ndarray, rate: int, target: int = SAMPLE_RATE) -> np.ndarray:
+    """``audio`` from ``rate`` to ``target`` Hz as the VPC 2026 toolkit resamples (``torchaudio``'s defaults).
+
+    >>> wave = np.sin(np.arange(22050) / 10.0).astype(np.float32)
+    >>> resample_wave(wave, 22050).shape, resample_wave(wave, 16000) is wave
+    ((16000,), True)
+    """
+    if rate == target:
+        return audio
+    import torch
+    import torchaudio
+
+    tensor = torch.from_numpy(np.ascontiguousarray(audio, dtype=np.float32))
+    return torchaudio.functional.resample(tensor, int(rate), int(target)).numpy()
+
+
+def read_training_audio(source, sample_rate: int = SAMPLE_RATE) -> np.ndarray:
+    """A training file's mono float32 waveform at ``sample_rate``: another rate (VPC 2026's 22.05 kHz
+    systems) is resampled as the evaluation resamples it (:func:`resample_wave`)."""
+    audio, rate = read_audio_and_rate(source)
+    return resample_wave(audio, rate, sample_rate)
 
 
 # Subtypes whose samples libsndfile addresses exactly: integer PCM of any width (WAV,
@@ -87,13 +142,6 @@ class DecodedCache:
         self._entries: OrderedDict = OrderedDict()
         self._bytes = 0
 
-    @staticmethod
-    def key(source) -> tuple:
-        import os
-
-        stat = os.stat(source)
-        return (str(source), stat.st_size, stat.st_mtime_ns)
-
     def get(self, key):
         audio = self._entries.get(key)
         if audio is not None:
@@ -113,12 +161,6 @@ class DecodedCache:
 class AudioFile:
     """A file opened for reading spans: its length from the header, then only the samples asked for.
 
-    Reading just the crop (one seek) instead of decoding the whole file keeps per-sample I/O low on
-    data that does not fit the page cache. Output is the same as slicing :func:`read_audio`'s
-    result: for lossy codecs, where libsndfile's seeking is approximate, the first read decodes the
-    whole file and spans are sliced from it. ``source``: a file (pipes cannot seek); ``cache``: a
-    :class:`DecodedCache` for lossy files.
-
     >>> import tempfile, os
     >>> path = os.path.join(tempfile.mkdtemp(), "x.wav")
     >>> write_audio(path, np.arange(1600, dtype=np.float32) / 2000)
@@ -127,15 +169,21 @@ class AudioFile:
     (1600, True, True)
     """
 
-    def __init__(self, source, sample_rate: int | None = SAMPLE_RATE, cache: DecodedCache | None = None):
+    def __init__(
+        self,
+        source,
+        sample_rate: int | None = SAMPLE_RATE,
+        cache: DecodedCache | None = None,
+        resample: bool = False,
+    ):
         self.source = str(source)
         self.cache = cache
         try:
             self._file = soundfile.SoundFile(self.source)
         except (RuntimeError, OSError, soundfile.LibsndfileError) as err:
             raise AudioReadError(f"{source}: cannot read audio ({err})") from err
-        if sample_rate is not None and self._file.samplerate != sample_rate:
-            rate = self._file.samplerate
+        rate = self._file.samplerate
+        if sample_rate is not None and rate != sample_rate and not resample:
             self._file.close()
             raise AudioReadError(
                 f"{source}: sample rate {rate} Hz, expected {sample_rate} Hz (convert the data)"
@@ -143,6 +191,9 @@ class AudioFile:
         self.frames = int(self._file.frames)
         self.exact_seek = self._file.subtype.startswith(_EXACT_SEEK_SUBTYPES)
         self._whole = None
+        if sample_rate is not None and rate != sample_rate:  # spans are sliced from the resampled file
+            self._whole = resample_wave(self._read_from(0, self.frames), rate, sample_rate)
+            self.frames, self.exact_seek = len(self._whole), False
 
     def read(self, start: int, stop: int) -> np.ndarray:
         """Samples ``[start, stop)``, mono float32; a file shorter than its header is an error."""
@@ -184,7 +235,7 @@ class AudioFile:
     def _decode_whole(self) -> np.ndarray:
         if self.cache is None:
             return self._read_from(0, self.frames)
-        key = DecodedCache.key(self.source)
+        key = file_signature(self.source)
         audio = self.cache.get(key)
         if audio is None:
             audio = self._read_from(0, self.frames)

@@ -1,9 +1,6 @@
 """The audio check run before any work: every file a run will read, decoded once, in parallel
-(what is checked, and what callers do with problems: docs/data.md#the-audio-check).
-
-Measurements, not verdicts, are cached per file signature (:func:`file_signature`), so a rerun only
-stats the files and a new ``min_duration`` needs no new decoding; a file that could not be opened is
-never cached.
+(what is checked, and what callers do with problems: docs/data.md#the-audio-check). Measurements,
+not verdicts, are cached per file signature, so a rerun only stats the files.
 
 >>> import tempfile, os, numpy as np
 >>> from segreconcat_aug.data.audio import write_audio
@@ -24,6 +21,7 @@ import json
 import logging
 import math
 import os
+from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,31 +29,16 @@ from pathlib import Path
 import numpy as np
 import soundfile
 
-from .audio import SAMPLE_RATE
+from .audio import SAMPLE_RATE, file_signature
 from .kaldi import PipeCommand
 
 logger = logging.getLogger(__name__)
 
-CHECK_MODES = ("header", "full")
-BAD_AUDIO_POLICIES = ("error", "skip")
 #: Problems that make a file unusable (the others, ``silent`` and ``too_short``, leave it usable).
 FATAL_KINDS = ("missing", "unreadable", "sample_rate", "truncated", "nonfinite", "empty")
 CACHE_VERSION = 1
 _BLOCK = 1 << 18  # frames decoded at a time: bounded memory for any file length
 _SHOWN = 5  # problems named in a message, which is one line (all of them go to the list file)
-
-
-def file_signature(path) -> tuple[str, int, int] | None:
-    """``(absolute path, size, mtime in ns)`` of a file, or None when it is not a file.
-
-    >>> file_signature("/no/such/file") is None
-    True
-    """
-    try:
-        stat = os.stat(path)
-    except OSError:
-        return None
-    return os.path.abspath(path), int(stat.st_size), int(stat.st_mtime_ns)
 
 
 @dataclass
@@ -123,13 +106,7 @@ class _ChunkMeans:
 
 
 def measure_file(path: str, *, full: bool = True, chunk: int | None = None) -> dict:
-    """What the check needs to know of one file (the cache record, without the signature).
-
-    Header ``rate``, ``frames``, ``channels``; with ``full``, also ``decoded``, ``read_error``,
-    ``nonfinite``, ``peak`` and ``mean_square`` (finite samples, channels averaged), and with ``chunk``
-    (samples) the mean ``|x|`` of each consecutive chunk (VPC's silent-chunk filter, measured in the
-    same decoding pass). Raises OSError or soundfile's errors when the file cannot be opened.
-    """
+    """What the check needs to know of one file (the cache record, without the signature)."""
     with soundfile.SoundFile(path) as handle:
         record = {"rate": handle.samplerate, "frames": int(handle.frames), "channels": handle.channels}
         if not full:
@@ -269,19 +246,11 @@ def check_audio_files(
     desc: str = "checking audio",
     progress: bool = True,
 ) -> AudioCheckReport:
-    """Check every file of ``wav`` (utterance -> path).
-
-    ``wav.scp`` shell pipes are not checked (``report.unchecked``). ``min_duration``: seconds;
-    ``silence_db``: RMS level (dBFS) below which a file is ``silent`` (full mode; None: not checked);
-    ``workers``: threads; ``cache``: the JSON Lines cache; ``chunk``: with ``mode="full"``, also
-    ``report.chunk_means`` (see :func:`measure_file`).
-    """
-    if mode not in CHECK_MODES:
-        raise ValueError(f"check_audio: unknown mode {mode!r}; choose from {CHECK_MODES}")
+    """Check every file of ``wav`` (utterance -> path); ``mode``: ``full`` decodes each, ``header`` opens it."""
     full = mode == "full"
     store = AudioCheckCache(cache) if cache is not None else None
     report = AudioCheckReport(total=len(wav))
-    todo = []
+    todo, errors = [], {}
     measured: dict[str, dict] = {}
     for utt, source in wav.items():
         if isinstance(source, PipeCommand):
@@ -310,7 +279,6 @@ def check_audio_files(
         # Threads: libsndfile decodes with the GIL released, and header reads wait on the disk.
         with ThreadPoolExecutor(max_workers=max(1, int(workers))) as pool:
             results = pool.map(run, todo, chunksize=16)
-            errors = {}
             for utt, signature, record, error in tqdm(
                 results, total=len(todo), desc=desc, mininterval=2, disable=not progress
             ):
@@ -322,8 +290,6 @@ def check_audio_files(
                     store.add(signature, record)
         if store is not None:
             store.flush()
-    else:
-        errors = {}
 
     for utt, source in wav.items():
         if isinstance(source, PipeCommand):  # listed in report.unchecked
@@ -370,9 +336,7 @@ def problem_message(problems, total: int, what: str, listed_in=None) -> str:
     1 of 5 training audio files failed the audio check: u1 a/u1.flac: truncated (10 of 20 samples decode)
     """
     problems = list(problems)
-    kinds: dict[str, int] = {}
-    for problem in problems:
-        kinds[problem.kind] = kinds.get(problem.kind, 0) + 1
+    kinds = Counter(problem.kind for problem in problems)
     where = f" (all listed in {listed_in})" if listed_in is not None else ""
     by_kind = ", ".join(f"{kind}: {count}" for kind, count in kinds.items())
     shown = "; ".join(str(problem) for problem in problems[:_SHOWN])

@@ -12,7 +12,6 @@ from .result_files import json_text, write_text
 
 EPOCHS_LOG = "epochs.jsonl"  # one JSON line per finished epoch, exact values (train_log.txt rounds)
 CONVERGENCE_FILE = "convergence.json"
-CONVERGENCE_DEFAULTS = {"window": 3, "min_drop": 0.01, "max_gap": 0.5, "max_fallback": 0.01}
 #: The flags, in the order reports list them: name -> what it says in a word.
 FLAGS = {
     "best_epoch_last": "best epoch is the last",
@@ -46,11 +45,7 @@ def read_epochs(folder) -> list[dict]:
 
 def loss_trend(values) -> float | None:
     """A loss's change per epoch, ``exp(b) - 1`` with ``b`` the least-squares slope of its log (a geometric
-    rate, above -1); losses of 0 or less: the plain slope over the mean; None: fewer than 2 values.
-
-    >>> loss_trend([4.0, 2.0, 1.0]), loss_trend([2.0, 2.0]), loss_trend([2.0])
-    (-0.5, 0.0, None)
-    """
+    rate, above -1)."""
     values = [float(v) for v in values]
     if len(values) < 2:
         return None
@@ -70,35 +65,20 @@ def _finite(value) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
-def convergence(epochs: list[dict], *, limit: int | None = None, **settings) -> dict:
-    """The convergence numbers and flags of a run's epochs (:func:`read_epochs`); ``limit``: its
-    ``number_of_epochs``; ``settings``: the thresholds (:data:`CONVERGENCE_DEFAULTS`).
-
-    >>> record = lambda e, dev, stop=False: {"epoch": e, "train": {"loss": 2.0}, "valid": {"loss": dev},
-    ...                                      "should_stop": stop}
-    >>> stopped = convergence([record(1, 3.0), record(2, 2.5), record(3, 2.6), record(4, 2.7, True)])
-    >>> stopped["best_epoch"], stopped["stopped_early"], [f["name"] for f in stopped["flags"]]
-    (2, True, [])
-    >>> falling = convergence([record(1, 3.0), record(2, 2.5), record(3, 2.0)], limit=3)
-    >>> [f["text"] for f in falling["flags"]]  # doctest: +NORMALIZE_WHITESPACE
-    ['best epoch is the last: the lowest dev loss is at epoch 3 of 3 (the epoch limit) and early stopping
-      never triggered, so more epochs would likely have lowered it',
-     'dev loss still falling: -18.4 % per epoch over the last 3 epochs (a flag below -1 %)']
-    """
-    unknown = sorted(set(settings) - set(CONVERGENCE_DEFAULTS))
-    if unknown:
-        raise TypeError(f"unknown convergence settings {unknown}; known: {list(CONVERGENCE_DEFAULTS)}")
-    settings = {**CONVERGENCE_DEFAULTS, **settings}
-    scored = [e for e in epochs if _finite((e.get("valid") or {}).get("loss"))]
+def convergence(
+    epochs: list[dict], *, limit=None, window=3, min_drop=0.01, max_gap=0.5, max_fallback=0.01
+) -> dict:
+    """The convergence numbers and flags of a run's epochs (:func:`read_epochs`)."""
+    settings = {"window": window, "min_drop": min_drop, "max_gap": max_gap, "max_fallback": max_fallback}
     found = {"epochs": len(epochs), "limit": limit, "settings": settings, "flags": []}
+    scored = [e for e in epochs if _finite((e.get("valid") or {}).get("loss"))]
     if not scored:
         return {**found, "problem": "no epoch with a dev loss"}
-    best = min(
-        scored, key=lambda e: e["valid"]["loss"]
-    )  # the first of equal losses, as the checkpointer keeps
+    # The first of equal losses, as the checkpointer keeps.
+    best = min(scored, key=lambda e: e["valid"]["loss"])
     last, best_epoch, dev_loss = epochs[-1]["epoch"], best["epoch"], best["valid"]["loss"]
-    window = scored[-int(settings["window"]) :]
-    slope = loss_trend([e["valid"]["loss"] for e in window])
+    recent = scored[-int(window) :]
+    slope = loss_trend([e["valid"]["loss"] for e in recent])
     train_loss = (best.get("train") or {}).get("loss")
     gap = dev_loss - train_loss if _finite(train_loss) else None
     relative_gap = gap / abs(train_loss) if gap is not None and train_loss else None
@@ -125,7 +105,7 @@ def convergence(epochs: list[dict], *, limit: int | None = None, **settings) -> 
             "best_dev_loss": dev_loss,
             "stopped_early": bool(epochs[-1].get("should_stop")),
             "dev_loss_slope": slope,
-            "slope_window": len(window) if slope is not None else None,
+            "slope_window": len(recent) if slope is not None else None,
             "train_loss_at_best": train_loss,
             "dev_loss_at_best": dev_loss,
             "train_dev_gap": gap,
@@ -140,22 +120,22 @@ def convergence(epochs: list[dict], *, limit: int | None = None, **settings) -> 
             f"the lowest dev loss is at epoch {best_epoch} of {last}{at_limit} and early stopping never "
             "triggered, so more epochs would likely have lowered it"
         )
-    if slope is not None and slope < -settings["min_drop"]:
+    if slope is not None and slope < -min_drop:
         texts["dev_loss_falling"] = (
-            f"{100 * slope:+.1f} % per epoch over the last {len(window)} epochs "
-            f"(a flag below {-100 * settings['min_drop']:g} %)"
+            f"{100 * slope:+.1f} % per epoch over the last {len(recent)} epochs "
+            f"(a flag below {-100 * min_drop:g} %)"
         )
-    if relative_gap is not None and relative_gap > settings["max_gap"]:
+    if relative_gap is not None and relative_gap > max_gap:
         texts["train_dev_gap"] = (
             f"at the best epoch the dev loss ({dev_loss:.3f}) is {100 * relative_gap:.0f} % above the "
-            f"training loss ({train_loss:.3f}) (a flag above {100 * settings['max_gap']:g} %)"
+            f"training loss ({train_loss:.3f}) (a flag above {100 * max_gap:g} %)"
         )
-    if coverage and coverage["rows"] and coverage["share_fell_back"] > settings["max_fallback"]:
+    if coverage and coverage["rows"] and coverage["share_fell_back"] > max_fallback:
         reasons = ", ".join(f"{FALLBACK_REASONS[k]} {n}" for k, n in coverage["reasons"].items())
         texts["augmentation_fallback"] = (
             f"{coverage['fell_back']} of {coverage['rows']} training rows "
             f"({100 * coverage['share_fell_back']:.1f} %) of epoch {coverage['epoch']} were not augmented as "
-            f"asked ({reasons}; a flag above {100 * settings['max_fallback']:g} %)"
+            f"asked ({reasons}; a flag above {100 * max_fallback:g} %)"
         )
     found["flags"] = [{"name": name, "text": f"{FLAGS[name]}: {text}"} for name, text in texts.items()]
     return found
@@ -173,28 +153,21 @@ def write_convergence(found: dict, *folders) -> list[Path]:
     """Write ``found`` as :data:`CONVERGENCE_FILE` into each of ``folders`` that exists, whole or not at
     all, as strict JSON (a NaN loss is ``null``)."""
     text = json_text(found, indent=2) + "\n"
-    return [
-        write_text(Path(f) / CONVERGENCE_FILE, text) for f in folders if f is not None and Path(f).is_dir()
-    ]
+    return [write_text(Path(f) / CONVERGENCE_FILE, text) for f in folders if f and Path(f).is_dir()]
 
 
 def model_convergence(model_folder, run_folder=None, export_folder=None) -> dict | None:
-    """The convergence of the run that made the model in ``model_folder`` (None: unknown): the file beside
-    it, else, for the run's own export, the run's file or its ``epochs.jsonl`` (a run older than the file)."""
+    """The convergence of the run that made the model in ``model_folder``; None: unknown. The file beside
+    the model first; the run's own file or ``epochs.jsonl`` only when the model is that run's export."""
     model_folder = Path(model_folder)
     own_export = (
         None not in (run_folder, export_folder) and Path(export_folder).resolve() == model_folder.resolve()
     )
-    candidates = [
-        model_folder / CONVERGENCE_FILE,
-        *([Path(run_folder) / CONVERGENCE_FILE] if own_export else []),
-    ]
-    for path in candidates:
-        if path.is_file():
-            try:
-                return json.loads(path.read_text(encoding="utf-8"))
-            except json.JSONDecodeError:
-                continue
+    for folder in [model_folder, run_folder] if own_export else [model_folder]:
+        try:
+            return json.loads((Path(folder) / CONVERGENCE_FILE).read_text(encoding="utf-8"))
+        except (OSError, json.JSONDecodeError):
+            continue
     return run_convergence(run_folder) if own_export else None
 
 

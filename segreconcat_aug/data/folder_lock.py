@@ -14,31 +14,33 @@ from ..errors import UserError
 
 #: The lock file of an output folder (``train.py``, ``evaluate.py``).
 LOCK_FILE = ".segreconcat.lock"
+#: The lock files this process holds until it exits (a recipe's folder is its own for the whole run).
+_HELD: dict = {}
 
 
 class FolderInUseError(UserError, RuntimeError):
-    """Another process holds the lock of the folder this run would write."""
+    """Another process holds the lock of the folder this run would write; ``holder`` names it."""
+
+    holder = "another process"
 
 
 def lock_folder(folder, what: str = "a run", name: str = LOCK_FILE):
-    """Lock ``folder`` (made if missing) while the returned file is open; ``what`` names this holder to a
-    second run (``"a training run"``), ``name`` is the lock file's (a folder can hold the locks of several
-    roles, e.g. the grid's and the training's in a cell folder)."""
-    folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
-    handle = open(folder / name, "a+", encoding="utf-8")
+    """Lock ``folder`` (made if missing) while the returned file is open."""
+    Path(folder).mkdir(parents=True, exist_ok=True)
+    handle = open(Path(folder) / name, "a+", encoding="utf-8")
     try:
         fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
         handle.seek(0)
         holder = handle.read().strip() or "another process"
         handle.close()
-        raise FolderInUseError(
+        error = FolderInUseError(
             f"{folder} is in use by {holder}: wait for it to finish, or stop it (a killed run leaves no lock "
             "behind), or give this one another folder; two writers in one folder would mix their files"
-        ) from None
-    handle.seek(0)
-    handle.truncate()
+        )
+        error.holder = holder
+        raise error from None
+    handle.truncate(0)
     handle.write(
         f"{what} (pid {os.getpid()}, since {time.strftime('%Y-%m-%d %H:%M:%S')}: {' '.join(sys.argv)})\n"
     )
@@ -46,13 +48,8 @@ def lock_folder(folder, what: str = "a run", name: str = LOCK_FILE):
     return handle
 
 
-#: The lock files this process holds until it exits (a recipe's folder is its own for the whole run).
-_HELD: dict = {}
-
-
 def hold_folder(folder, what: str = "a run", name: str = LOCK_FILE) -> None:
-    """:func:`lock_folder` for the rest of this process (or until :func:`release_held`); a lock this
-    process holds already is kept."""
+    """:func:`lock_folder` for the rest of this process (or until :func:`release_held`)."""
     path = (Path(folder) / name).absolute()
     if path not in _HELD:
         _HELD[path] = lock_folder(folder, what, name)

@@ -23,7 +23,9 @@ class KaldiFormatError(UserError, ValueError):
 
 
 def _lines(path: Path):
-    """Yield ``(line_number, stripped_line)`` for non-empty lines."""
+    """Yield ``(line_number, stripped_line)`` for non-empty lines (a missing file named in one line)."""
+    if not path.is_file():
+        raise MissingInputError(f"{path}: no such file")
     with open(path, encoding="utf-8") as handle:
         for number, line in enumerate(handle, start=1):
             line = line.strip()
@@ -35,8 +37,6 @@ def read_kaldi_map(path, *, value_required: bool = True) -> dict[str, str]:
     """Read ``<key> <value ...>`` lines into a dict (value = rest of the line); a line without a value
     or a key seen twice is a :class:`KaldiFormatError` naming file and line."""
     path = Path(path)
-    if not path.is_file():
-        raise MissingInputError(f"{path}: no such file")
     result: dict[str, str] = {}
     first_seen: dict[str, int] = {}
     for number, line in _lines(path):
@@ -53,9 +53,7 @@ def read_kaldi_map(path, *, value_required: bool = True) -> dict[str, str]:
 
 def read_id_list(path) -> list[str]:
     """Read one id per line (an ``enrolls`` file), rejecting duplicates."""
-    path = Path(path)
-    ids = list(read_kaldi_map(path, value_required=False))
-    return ids
+    return list(read_kaldi_map(path, value_required=False))
 
 
 class PipeCommand(str):
@@ -65,14 +63,7 @@ class PipeCommand(str):
 def read_wav_scp(
     path, *, root=None, allow_pipes: bool = False, pipes_key: str | None = "allow_pipes"
 ) -> dict[str, str]:
-    """Read ``wav.scp`` and resolve relative paths.
-
-    A relative path is tried against ``root`` (the challenge data root), then the folder holding
-    ``wav.scp``, then the current directory; the first that exists wins, else the first candidate is
-    kept, so a later existence check names the path the user would expect. Shell pipes are refused
-    unless ``allow_pipes`` is set (then the value is a :class:`PipeCommand`); the refusal names
-    ``pipes_key``, the option that sets it (None: the command run has none).
-    """
+    """Read ``wav.scp`` and resolve relative paths."""
     path = Path(path)
     folder = path.parent
     entries = read_kaldi_map(path)
@@ -122,8 +113,6 @@ def read_trials(path) -> list[Trial]:
     """Read ``<enroll-spk> <test-utt> target|nontarget`` lines (:class:`KaldiFormatError` naming file
     and line on another shape or label)."""
     path = Path(path)
-    if not path.is_file():
-        raise MissingInputError(f"{path}: no such file")
     trials = []
     for number, line in _lines(path):
         fields = line.split()
@@ -147,7 +136,6 @@ class KaldiFolder:
     spk2gender: dict[str, str] | None = None
     enrolls: list[str] | None = None
     trials: list[Trial] | None = None
-    extra: dict = field(default_factory=dict)
     # What the folder lacked and was read from its original, as the VPC 2026 toolkit completes it
     # (file name -> where from; ``wav.scp``: the audio files found), empty when complete.
     completed: dict[str, str] = field(default_factory=dict)
@@ -194,13 +182,6 @@ def load_kaldi_folder(
     unmatched: str = "error",
 ) -> KaldiFolder:
     """Load a Kaldi-style folder, checking that ``utt2spk`` covers ``wav.scp``.
-
-    ``original``: the set's original folder (VPC 2026 layout), from which a folder with audio only is
-    completed in memory as the 2026 toolkit completes it (docs/evaluation-reference.md, folders as the
-    2026 toolkit leaves them); ``folder.completed`` says what came from where. ``unmatched="skip"``
-    (the 2026 toolkit embeds the utterances of ``utt2spk`` that have audio): ``wav.scp`` utterances
-    without a speaker are dropped and listed in ``folder.no_speaker``, ``utt2spk`` ones without audio
-    in ``folder.no_audio``.
 
     >>> import tempfile, pathlib
     >>> d = pathlib.Path(tempfile.mkdtemp())

@@ -1,9 +1,5 @@
 """VPC 2026's pooled (mixed-gender) LibriSpeech trial list, built from VPAC 2024's female and male lists.
 
-The rule is that of the VPC 2026 toolkit's ``scripts/mixed_trials_librispeech.py`` as fixed on
-2026-09-01 (commit cc3c8a0), step by step in docs/data.md (2026-style pooled lists), with where this
-differs on odd input. Each folder is written complete or not at all (:func:`write_all_mixed_trials`).
-
 >>> mean_nontargets({"u1": 2, "u2": 3})  # round(2.5) = 2: Python rounds halves to even
 2
 """
@@ -117,12 +113,7 @@ def _check_list_genders(
 def mixed_trials(
     enroll_folder, female_folder, male_folder, seed: int = MIXED_SEED, *, target=None, root=None
 ) -> MixedTrials:
-    """Build the pooled list of one part (dev or test) by the 2026 rule (module docstring).
-
-    ``target``: the folder the list will be written to, so that ``wav.scp`` paths relative to their own
-    folder can be rewritten to resolve from there (``root``, the data root, is where relative paths are
-    tried first: those stay as they are). None: every line copied unchanged.
-    """
+    """Build the pooled list of one part (dev or test) by the 2026 rule (module docstring)."""
     enroll_folder, female_folder, male_folder = Path(enroll_folder), Path(female_folder), Path(male_folder)
     target = None if target is None else Path(target)
     root = None if root is None else Path(root)
@@ -188,21 +179,9 @@ def _remove_stale_staging(folder: Path) -> None:
             logger.info("removed %s, left by an interrupted run", stale)
 
 
-def _unwritable(folder: Path, err: OSError) -> MixedTrialsError:
-    return MixedTrialsError(
-        f"{folder}: cannot write there ({err.strerror or err}); give --output_folder=<a folder you can write> "
-        "(the lists are read from where they are)"
-    )
-
-
 def write_all_mixed_trials(jobs, overwrite: bool = False) -> dict[Path, str]:
     """Write every ``(result, folder)`` of ``jobs``; returns each folder's outcome: ``written``, ``replaced``
     or ``unchanged`` (it held exactly these files already).
-
-    Every folder is checked, then staged beside its place, before any is swapped in; a failure leaves every
-    folder as it was and no staging folder behind. A :class:`MixedTrialsError` when a folder holds other
-    lists and ``overwrite`` is not set, or anything besides the files written here (nothing of the
-    user's is removed), or when its parent cannot be written.
     """
     plans = []
     for result, folder in jobs:
@@ -237,17 +216,17 @@ def write_all_mixed_trials(jobs, overwrite: bool = False) -> dict[Path, str]:
             try:
                 folder.parent.mkdir(parents=True, exist_ok=True)
                 staging = Path(tempfile.mkdtemp(prefix=f".{folder.name}{_STAGING}", dir=folder.parent))
-            except OSError as err:
-                raise _unwritable(folder.parent, err) from None
-            staged.append((folder, staging))
-            umask = os.umask(0)
-            os.umask(umask)
-            os.chmod(staging, 0o777 & ~umask)  # a folder as mkdir makes it (mkdtemp's is private)
-            try:
+                staged.append((folder, staging))
+                umask = os.umask(0)
+                os.umask(umask)
+                os.chmod(staging, 0o777 & ~umask)  # a folder as mkdir makes it (mkdtemp's is private)
                 for name, text in contents.items():
                     (staging / name).write_text(text, encoding="utf-8")
             except OSError as err:
-                raise _unwritable(folder.parent, err) from None
+                raise MixedTrialsError(
+                    f"{folder.parent}: cannot write there ({err.strerror or err}); give "
+                    "--output_folder=<a folder you can write> (the lists are read from where they are)"
+                ) from None
         for folder, staging in staged:
             if folder.exists():  # holds only files written here (checked above)
                 old = folder.parent / f".{folder.name}{_STAGING}old-{os.getpid()}"

@@ -71,9 +71,8 @@ class Language:
     code: str
     train_set: str
     scored: bool = True
-    shipped_train_set: bool = (
-        True  # False: the toolkit ships no training set (name one with folder_overrides)
-    )
+    # False: the toolkit ships no training set (name one with folder_overrides)
+    shipped_train_set: bool = True
 
 
 #: VPC 2026 Track 2 (scripts/build_mls_data.py, build_cn_data.py, build_ja_data.py and the README's layout).
@@ -90,12 +89,7 @@ TRACK2_LANGUAGES = {
 
 @dataclass(frozen=True)
 class Protocol:
-    """One row of :data:`PROTOCOLS`.
-
-    ``set_prefix`` starts every evaluation set's name (``{language}``: the language code);
-    ``trial_lists`` maps a subset to its part and its trial set's name after the prefix;
-    ``conventions`` are the defaults of the ``eval_*`` options the YAML leaves null.
-    """
+    """One row of :data:`PROTOCOLS`."""
 
     name: str
     description: str

@@ -27,8 +27,7 @@ DISK_FULL = {errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC)}
 class DiskFullError(UserError, OSError):
     """The disk (or the user's quota) filled up while a file was written; the message names the file.
 
-    The run's folders are kept (:attr:`keep_new_folders`): what was written completely is a resume's
-    head start (cached embeddings, checkpoints), and freeing space is the fix, not removing work.
+    The run's folders are kept: what was written is a resume's head start; freeing space is the fix.
     """
 
     keep_new_folders = True

@@ -15,12 +15,14 @@ original ``data/<set>``), with the YAML's ``folder_overrides`` (docs/data.md).
 
 from __future__ import annotations
 
+import csv
 import logging
 from pathlib import Path
+from typing import NamedTuple
 
-from segreconcat_aug.data.kaldi import KaldiFolder, load_kaldi_folder
+from segreconcat_aug.data.kaldi import KaldiFolder, KaldiFormatError, PipeCommand, load_kaldi_folder
 from segreconcat_aug.data.protocols import LAYOUTS, get_protocol
-from segreconcat_aug.errors import UserError
+from segreconcat_aug.errors import MissingInputError, UserError
 
 logger = logging.getLogger(__name__)
 
@@ -59,11 +61,6 @@ def layout_overrides(overrides: dict | None, system: str, layout: str) -> dict:
     return mapping
 
 
-def _data_root(data_folder, system: str, layout: str) -> Path:
-    root = Path(data_folder)
-    return root / system / "data" if layout == "vpac2024" else root / "data"
-
-
 def _missing_system(root: Path, system: str, layout: str) -> VPACLayoutError:
     if layout == "vpac2024":
         present = sorted(p.name for p in root.iterdir() if p.is_dir()) if root.is_dir() else []
@@ -95,18 +92,12 @@ def system_folders(
     layout: str | None = "vpac2024",
     known_sets=None,
 ) -> dict[str, Path]:
-    """The folder of each set of ``system``, checked to exist.
-
-    ``layout`` None: the one the data folder holds (:func:`detect_layout`); ``known_sets``: the sets
-    ``folder_overrides`` may name (default: :data:`VPAC_SETS` and ``sets``). A :class:`VPACLayoutError`
-    names the system (and the systems or suffixes that do exist) or the missing folder and how to
-    override its name.
-    """
+    """The folder of each set of ``system``, checked to exist."""
     layout = detect_layout(data_folder, system) if layout is None else layout
     if layout not in LAYOUTS:
         raise ValueError(f"unknown layout {layout!r}; layouts: {LAYOUTS}")
     root = Path(data_folder)
-    data = _data_root(root, system, layout)
+    data = root / system / "data" if layout == "vpac2024" else root / "data"
     if not data.is_dir():
         raise _missing_system(root, system, layout)
     mapping = layout_overrides(overrides, system, layout)
@@ -198,3 +189,62 @@ def training_folder(
                 f"folder_overrides: {{{system}: {{{name}: <folder>}}}})"
             ) from None
         raise
+
+
+class JobItem(NamedTuple):
+    """One utterance to process: its id, audio source, transcript (or None), and why it is refused (or None)."""
+
+    id: str
+    source: str
+    text: str | None = None
+    problem: str | None = None
+
+
+def read_inputs(
+    source, *, allow_pipes: bool = False, root=None, replacements: dict | None = None
+) -> list[JobItem]:
+    """Utterances of a Kaldi folder or a SpeechBrain CSV manifest (columns ``ID``, ``wav``, optional ``text``
+    or ``wrd``; ``$name`` in ``wav`` replaced by ``replacements[name]``)."""
+    source = Path(source)
+    if source.is_dir():
+        # A VPC 2026 anonymized folder holding only its audio: the lists from its original beside it.
+        original = None if (source / "wav.scp").is_file() else sibling_original(source)
+        folder = load_kaldi_folder(
+            source, root=root, allow_pipes=True, require_utt2spk=False, original=original
+        )
+        log_completion(folder)
+        texts = folder.text or {}
+        items = []
+        for utt, wav in folder.wav.items():
+            problem = None
+            if isinstance(wav, PipeCommand) and not allow_pipes:
+                problem = f"{source / 'wav.scp'}: entry is a shell pipe ({wav} |); refused unless allow_pipes is enabled"
+            items.append(JobItem(utt, wav, texts.get(utt), problem))
+        return items
+    if not source.is_file():
+        raise MissingInputError(f"{source}: neither a Kaldi data folder nor a CSV manifest")
+    items, seen = [], {}
+    with open(source, encoding="utf-8", newline="") as handle:
+        reader = csv.DictReader(handle)
+        if not {"ID", "wav"} <= set(reader.fieldnames or []):
+            raise KaldiFormatError(
+                f"{source}: CSV manifest needs columns ID and wav, has {reader.fieldnames or []}"
+            )
+        for number, row in enumerate(reader, start=2):
+            utt, wav = (row.get("ID") or "").strip(), (row.get("wav") or "").strip()
+            if not utt or not wav:
+                raise KaldiFormatError(f"{source}:{number}: empty ID or wav")
+            if utt in seen:
+                raise KaldiFormatError(f"{source}:{number}: ID {utt!r} already on line {seen[utt]}")
+            seen[utt] = number
+            for name, value in (replacements or {}).items():
+                wav = wav.replace(f"${name}", str(value))
+            path = Path(wav)
+            if not path.is_absolute():
+                candidates = ([Path(root) / path] if root is not None else []) + [source.parent / path]
+                path = next((c for c in candidates if c.exists()), candidates[0])
+            text = row.get("text")
+            items.append(JobItem(utt, str(path), row.get("wrd") if text is None else text))
+    if not items:
+        raise KaldiFormatError(f"{source}: no rows after the header: an empty manifest lists nothing to do")
+    return items

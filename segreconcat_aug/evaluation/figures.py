@@ -4,6 +4,7 @@ and linkability) and learning curves. matplotlib loads on first use.
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 
 import numpy as np
@@ -35,6 +36,28 @@ def privacy_panels(results) -> dict:
     }
 
 
+@contextlib.contextmanager
+def _figure(path, title: str | None = None, dpi: int = 100, **subplots):
+    """``(fig, axes)`` of pyplot's ``subplots`` without a display; on leaving, the figure is written
+    whole to ``path`` (its folder made), and closed in any case."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    fig, axes = plt.subplots(**subplots)
+    try:
+        yield fig, axes
+        if title:
+            fig.suptitle(title)
+        fig.tight_layout()
+        with atomic_writer(path, "wb") as handle:  # a full disk leaves no cut PNG behind
+            fig.savefig(handle, format="png", dpi=dpi)
+    finally:
+        plt.close(fig)
+
+
 def _density(ax, scores, **style):
     """A Gaussian kernel density (Scott's bandwidth, 3 bandwidths beyond the data, as seaborn's kdeplot)."""
     from scipy.stats import gaussian_kde
@@ -57,24 +80,19 @@ def plot_privacy(runs: dict, path, title: str | None = None) -> Path:
     run: the target and non-target score densities and the local linkability ``D(s)`` on the right
     axis, titled with ``D<->sys``, as VPC 2024's ``draw_linkability_scores`` draws them.
     """
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     subsets = list(dict.fromkeys(name for panels in runs.values() for name in panels))
     labels = list(runs)
     colors = ["#e66101", "#fdb863", "#b2abd2", "#5e3c99"]  # VPC's colour-blind friendly palette
-    fig, axes = plt.subplots(
-        1 + len(labels),
-        max(1, len(subsets)),
+    rng = np.random.default_rng(0)  # the strip's vertical jitter only
+    with _figure(
+        path,
+        title,
+        dpi=90,
+        nrows=1 + len(labels),
+        ncols=max(1, len(subsets)),
         figsize=(4.6 * max(1, len(subsets)), 3.4 * (1 + len(labels))),
         squeeze=False,
-    )
-    rng = np.random.default_rng(0)  # the strip's vertical jitter only
-    try:
+    ) as (_, axes):
         for j, name in enumerate(subsets):
             ax = axes[0, j]
             for y, label in enumerate(labels):
@@ -134,18 +152,7 @@ def plot_privacy(runs: dict, path, title: str | None = None) -> Path:
                     why = (panel["reason"] or "").split(":")[0]
                     ax.set_title(f"{label} {name}: D<->sys undefined\n({why})", fontsize="small")
                 ax.legend(loc="upper left", fontsize="x-small")
-        _save_figure(fig, path, title, dpi=90)
-    finally:
-        plt.close(fig)
-    return path
-
-
-def _save_figure(fig, path, title: str | None, dpi: int) -> None:
-    if title:
-        fig.suptitle(title)
-    fig.tight_layout()
-    with atomic_writer(path, "wb") as handle:  # a full disk leaves no cut PNG behind
-        fig.savefig(handle, format="png", dpi=dpi)
+    return Path(path)
 
 
 _DET_TICKS = (0.001, 0.01, 0.05, 0.2, 0.4, 0.6, 0.8, 0.95, 0.99)
@@ -175,43 +182,21 @@ def _draw_det(ax, curves: dict, title: str) -> None:
         ax.legend(loc="upper right", fontsize="small")
 
 
-def plot_det(curves: dict, path, title: str = "DET") -> Path:
-    """A DET figure (probit axes, in %), one line per entry of ``curves`` (label -> ``(far, frr)``)."""
-    return plot_det_panels({title: curves}, path)
-
-
 def plot_det_panels(panels: dict, path, title: str | None = None) -> Path:
-    """DET figures side by side: ``panels`` maps a panel title to its curves (label -> ``(far, frr)``)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    """DET figures (probit axes, in %) side by side: ``panels`` maps a panel title to its curves
+    (label -> ``(far, frr)``)."""
     columns = 2 if len(panels) == 4 else len(panels)  # dev/test x f/m as a 2 x 2 grid
     rows = -(-len(panels) // columns)
-    fig, axes = plt.subplots(rows, columns, figsize=(5.5 * columns, 5.5 * rows), squeeze=False)
-    try:
+    size = {"figsize": (5.5 * columns, 5.5 * rows), "squeeze": False}
+    with _figure(path, title, nrows=rows, ncols=columns, **size) as (_, axes):
         for ax, (panel, curves) in zip(axes.ravel(), panels.items()):
             _draw_det(ax, curves, panel)
-        _save_figure(fig, path, title, dpi=100)
-    finally:
-        plt.close(fig)
-    return path
+    return Path(path)
 
 
 def plot_forest(rows: list, path, title: str = "EER (%) with 95 % CI") -> Path:
     """A forest plot: one line per ``(label, point, low, high)`` (low/high None: the point alone, marked)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig, ax = plt.subplots(figsize=(8, 0.8 + 0.32 * len(rows)))
-    try:
+    with _figure(path, figsize=(8, 0.8 + 0.32 * len(rows))) as (_, ax):
         for y, (_label, point, low, high) in enumerate(reversed(rows)):
             if low is None:
                 ax.plot([point], [y], marker="x", color="tab:red")
@@ -222,26 +207,13 @@ def plot_forest(rows: list, path, title: str = "EER (%) with 95 % CI") -> Path:
         ax.set_xlabel("EER (%): dot = estimate, bar = 95 % CI, x = no interval")
         ax.set_title(title)
         ax.grid(True, axis="x", alpha=0.3)
-        fig.tight_layout()
-        with atomic_writer(path, "wb") as handle:
-            fig.savefig(handle, format="png", dpi=100)
-    finally:
-        plt.close(fig)
-    return path
+    return Path(path)
 
 
 def plot_learning_curve(lines: dict, path, title: str = "EER (%) against training hours") -> Path:
     """A learning curve: per entry of ``lines`` (label -> ``[(hours, eer, low, high), ...]``) the EER
     against the training hours, log x, with the 95 % interval as error bars (None bounds: the point alone)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig, ax = plt.subplots(figsize=(7, 4.5))
-    try:
+    with _figure(path, figsize=(7, 4.5)) as (_, ax):
         for label, points in lines.items():
             points = sorted(points)
             if not points:
@@ -252,7 +224,9 @@ def plot_learning_curve(lines: dict, path, title: str = "EER (%) against trainin
             above = [p[3] - p[1] if p[3] is not None else 0.0 for p in points]
             ax.errorbar(hours, eers, yerr=[below, above], marker="o", capsize=3, label=label)
         ax.set_xscale("log")
-        plain = matplotlib.ticker.FuncFormatter(lambda value, _: f"{value:g}")
+        from matplotlib.ticker import FuncFormatter
+
+        plain = FuncFormatter(lambda value, _: f"{value:g}")
         ax.xaxis.set_major_formatter(plain)
         ax.xaxis.set_minor_formatter(plain)
         ax.set_xlabel("training data (hours, log scale)")
@@ -261,8 +235,4 @@ def plot_learning_curve(lines: dict, path, title: str = "EER (%) against trainin
         ax.grid(True, which="both", alpha=0.3)
         if lines:
             ax.legend(fontsize="small")
-        fig.tight_layout()
-        fig.savefig(path, dpi=100)
-    finally:
-        plt.close(fig)
-    return path
+    return Path(path)

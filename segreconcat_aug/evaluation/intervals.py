@@ -15,6 +15,7 @@ from .bootstrap import (
     speaker_counts,
     trial_design,
 )
+from .metrics import OPERATING_POINTS
 from .privacy import ListPrivacy
 
 # The default (VPAC 2024) table; a protocol's own is protocols.get_protocol(name).table.
@@ -76,17 +77,19 @@ def bootstrap_samples(
     designs = {name: subset_design(subset) for name, subset in subsets.items()}
     counts = speaker_counts([design for design, _ in designs.values()], resamples, seed)
     weights = {name: SpeakerWeights(design, counts) for name, (design, _) in designs.items()}
+    # The operating points come with the EER: the privacy metrics' resampling computes only the others.
+    wanted = None if privacy_metrics is None else [m for m in privacy_metrics if m not in OPERATING_POINTS]
     samples = []
     for scores in score_sets:
         per_subset = {
             name: resampled_metrics(scores[name], subsets[name].targets, weights[name], p_targets)
             for name in subsets
         }
-        averaged = ["eer"]
-        if privacy is not None:
+        averaged = ["eer", *OPERATING_POINTS]
+        if privacy is not None and wanted != []:
             for name in subsets:
                 found = ListPrivacy(subsets[name], designs[name][0], privacy, scores=scores[name]).resampled(
-                    weights[name], privacy_metrics
+                    weights[name], wanted
                 )
                 per_subset[name].update(found)
             averaged += list(found)
@@ -106,13 +109,7 @@ def column_problem(designs: dict, column: str, table=None) -> str | None:
     >>> column_problem({"dev_f": (bad, ""), "test_f": (bad, "")}, "dev_avg")
     'dev_f: 1 target trial(s): a bootstrap needs at least two'
     """
-    if column in designs:
-        return designs[column][0].problem
-    members = (table or VPAC_TABLE).averages.get(column, ())
-    for name, (design, _) in designs.items():
-        if name in members and design.problem:
-            return f"{name}: {design.problem}"
-    return None
+    return _first_problem({name: design.problem for name, (design, _) in designs.items()}, column, table)
 
 
 def metric_problem(metrics: dict, column: str, metric: str, table=None) -> str | None:
@@ -121,14 +118,16 @@ def metric_problem(metrics: dict, column: str, metric: str, table=None) -> str |
     >>> metric_problem({"dev_f": {"undefined_because": {"linkability": "15 targets"}}}, "dev_avg", "linkability")
     'dev_f: 15 targets'
     """
-    if column in metrics:
-        return (metrics[column].get("undefined_because") or {}).get(metric)
+    reasons = {name: (values.get("undefined_because") or {}).get(metric) for name, values in metrics.items()}
+    return _first_problem(reasons, column, table)
+
+
+def _first_problem(problems: dict, column: str, table=None) -> str | None:
+    """A subset's own problem; for an average, the first of its subsets' problems, named."""
+    if column in problems:
+        return problems[column]
     members = (table or VPAC_TABLE).averages.get(column, ())
-    for name, values in metrics.items():
-        reason = (values.get("undefined_because") or {}).get(metric)
-        if name in members and reason:
-            return f"{name}: {reason}"
-    return None
+    return next((f"{name}: {why}" for name, why in problems.items() if name in members and why), None)
 
 
 def privacy_table(metrics: dict, metric: str, table=None) -> dict:

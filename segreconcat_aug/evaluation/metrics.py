@@ -1,4 +1,5 @@
-"""Verification metrics: EER (SpeechBrain's exact definition), normalized minDCF, DET points.
+"""Verification metrics: EER (SpeechBrain's exact definition), normalized minDCF, low false-alarm
+operating points, DET points.
 
 :func:`eer` returns the same number as ``speechbrain.utils.metric_stats.EER`` (the challenge's
 metric) but sorts once: O(n log n) time instead of O(n^2). SpeechBrain's definition, reproduced
@@ -166,11 +167,65 @@ def det_curve(positive_scores, negative_scores, max_points: int | None = 2000):
     return far, frr
 
 
-def verification_metrics(positive_scores, negative_scores, p_targets=(0.01, 0.05)) -> dict:
-    """EER (%) and normalized minDCF at each ``p_target``, with the trial counts.
+#: Low false-alarm operating points (VoxGuard, arXiv 2509.18413): key -> (error rate held, its bound).
+OPERATING_POINTS = {
+    "tpr_at_fpr_1": ("fpr", 0.01),
+    "tpr_at_fpr_0.1": ("fpr", 0.001),
+    "fpr_at_fnr_1": ("fnr", 0.01),
+}
 
-    >>> sorted(verification_metrics([0.9, 0.2], [0.1, 0.3]))
-    ['eer', 'eer_threshold', 'min_dcf_0.01', 'min_dcf_0.05', 'nontarget_trials', 'target_trials']
+
+def rates_at_operating_points(frr: np.ndarray, far: np.ndarray) -> dict:
+    """TPR (%) at FPR <= 1 % and 0.1 %, FPR (%) at FNR <= 1 %, from error rates at increasing thresholds
+    (last axis; the first accepts every trial, the last none): the best threshold meeting each bound."""
+    out = {}
+    for key, (held, bound) in OPERATING_POINTS.items():
+        if held == "fpr":  # the lowest threshold with FPR <= bound has the highest TPR
+            index = np.argmax(far <= bound, axis=-1)
+            out[key] = 100.0 * (1.0 - np.take_along_axis(frr, index[..., None], -1)[..., 0])
+        else:  # the highest threshold with FNR <= bound has the lowest FPR
+            index = (frr <= bound).sum(axis=-1) - 1
+            out[key] = 100.0 * np.take_along_axis(far, index[..., None], -1)[..., 0]
+    return out
+
+
+def operating_point_problems(n_target: int, n_nontarget: int) -> dict[str, str]:
+    """Why an operating point is undefined on a list this small (an FPR of 1 % needs 100 non-targets).
+
+    >>> operating_point_problems(20, 80)["tpr_at_fpr_1"]
+    'undefined: fewer than 100 non-targets (80)'
+    """
+    problems = {}
+    for key, (held, bound) in OPERATING_POINTS.items():
+        need, have = int(np.ceil(1 / bound - 1e-9)), n_nontarget if held == "fpr" else n_target
+        if have < need:
+            problems[key] = (
+                f"undefined: fewer than {need} {'non-targets' if held == 'fpr' else 'targets'} ({have})"
+            )
+    return problems
+
+
+def operating_points(positive_scores, negative_scores) -> dict:
+    """:data:`OPERATING_POINTS` (%) of a list, None where it is too small (the reason in ``undefined_because``).
+
+    >>> found = operating_points(np.arange(100) + 995.5, np.arange(1000))  # 3 targets below 998, 3 non-targets above 996
+    >>> found["tpr_at_fpr_1"], found["tpr_at_fpr_0.1"], found["fpr_at_fnr_1"]
+    (100.0, 97.0, 0.3)
+    """
+    pos, neg = _pair(positive_scores, negative_scores)
+    thresholds = np.concatenate([[-np.inf], np.unique(np.concatenate([pos, neg]))])
+    misses, false_alarms = error_counts(pos, neg, thresholds)
+    values = rates_at_operating_points(misses / len(pos), false_alarms / len(neg))
+    problems = operating_point_problems(len(pos), len(neg))
+    found = {key: None if key in problems else float(value) for key, value in values.items()}
+    return {**found, **({"undefined_because": problems} if problems else {})}
+
+
+def verification_metrics(positive_scores, negative_scores, p_targets=(0.01, 0.05)) -> dict:
+    """EER (%), normalized minDCF at each ``p_target`` and :func:`operating_points`, with the trial counts.
+
+    >>> sorted(verification_metrics([0.9, 0.2], [0.1, 0.3]))[:6]
+    ['eer', 'eer_threshold', 'fpr_at_fnr_1', 'min_dcf_0.01', 'min_dcf_0.05', 'nontarget_trials']
     """
     result = eer(positive_scores, negative_scores)
     metrics = {
@@ -182,4 +237,4 @@ def verification_metrics(positive_scores, negative_scores, p_targets=(0.01, 0.05
     for p_target in p_targets:
         cost = min_dcf(positive_scores, negative_scores, p_target=p_target)
         metrics[f"min_dcf_{p_target:g}"] = cost.min_dcf
-    return metrics
+    return {**metrics, **operating_points(positive_scores, negative_scores)}

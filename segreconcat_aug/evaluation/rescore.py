@@ -1,11 +1,5 @@
-"""Rescoring an evaluation folder from its score files: every number of its report computed again.
-
-When the score files change after the fact (normalized or calibrated by another tool, a list
-filtered), :func:`rescore_folder` writes the report again with the settings the evaluation recorded,
-no model and no audio needed; ``results.json`` then records the new digests, so the grid reads the
-cell as consistent. Unchanged score files give the report they came from (scores are written with
-float32's round-trip precision).
-"""
+"""Rescoring an evaluation folder from its score files, with the settings the evaluation recorded
+(docs/evaluation.md): unchanged score files give the report they came from."""
 
 from __future__ import annotations
 

@@ -1,7 +1,5 @@
-"""Score files, ``scores/<subset>.txt`` of an evaluation folder: one line per scored trial,
-``<enroll-spk> <test-utt> target|nontarget <score> [<test-spk>]`` (the test speaker when known, for
-the speaker bootstrap; files without it stay readable).
-"""
+"""Score files, ``scores/<subset>.txt``: ``<enroll-spk> <test-utt> target|nontarget <score> [<test-spk>]``
+per scored trial (the test speaker when known, for the speaker bootstrap)."""
 
 from __future__ import annotations
 

@@ -21,6 +21,9 @@ DEFAULT_TOP_K = {"as-norm": 200, "as-norm-voxattack": 1000}
 #: How an enrollment model averages its embeddings: raw (both challenges' code for an ECAPA such as
 #: ours) or L2-normalized first (VPC 2026's ecapa_ssl extractor, speechbrain_vectors.py after f2c9bdc).
 ENROLL_MEANS = ("raw", "l2")
+#: How a trial is scored against its speaker's enrollment: cosine to the model (the challenges') or the
+#: highest cosine over the enrollment utterances (VoxGuard's max-similarity, arXiv 2509.18413).
+ENROLL_SCORINGS = ("mean", "max")
 
 
 def _unit_rows(matrix: np.ndarray) -> np.ndarray:
@@ -32,6 +35,19 @@ def _unit_rows(matrix: np.ndarray) -> np.ndarray:
 def cosine_scores(enroll: np.ndarray, test: np.ndarray) -> np.ndarray:
     """Row-wise cosine similarity of two ``(n, d)`` matrices, float32."""
     return np.einsum("ij,ij->i", _unit_rows(enroll), _unit_rows(test)).astype(np.float32)
+
+
+def max_cosine_scores(enroll_sets: list[np.ndarray], test: np.ndarray) -> np.ndarray:
+    """Per trial, the highest cosine of its test embedding over its speaker's enrollment embeddings
+    (``eval_enroll_scoring: max``, VoxGuard's max-similarity), float32.
+
+    >>> [round(float(s), 4) for s in max_cosine_scores([np.array([[1.0, 0.0], [0.0, 1.0]])], np.array([[1.0, 3.0]]))]
+    [0.9487]
+    """
+    return np.array(
+        [(_unit_rows(utts) @ _unit_rows(vector[None])[0]).max() for utts, vector in zip(enroll_sets, test)],
+        dtype=np.float32,
+    )
 
 
 def speaker_models(
@@ -65,13 +81,7 @@ def normalize_scores(
     top_k: int | None = None,
 ) -> np.ndarray:
     """Symmetric (``s-norm``) or adaptive symmetric (``as-norm``, top-``k`` cohort) score normalization:
-    ``s = ((s - mu_e) / sd_e + (s - mu_t) / sd_t) / 2`` over each side's cosine scores against the cohort.
-
-    >>> rng = np.random.default_rng(0)
-    >>> e, t, c = rng.normal(size=(3, 4)), rng.normal(size=(3, 4)), rng.normal(size=(20, 4))
-    >>> normalize_scores(cosine_scores(e, t), e, t, c).shape
-    (3,)
-    """
+    ``s = ((s - mu_e) / sd_e + (s - mu_t) / sd_t) / 2`` over each side's cosine scores against the cohort."""
     if method == "as-norm-voxattack":
         return normalize_scores_voxattack(scores, enroll_vectors, test_vectors, cohort, top_k)
     if method not in ("s-norm", "as-norm"):
@@ -91,7 +101,33 @@ def normalize_scores(
 
 
 class CohortTooSmallError(UserError, ValueError):
-    """An ``as-norm-voxattack`` cohort with fewer utterances than ``eval_cohort_min_size``."""
+    """A cohort (or top-k) too small to normalize, or an ``as-norm-voxattack`` one under ``eval_cohort_min_size``."""
+
+
+#: Each side's mean and standard deviation need two cohort scores (VoxATtack's ``ddof=1`` std is NaN
+#: with one, and every score would fall back to raw; a population std of one is 0).
+MIN_COHORT_SCORES = 2
+
+
+def used_top_k(method: str, cohort_size: int, top_k: int | None, cohort: str) -> int | None:
+    """The k ``method`` takes of each side's cohort scores (None for ``s-norm``: all of them), refusing a
+    cohort or k that leaves fewer than :data:`MIN_COHORT_SCORES`. ``cohort``: what the cohort is, for the message.
+
+    >>> used_top_k("as-norm-voxattack", 338, 5000, "T8-5's training set"), used_top_k("s-norm", 3, 9, "x")
+    (338, None)
+    """
+    k = cohort_size if method == "s-norm" else min(int(top_k or DEFAULT_TOP_K[method]), cohort_size)
+    if k < MIN_COHORT_SCORES:
+        why = (
+            f"eval_cohort_top_k: {top_k} leaves one; raise it or leave it null"
+            if cohort_size >= MIN_COHORT_SCORES
+            else f"{cohort} gives a cohort of {cohort_size}; use a larger training set or eval_score_norm: null"
+        )
+        raise CohortTooSmallError(
+            f"eval_score_norm: {method} needs at least {MIN_COHORT_SCORES} cohort scores per side (their mean "
+            f"and standard deviation): {why}"
+        )
+    return None if method == "s-norm" else k
 
 
 def normalize_scores_voxattack(
@@ -110,11 +146,6 @@ def normalize_scores_voxattack(
     ``s = ((s - mu_e) / (sd_e + 1e-9) + (s - mu_t) / (sd_t + 1e-9)) / 2``. A trial whose
     normalized score is not finite keeps its raw score, as there. A cohort smaller than
     ``min_cohort_size`` is refused (:class:`CohortTooSmallError`), as VoxATtack refuses it.
-
-    >>> rng = np.random.default_rng(0)
-    >>> e, t, c = rng.normal(size=(3, 4)), rng.normal(size=(3, 4)), rng.normal(size=(20, 4))
-    >>> normalize_scores_voxattack(cosine_scores(e, t), e, t, c, top_k=5).shape
-    (3,)
     """
     cohort = np.asarray(cohort, dtype=np.float64)
     if cohort.shape[0] < min_cohort_size:

@@ -1,61 +1,32 @@
 """Score a trained attacker exactly as the challenge of its protocol does (VPAC 2024 by default).
 
-Per system, for each subset of the protocol (:mod:`segreconcat_aug.data.protocols`; VPAC 2024:
-dev / test x female / male; VPC 2026: the pooled dev and test lists):
-
-1. read the enrollment folder (speakers grouped by its ``utt2spk``, utterances
-   from its ``enrolls`` list when present) and the trial list
-   (``<enroll-spk> <test-utt> target|nontarget``);
-2. embed every enrollment and trial utterance WHOLE with the trained model
-   (Fbank -> sentence mean normalization -> ECAPA-TDNN), batched by similar
-   duration and cached to disk, so rescoring is instant; each wave is first
-   normalized as the challenge's extraction does (pyloudnorm to -30 LUFS, then
-   division by the peak) and its leading and trailing zeros are trimmed
-   (:mod:`segreconcat_aug.evaluation.embeddings`);
-3. enrollment model = mean of the speaker's raw embeddings; score = cosine
-   similarity of enrollment model and test embedding (:mod:`segreconcat_aug.evaluation.scoring`);
-4. EER (SpeechBrain's definition, :mod:`segreconcat_aug.evaluation.metrics`) and
-   normalized minDCF per subset; the table averages as the paper's Table 2
-   (VPC 2026: the average of dev and test). A VPC 2026 pooled list also gets a
-   row of its same-gender and one of its cross-gender trials (:func:`gender_rows`);
-5. the privacy metrics of :mod:`segreconcat_aug.evaluation.privacy` (linkability, ZEBRA, Cllr,
-   identification, pi_link, Singling Out, risk per speaker) from the same scores
-   (``eval_privacy``, on by default).
-
-Switches: ``eval_normalize_wave`` (the protocol's challenge normalization by
-default: ``vpc2024`` or ``vpc2026``; False gives the raw waves), ``eval_trim_zeros``
-(on, as both challenges' extraction), ``eval_enroll_mean`` (``raw``: the mean of raw
-embeddings, what both challenges' code does for an ECAPA such as ours; ``l2``: of
-L2-normalized ones, what VPC 2026's own WavLM+ECAPA attacker does),
-``eval_skip_missing_trials`` (the protocol's: VPC 2026 skips and counts) and score
-normalization, off by default as the paper uses none (``s-norm`` or ``as-norm``
-against a cohort drawn from the system's training speakers).
-
-:func:`evaluate_system` is the entry point used by ``recipes/evaluate.py`` and
-by the training recipe's last stage. Its options are the keys of an evaluation YAML
-(hparams/evaluate.yaml), read and checked once by :func:`load_evaluation_hparams`
-(:class:`EvaluationOptions`); the trial lists and result types are :mod:`.trials`'.
+Per system and subset: enrollment models and test embeddings of whole utterances, cosine scores,
+EER and minDCF, the table averages and the privacy metrics (docs/evaluation.md). Its options are
+an evaluation YAML's keys (hparams/evaluate.yaml), checked once by :func:`load_evaluation_hparams`.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+from collections import Counter
 from pathlib import Path
 from typing import Annotated, Literal
 
 import numpy as np
 from hyperpyyaml import load_hyperpyyaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
-from speechbrain.utils.distributed import infer_device
+from pydantic import BaseModel, ConfigDict, Field
+from speechbrain.utils.distributed import if_main_process, infer_device, main_process_only
 
 from ..data.audio import SAMPLE_RATE
 from ..data.audio_check import check_audio_files, problem_message, write_problem_list
 from ..data.convergence import model_convergence
 from ..data.protocols import ALL_SUBSETS, get_protocol
 from ..data.vpac import detect_layout, load_set_folder, training_folder
-from ..errors import MissingInputError, OptionError, UserError, cite, option_error
+from ..errors import MissingInputError, OptionError, UserError, cite
 from ..models.folder import MODEL_SAVEDIR, SpeakerModel, load_speaker_model, model_folder
+from ..options import Count, Natural, Seed, validate_values
+from .calibration import CALIBRATIONS, calibrate, check_calibration_set, trial_features
 from .embeddings import (
     BATCHINGS,
     WAVE_CACHE_NAMES,
@@ -68,31 +39,25 @@ from .intervals import subset_design
 from .metrics import verification_metrics
 from .privacy import ListPrivacy, PrivacyOptions
 from .scoring import (
-    DEFAULT_TOP_K,
     ENROLL_MEANS,
+    ENROLL_SCORINGS,
     SCORE_NORMS,
     CohortTooSmallError,
     cohort_utterance_draw,
     cohort_utterances,
     speaker_models,
+    used_top_k,
 )
 from .system_report import write_system_report
 from .trials import TRIALS_FROM, SystemResults, TrialListError, gender_rows, load_system_trials, score_trials
 
 logger = logging.getLogger(__name__)
 
-# ---------------------------------------------------------------------------------------------------
-# The whole evaluation of one system
-# ---------------------------------------------------------------------------------------------------
-
 #: The training YAML's key naming its evaluation YAML (hparams/evaluate.yaml), relative to its own folder.
 EVAL_HPARAMS_KEY = "eval_hparams"
 #: An evaluation YAML's key naming the evaluation YAML whose values it changes (hparams/evaluate_ecapa_ssl.yaml).
 BASE_KEY = "base_hparams"
 DEFAULT_EVAL_HPARAMS = Path(__file__).resolve().parents[2] / "hparams" / "evaluate.yaml"
-
-Count = Annotated[int, Field(ge=1)]
-Nonnegative = Annotated[int, Field(ge=0)]
 
 
 class EvaluationOptions(BaseModel):
@@ -110,11 +75,13 @@ class EvaluationOptions(BaseModel):
     eval_resample: bool | None
     eval_trim_zeros: bool
     eval_enroll_mean: Literal[ENROLL_MEANS] | None
+    eval_enroll_scoring: Literal[ENROLL_SCORINGS]
+    eval_calibration: Literal[CALIBRATIONS]
     eval_score_norm: Literal[SCORE_NORMS[1:]] | None
     eval_cohort_utts_per_speaker: Count
     eval_cohort_top_k: Count | None
     eval_cohort_size: Count
-    eval_cohort_min_size: Nonnegative
+    eval_cohort_min_size: Natural
     eval_skip_missing_trials: bool | None
     eval_trials_from: Literal[TRIALS_FROM] | None
     eval_duplicate_trials: Literal["collapse", "keep"] | None
@@ -122,14 +89,14 @@ class EvaluationOptions(BaseModel):
     eval_p_targets: Annotated[list[Annotated[float, Field(gt=0, lt=1)]], Field(min_length=1)]
     eval_save_every: Count
     eval_det_plot: bool
-    eval_bootstrap_resamples: Nonnegative
-    eval_bootstrap_seed: Annotated[int, Field(ge=0, le=2**32 - 1)]  # numpy's global seed range
+    eval_bootstrap_resamples: Natural
+    eval_bootstrap_seed: Seed
     eval_privacy: bool
     eval_privacy_top_k: Count
     eval_privacy_speaker_eer_threshold: Annotated[float, Field(gt=0, le=100)]
-    eval_privacy_worst_speakers: Nonnegative
+    eval_privacy_worst_speakers: Natural
     eval_privacy_singling_out_folds: Count
-    eval_privacy_seed: Nonnegative
+    eval_privacy_seed: Natural
 
 
 #: The evaluation's keys (an override of one goes to the evaluation YAML).
@@ -137,12 +104,8 @@ EVAL_KEYS = tuple(EvaluationOptions.model_fields)
 
 
 def evaluation_hparams_file(training_file, values) -> Path:
-    """The evaluation YAML a training YAML names (``eval_hparams``: beside it, else in the checkout's
-    hparams/, for a copy of a shipped YAML elsewhere). ``values``: the training YAML's.
-
-    A training YAML holding an evaluation key (one written before they moved) is refused: the
-    evaluation YAML is their one place.
-    """
+    """The evaluation YAML a training YAML (``values``) names in ``eval_hparams``: beside it, else in the
+    checkout's hparams/. An evaluation key in the training YAML is refused: the evaluation YAML is its one place."""
     stray = [key for key in values if key in EVAL_KEYS]
     if stray:
         raise OptionError(
@@ -159,10 +122,12 @@ def load_evaluation_hparams(path, overrides=None) -> dict:
     """The values of an evaluation YAML (its ``base_hparams``' values first), then ``overrides``, checked
     against :class:`EvaluationOptions` (an :class:`~..errors.OptionError` names every bad one), as given."""
     values = {**_read_evaluation_yaml(Path(path)), **dict(overrides or {})}
-    try:
-        EvaluationOptions.model_validate(values)
-    except ValidationError as error:
-        raise option_error(error, values) from None
+    validate_values(EvaluationOptions, values)
+    if values["eval_enroll_scoring"] == "max" and values["eval_score_norm"]:
+        raise OptionError(
+            f"{path}: eval_enroll_scoring: max scores each enrollment utterance, which eval_score_norm "
+            f"({values['eval_score_norm']}) does not normalize: set one of them back (mean, or null)"
+        )
     folder = values["eval_folder"]
     if folder and Path(folder).exists() and not Path(folder).is_dir():
         raise OptionError(f"option eval_folder: {folder!r} is a file, not a folder: give a folder path")
@@ -198,7 +163,12 @@ def add_privacy_metrics(results: SystemResults, options: PrivacyOptions) -> Syst
     ``results.metrics`` and record ``options`` in ``results.privacy`` (the report's intervals use them)."""
     for name, subset in results.subsets.items():
         design, _ = subset_design(subset)
-        results.metrics[name].update(ListPrivacy(subset, design, options).point())
+        found = ListPrivacy(subset, design, options).point()
+        found["undefined_because"] = {
+            **results.metrics[name].get("undefined_because", {}),
+            **found["undefined_because"],
+        }
+        results.metrics[name].update(found)
     results.privacy = options
     return results
 
@@ -216,10 +186,7 @@ class EvaluationFolderError(UserError, ValueError):
 
 
 def check_evaluation_folder(hparams: dict) -> None:
-    """Refuse an evaluation folder holding results of another protocol or language (they would be replaced).
-
-    A rescoring under the same protocol (other options, a new model) replaces its results as before.
-    """
+    """Refuse an evaluation folder holding results of another protocol or language (they would be replaced)."""
     path = evaluation_folder(hparams) / "results.json"
     if not path.is_file():
         return
@@ -238,11 +205,8 @@ def check_evaluation_folder(hparams: dict) -> None:
 
 
 def load_evaluation_model(hparams: dict, run_opts: dict | None = None, stated=()) -> SpeakerModel:
-    """The model evaluation embeds with: the model folder (:func:`~..models.folder.model_folder`) loaded by
-    :func:`~..models.folder.load_speaker_model`, SpeechBrain's files linked in ``<eval_folder>/model``.
-
-    ``stated``: the YAML keys the user gave (overrides); a model key among them must be the folder's.
-    """
+    """The model folder's speaker model, SpeechBrain's files linked in ``<eval_folder>/model``
+    (``stated``: the keys the user gave; a model key among them must be the folder's)."""
     return load_speaker_model(
         model_folder(hparams),
         hparams,
@@ -264,13 +228,8 @@ class EvaluationAudioError(TrialListError):
 def check_evaluation_audio(
     hparams: dict, enrollments: dict, trial_lists: dict, eval_folder, resample: bool = False
 ) -> list[str]:
-    """The audio check (:mod:`segreconcat_aug.data.audio_check`) of every enrollment and trial file scored.
-
-    Unusable files (missing, unreadable, truncated, NaN samples, another rate unless ``resample``) stop
-    here, all named (and listed in ``<eval_folder>/audio_problems.txt``). Silent or
-    too-short files are scored, and returned as warnings (count and first ids), as are the
-    files that ``resample`` resamples (count per rate).
-    """
+    """The audio check of every enrollment and trial file scored: unusable files stop here, all named
+    (and listed in ``<eval_folder>/audio_problems.txt``); silent, too short or resampled ones are warnings."""
     wav = {}
     for enrollment in enrollments.values():
         wav.update({f"{enrollment.folder.name}/{utt}": path for utt, path in enrollment.wav.items()})
@@ -299,10 +258,7 @@ def check_evaluation_audio(
                 f"{len(utts)} enrollment/trial file(s) {words}, scored all the same; first: {utts[:5]}"
             )
     target = int(hparams.get("sample_rate", SAMPLE_RATE))
-    rates: dict[int, int] = {}
-    for rate in report.rates.values():
-        if rate != target:
-            rates[rate] = rates.get(rate, 0) + 1
+    rates = Counter(rate for rate in report.rates.values() if rate != target)
     if rates:
         found = ", ".join(f"{count} at {rate} Hz" for rate, count in sorted(rates.items()))
         warnings.append(
@@ -316,29 +272,14 @@ def check_evaluation_audio(
 
 def evaluate_system(
     hparams: dict, run_opts: dict | None = None, write_report: bool = True, model: SpeakerModel | None = None
-) -> SystemResults:
-    """Evaluate the exported model of a training run on its system's dev and test trials.
+) -> SystemResults | None:
+    """Evaluate the model folder of a training run on its system's dev and test trials.
 
-    Parameters
-    ----------
-    hparams : dict
-        The loaded training YAML and evaluation YAML: ``data_folder``, ``system``, ``output_folder``, optional
-        ``folder_overrides``, ``export_folder`` / ``eval_model_folder`` (the model folder; its
-        ``hyperparams.yaml`` decides the model, else the YAML's ``compute_features``,
-        ``mean_var_norm`` and ``embedding_model`` get its ``embedding_model.ckpt``), ``seed`` and
-        every key of the evaluation YAML (:func:`load_evaluation_hparams`, checked there).
-    run_opts : dict or None
-        SpeechBrain run options (a dict or ``RunOptions``); ``device`` is used (default: the
-        accelerator when there is one, else cpu).
-    write_report : bool
-        Write scores, ``results.csv``, ``results.md``, ``results.json`` and the DET
-        figure to ``eval_folder`` (:func:`segreconcat_aug.evaluation.system_report.write_system_report`).
-    model : SpeakerModel or None
-        The model to embed with (:func:`load_evaluation_model`, which is called when None).
-
-    Returns
-    -------
-    SystemResults
+    ``hparams``: the loaded training and evaluation YAMLs; ``run_opts``: SpeechBrain's (its ``device``,
+    default the accelerator if any); ``write_report``: the scores and results files in ``eval_folder``;
+    ``model``: the model to embed with (default :func:`load_evaluation_model`'s). Called by every rank of
+    a torchrun job (its process group initialized), the ranks share the embedding extraction and rank 0
+    alone checks the audio, scores and writes; the other ranks return None.
     """
     device = _device(run_opts)
     system = hparams["system"]
@@ -378,15 +319,48 @@ def evaluate_system(
             note for loaded in (*enrollments.values(), *trial_lists.values()) for note in loaded.notes
         )
     )
-    audio_warnings = check_evaluation_audio(hparams, enrollments, trial_lists, eval_folder, resample=resample)
+    cohort_top_k = None
+    if score_norm:  # the cohort is drawn (and a too small one refused) before anything is written
+        folder = training_folder(data_folder, system, overrides, protocol=scheme.name, language=language)
+        train = load_set_folder(
+            folder,
+            data_folder,
+            scheme.train_set(language),
+            layout,
+            allow_pipes=allow_pipes,
+            pipes_key="eval_allow_pipes",
+        )
+        seed = hparams.get("seed", 0)
+        if score_norm == "as-norm-voxattack":
+            # VoxATtack's cohort: training utterances themselves, not speaker means
+            drawn = cohort_utterance_draw(train, int(hparams["eval_cohort_size"]), seed)
+            min_size = int(hparams["eval_cohort_min_size"])
+            if len(drawn) < min_size:
+                raise CohortTooSmallError(
+                    f"eval_cohort_min_size: {system}'s training set gives a cohort of {len(drawn)} "
+                    f"utterances, fewer than {min_size}; lower eval_cohort_min_size"
+                )
+        else:
+            chosen = cohort_utterances(train, int(hparams["eval_cohort_utts_per_speaker"]), seed)
+        size = len(drawn) if score_norm == "as-norm-voxattack" else len(chosen)
+        asked = hparams["eval_cohort_top_k"]
+        cohort_top_k = used_top_k(score_norm, size, asked, f"{system}'s training set ({folder})")
+        if asked and cohort_top_k != asked:  # the cohort is smaller: the k used is what is recorded
+            logger.info("eval_cohort_top_k: %d asked, %d used (the cohort's size)", asked, cohort_top_k)
+
+    calibration = hparams["eval_calibration"]
+    if calibration == "qmf":
+        check_calibration_set(trial_lists)
+    # Rank 0 checks (its cache and problem list are files of eval_folder); the other ranks get its warnings.
+    audio_warnings = main_process_only(check_evaluation_audio)(
+        hparams, enrollments, trial_lists, eval_folder, resample=resample
+    )
     model = model or load_evaluation_model(hparams, {"device": device})
     normalize_wave = wave_normalization(
         scheme.convention("eval_normalize_wave", hparams.get("eval_normalize_wave"))
     )
     trim = bool(hparams["eval_trim_zeros"])
-    # The wave processing is part of the embedding cache's name: changing it re-embeds. (The
-    # loudness normalization is named by its method, so caches of the earlier peak-only option
-    # are not reused.)
+    # The wave processing is part of the embedding cache's name: changing it re-embeds.
     wave_options = {"normalize_wave": WAVE_CACHE_NAMES.get(normalize_wave, False), "trim_zeros": trim}
     # Padded batches give other embeddings than one utterance at a time: never one cache for both.
     wave_options["batching"] = (
@@ -411,30 +385,7 @@ def evaluate_system(
         padded=batching == "padded",
     )
 
-    if score_norm:  # the cohort is drawn (and a too small one refused) before anything is embedded
-        folder = training_folder(data_folder, system, overrides, protocol=scheme.name, language=language)
-        train = load_set_folder(
-            folder,
-            data_folder,
-            scheme.train_set(language),
-            layout,
-            allow_pipes=allow_pipes,
-            pipes_key="eval_allow_pipes",
-        )
-        seed = hparams.get("seed", 0)
-        if score_norm == "as-norm-voxattack":
-            # VoxATtack's cohort: training utterances themselves, not speaker means
-            drawn = cohort_utterance_draw(train, int(hparams["eval_cohort_size"]), seed)
-            min_size = int(hparams["eval_cohort_min_size"])
-            if len(drawn) < min_size:
-                raise CohortTooSmallError(
-                    f"eval_cohort_min_size: {system}'s training set gives a cohort of {len(drawn)} "
-                    f"utterances, fewer than {min_size}; lower eval_cohort_min_size"
-                )
-        else:
-            chosen = cohort_utterances(train, int(hparams["eval_cohort_utts_per_speaker"]), seed)
-
-    models = {}
+    models, enroll_embeddings = {}, {}
     for part, enrollment in enrollments.items():
         embeddings = extractor.embed(
             enrollment.wav,
@@ -442,7 +393,13 @@ def evaluate_system(
             enrollment.utt2dur,
             desc=f"{system} {part} enroll",
         )
-        models[part] = speaker_models(enrollment.speakers, embeddings, mean=enroll_mean)
+        enroll_embeddings[part] = embeddings
+        if hparams["eval_enroll_scoring"] == "max":  # each speaker's utterances, scored one by one
+            models[part] = {
+                s: np.stack([embeddings[u] for u in utts]) for s, utts in enrollment.speakers.items()
+            }
+        else:
+            models[part] = speaker_models(enrollment.speakers, embeddings, mean=enroll_mean)
 
     cohort = None
     if score_norm == "as-norm-voxattack":
@@ -459,9 +416,18 @@ def evaluate_system(
             wav, cache_root / f"cohort-{train.path.name}", train.utt2dur, desc="cohort"
         )
         cohort = np.stack(list(speaker_models(chosen, embeddings, mean=enroll_mean).values()))
-    cohort_top_k = hparams["eval_cohort_top_k"]
-    if score_norm and cohort_top_k is None:
-        cohort_top_k = DEFAULT_TOP_K.get(score_norm)
+
+    test_embeddings = {
+        name: extractor.embed(
+            {utt: trials.wav[utt] for utt in dict.fromkeys(trials.test_utterances)},
+            cache_root / trials.audio_folder.name,
+            trials.utt2dur,
+            desc=f"{system} {name} trials",
+        )
+        for name, trials in trial_lists.items()
+    }
+    if not if_main_process():  # the embeddings are shared: scoring is rank 0's
+        return None
 
     options = {
         "protocol": scheme.name,
@@ -473,6 +439,8 @@ def evaluate_system(
         "normalize_wave": normalize_wave or False,
         "trim_zeros": trim,
         "enroll_mean": enroll_mean,
+        **({"enroll_scoring": "max"} if hparams["eval_enroll_scoring"] == "max" else {}),
+        **({"calibration": calibration} if calibration != "none" else {}),
         "score_norm": score_norm,
         **({"cohort_top_k": cohort_top_k, "cohort_size": len(cohort)} if score_norm else {}),
         "skip_missing_trials": skip_missing,
@@ -491,20 +459,28 @@ def evaluate_system(
         language=language,
     )
     p_targets = tuple(hparams["eval_p_targets"])
+    qmf_lists = {}
     for name, trials in trial_lists.items():
-        needed = {utt: trials.wav[utt] for utt in dict.fromkeys(trials.test_utterances)}
-        test_embeddings = extractor.embed(
-            needed, cache_root / trials.audio_folder.name, trials.utt2dur, desc=f"{system} {name} trials"
-        )
         scored = score_trials(
             trials,
             models[scheme.part(name)],
-            test_embeddings,
+            test_embeddings[name],
             cohort,
             score_norm,
             cohort_top_k,
         )
         rows = {name: scored}
+        if calibration == "qmf":
+            part = scheme.part(name)
+            features = trial_features(
+                trials,
+                scored.scores,
+                enrollments[part],
+                enroll_embeddings[part],
+                test_embeddings[name],
+                enroll_mean,
+            )
+            qmf_lists[name] = (features, scored.targets, scored.enroll)
         if scheme.gender_rows:
             genders = {**(enrollments[scheme.part(name)].spk2gender or {}), **(trials.spk2gender or {})}
             if genders:
@@ -523,6 +499,8 @@ def evaluate_system(
                 f"{name}: {scored.skipped} of {scored.skipped + len(scored.targets)} trials skipped (an "
                 f"enrollment speaker without utterances or a test utterance not in wav.scp; {trials.path})"
             )
+    for name, found in calibrate(qmf_lists).items() if qmf_lists else ():
+        results.metrics[name].update(found)
     privacy = privacy_options(hparams)
     if privacy is not None:
         add_privacy_metrics(results, privacy)

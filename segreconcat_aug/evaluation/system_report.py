@@ -18,9 +18,9 @@ import numpy as np
 from ..data.protocols import GENDER_ROWS, get_protocol
 from ..data.result_files import atomic_writer, file_digest, json_text, write_text
 from .bootstrap import format_interval, interval_text, outside_note
-from .figures import plot_det, plot_privacy, privacy_panels
+from .figures import plot_det_panels, plot_privacy, privacy_panels
 from .intervals import BOOTSTRAP_DEFAULTS, metric_problem, privacy_table, system_intervals
-from .metrics import det_curve
+from .metrics import OPERATING_POINTS, det_curve
 from .privacy import interval_names
 from .score_files import write_scores
 
@@ -38,12 +38,6 @@ def markdown_table(headers, rows, digits: int = 2) -> str:
     lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
     lines += ["| " + " | ".join(_fmt(v, digits) for v in row) + " |" for row in rows]
     return "\n".join(lines)
-
-
-def _interval_cells(interval: dict | None) -> list:
-    if not interval:
-        return ["", "", ""]
-    return [blank(interval["low"]), blank(interval["high"]), interval.get("reason") or ""]
 
 
 def blank(value):
@@ -92,24 +86,25 @@ def write_system_report(
         intervals, speaker_source = found["intervals"], found["test_speakers"]
     privacy_metrics = interval_names(privacy) if privacy is not None else []
     dcf_metrics = [f"min_dcf_{p:g}" for p in p_targets]
-    ci_metrics = ["eer", *dcf_metrics, *privacy_metrics]
-    privacy_rows = {metric: privacy_table(results.metrics, metric, table) for metric in privacy_metrics}
-    _note_points_outside(intervals, results.metrics, row, privacy_rows)
+    ci_metrics = ["eer", *dcf_metrics, *OPERATING_POINTS, *privacy_metrics]
+    point_rows = {m: privacy_table(results.metrics, m, table) for m in [*OPERATING_POINTS, *privacy_metrics]}
+    _note_points_outside(intervals, results.metrics, row, point_rows)
 
     metric_keys = sorted(
         {key for values in results.metrics.values() for key, value in values.items() if _is_scalar(value)}
     )
     ci_header = [f"{m}_ci_{side}" for m in ci_metrics for side in ("low", "high")] + ["ci_undefined_because"]
-    undefined_header = ["undefined_because"] if privacy is not None else []
+    undefined = privacy is not None or any(v.get("undefined_because") for v in results.metrics.values())
+    undefined_header = ["undefined_because"] if undefined else []
 
     def ci_fields(column, metrics):
         cells, reasons = [], []
         for metric in ci_metrics:
-            low, high, reason = _interval_cells(
-                intervals.get(column, {}).get(metric) if metric in metrics else None
-            )
-            cells += [low, high]
-            if reason and reason not in reasons:
+            interval = (intervals.get(column, {}).get(metric) if metric in metrics else None) or {}
+            cells += [blank(interval.get("low")), blank(interval.get("high"))]
+            reason = interval.get("reason")
+            # An operating point's own reason (a list too small) is in undefined_because.
+            if reason and reason not in reasons and metric not in OPERATING_POINTS:
                 reasons.append(reason)
         return cells + ["; ".join(reasons)]
 
@@ -126,13 +121,13 @@ def write_system_report(
             writer.writerow([results.system, name, *(blank(values.get(key)) for key in metric_keys), *extra])
         for column in table.averages:
             if column in row:
-                extra = ci_fields(column, ["eer", *privacy_metrics]) if intervals else []
+                extra = ci_fields(column, ["eer", *OPERATING_POINTS, *privacy_metrics]) if intervals else []
                 writer.writerow(
                     [
                         results.system,
                         column,
                         *(
-                            row[column] if k == "eer" else blank(privacy_rows.get(k, {}).get(column))
+                            row[column] if k == "eer" else blank(point_rows.get(k, {}).get(column))
                             for k in metric_keys
                         ),
                         *extra,
@@ -170,6 +165,7 @@ def write_system_report(
             4,
         ),
         "",
+        *operating_points_markdown(results.metrics, intervals, point_rows, table, row),
     ]
     text += [
         f"Protocol: {protocol.name} ({protocol.description})"
@@ -191,8 +187,9 @@ def write_system_report(
             "only its cross-gender, non-target trials (the cross-gender ones are the easy part of the pooled EER).",
             "",
         ]
+    text += calibration_markdown(results.metrics)
     if privacy is not None:
-        text += privacy_markdown(results.metrics, intervals, privacy_rows, privacy)
+        text += privacy_markdown(results.metrics, intervals, point_rows, privacy)
     if intervals:
         text += [bootstrap_note(settings, speaker_source), ""]
         undefined = {  # a metric without a value already says why, in the privacy section
@@ -235,6 +232,7 @@ def write_system_report(
         "table": row,
         "subsets": subsets_json,
         "intervals": intervals,
+        "operating_points": {metric: point_rows[metric] for metric in OPERATING_POINTS},
         "bootstrap": {**settings, "unit": "speaker", "test_speakers": speaker_source} if intervals else None,
         "options": results.options,
         "warnings": list(getattr(results, "warnings", None) or []),
@@ -244,7 +242,7 @@ def write_system_report(
         "convergence": convergence,
     }
     if privacy is not None:
-        payload["privacy_table"] = privacy_rows
+        payload["privacy_table"] = {metric: point_rows[metric] for metric in privacy_metrics}
         payload["privacy_options"] = dataclasses.asdict(privacy)
         written["per_speaker_eer"] = write_per_speaker_eer(folder / "per_speaker_eer.csv", results)
     if det_plot:
@@ -252,7 +250,7 @@ def write_system_report(
             name: det_curve(subset.target_scores, subset.nontarget_scores)
             for name, subset in results.subsets.items()
         }
-        written["det"] = plot_det(curves, folder / "det.png", title=f"{results.system} DET")
+        written["det"] = plot_det_panels({f"{results.system} DET": curves}, folder / "det.png")
         if privacy is not None:
             written["privacy"] = plot_privacy(
                 {results.system: privacy_panels(results)},
@@ -266,10 +264,8 @@ def write_system_report(
 
 
 def convergence_markdown(found: dict | None) -> list[str]:
-    """The section of ``results.md`` on the attacker's training: its flags and the numbers behind them.
-
-    ``found``: :func:`segreconcat_aug.data.convergence.convergence` of the run (None: the model is not
-    a training run of this toolkit, so nothing is known of it).
+    """The section of ``results.md`` on the attacker's training (``found``: the run's
+    :func:`segreconcat_aug.data.convergence.convergence`; None: not a training run of this toolkit).
 
     >>> print("\\n".join(convergence_markdown(None)))
     ## Convergence of the attacker's training (docs/evaluation.md#convergence-flags)
@@ -294,7 +290,8 @@ def convergence_markdown(found: dict | None) -> list[str]:
     slope = found.get("dev_loss_slope")
     numbers = [
         f"epochs run: {found['last_epoch']}{limit}, {'stopped early' if found['stopped_early'] else 'not stopped early'}",
-        f"best dev loss {found['best_dev_loss']:.4f} at epoch {found['best_epoch']} (the exported model)",
+        f"best dev loss {found['best_dev_loss']:.4f} at epoch {found['best_epoch']}"
+        + (" (the exported model)" if found.get("selected_by", "dev_loss") == "dev_loss" else ""),
         (
             f"dev-loss trend over the last {found['slope_window']} epochs: {100 * slope:+.1f} % per epoch"
             if slope is not None
@@ -315,12 +312,49 @@ def convergence_markdown(found: dict | None) -> list[str]:
         )
     else:
         numbers.append("SegReConcat coverage: no augmentation asked")
+    if found.get("selected_by", "dev_loss") != "dev_loss":
+        numbers.append(f"the exported model: the checkpoint of the lowest {found['selected_by']} (select_by)")
     return text + [f"- {line}" for line in numbers] + [""]
 
 
+def operating_points_markdown(
+    metrics: dict, intervals: dict, point_rows: dict, table, row: dict
+) -> list[str]:
+    """The operating points' table of ``results.md``, with each interval or why it is undefined."""
+
+    def cell(column, metric):
+        value = metrics[column].get(metric) if column in metrics else point_rows[metric].get(column)
+        if value is None:
+            return metric_problem(metrics, column, metric, table) or "-"
+        return format_interval(value, intervals.get(column, {}).get(metric) if intervals else None)
+
+    rows = [
+        [column, *(cell(column, m) for m in OPERATING_POINTS)]
+        for column in [*metrics, *(c for c in table.averages if c in row)]
+    ]
+    headers = ["subset", *(header for key, header, _ in OPERATING_POINT_COLUMNS)]
+    return ["Low false-alarm operating points (docs/evaluation.md):", "", markdown_table(headers, rows), ""]
+
+
+def calibration_markdown(metrics: dict) -> list[str]:
+    """With ``eval_calibration: qmf``, the calibrated EER, Cllr and minCllr beside the raw scores'."""
+    names = [name for name, values in metrics.items() if "qmf_eer" in values]
+    if not names:
+        return []
+    keys = ("eer", "qmf_eer", "cllr", "qmf_cllr", "min_cllr", "qmf_min_cllr")
+    headers = ["subset", "EER (%)", "QMF EER (%)", "Cllr", "QMF Cllr", "minCllr", "QMF minCllr"]
+    rows = [[name, *(metrics[name].get(key) for key in keys)] for name in names]
+    return [
+        "QMF calibration (docs/evaluation.md): fitted on the dev lists, applied to the test lists; dev's own "
+        "numbers cross-validated by enrollment speaker. Raw Cllr and minCllr: the privacy metrics'.",
+        "",
+        markdown_table(headers, rows, 3),
+        "",
+    ]
+
+
 def _note_points_outside(intervals: dict, metrics: dict, row: dict, privacy_rows: dict) -> None:
-    """Add ``note`` (:func:`~segreconcat_aug.evaluation.bootstrap.outside_note`) to each interval that does
-    not hold its own point (the subset's value, or the table row's average)."""
+    """Add :func:`~segreconcat_aug.evaluation.bootstrap.outside_note` to each interval outside its point."""
     digits = {key: places for key, _, places in PRIVACY_COLUMNS}
     for column, found in intervals.items():
         for metric, interval in found.items():
@@ -355,6 +389,12 @@ def read_results(folder) -> dict:
     return json.loads(path.read_text(encoding="utf-8"))
 
 
+#: Columns of the operating points' table in results.md: (key, header, decimals).
+OPERATING_POINT_COLUMNS = (
+    ("tpr_at_fpr_1", "TPR at FPR 1 % (%)", 2),
+    ("tpr_at_fpr_0.1", "TPR at FPR 0.1 % (%)", 2),
+    ("fpr_at_fnr_1", "FPR at FNR 1 % (%)", 2),
+)
 #: Columns of the privacy table in results.md: (key, header, decimals).
 PRIVACY_COLUMNS = (
     ("linkability", "linkability D<->sys", 3),

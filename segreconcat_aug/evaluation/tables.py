@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..data.protocols import MIXED_TABLE, get_protocol
+from ..data.protocols import MIXED_TABLE, TRACK2_LANGUAGES, get_protocol
 from .bootstrap import format_interval, outside_note
 from .references import reference_value
-from .system_report import PRIVACY_COLUMNS, markdown_table
+from .system_report import OPERATING_POINT_COLUMNS, PRIVACY_COLUMNS, markdown_table
 
 
 def _summary(cell) -> dict:
@@ -37,11 +37,9 @@ def privacy_label(metric: str) -> str:
     """
     if metric.startswith("top") and metric[3:].isdigit():
         return f"top-{metric[3:]} (%)"
-    return next((header for key, header, _ in PRIVACY_COLUMNS if key == metric), metric)
-
-
-def _privacy_digits(metric: str) -> int:
-    return next((digits for key, _, digits in PRIVACY_COLUMNS if key == metric), 2)
+    return next(
+        (header for key, header, _ in (*PRIVACY_COLUMNS, *OPERATING_POINT_COLUMNS) if key == metric), metric
+    )
 
 
 def _privacy_cells(cell, metrics, seed_index=None, compared: bool = False) -> list:
@@ -50,7 +48,7 @@ def _privacy_cells(cell, metrics, seed_index=None, compared: bool = False) -> li
     cells = []
     for metric in metrics:
         summary = _summary(((cell.get("privacy") or {}).get(metric)) if "privacy" in cell else None)
-        digits = _privacy_digits(metric)
+        digits = next((digits for key, _, digits in PRIVACY_COLUMNS if key == metric), 2)
         if seed_index is not None and summary["seeds"]:
             run = summary["seeds"][seed_index]
             cells += [_cell_text(run["table"].get("avg"), run["intervals"].get("avg"), digits=digits), ""]
@@ -58,22 +56,15 @@ def _privacy_cells(cell, metrics, seed_index=None, compared: bool = False) -> li
         std = (summary.get("std") or {}).get("avg")
         cells.append(_cell_text(summary["table"].get("avg"), summary["intervals"].get("avg"), std, digits))
         difference = (summary.get("difference") or {}).get("avg") if compared else None
-        if not difference:
-            cells.append("-")
-        else:
-            text = format_interval(
-                difference["difference"], difference if "low" in difference else None, digits
-            )
-            if difference.get("p_value") is not None:
-                text += f", p = {difference['p_value']:.3f}"
-            cells.append(text)
+        text, p_value, _ = _diff_cells(difference, digits)
+        cells.append(text if p_value == "-" else f"{text}, p = {p_value}")
     return cells
 
 
-def _diff_cells(difference) -> list:
+def _diff_cells(difference, digits: int = 2) -> list:
     if not difference:
         return ["-", "-", "-"]
-    text = format_interval(difference["difference"], difference if "low" in difference else None)
+    text = format_interval(difference["difference"], difference if "low" in difference else None, digits)
     if difference.get("p_value") is None:
         return [text, "-", "-"]
     return [text, f"{difference['p_value']:.3f}", "yes" if difference["significant"] else "no"]
@@ -96,15 +87,6 @@ def comparison_table(
     configuration -> name in the table; ``references``: published rows, shown in the columns the
     ``protocol`` names; ``privacy_columns``: privacy metrics, each with its average [CI] and paired
     difference to the baseline.
-
-    >>> from segreconcat_aug.evaluation.intervals import TABLE_COLUMNS
-    >>> row = dict(zip(TABLE_COLUMNS, [30.0, 20.0, 25.0, 30.0, 20.0, 25.0, 25.0]))
-    >>> better = {k: v - 5 for k, v in row.items()}
-    >>> print(comparison_table({("B3", "base"): row, ("B3", "src"): better}, ["B3"], "base", ["src"]))
-    | system | attacker | dev F | dev M | dev avg | test F | test M | test avg | avg | diff avg [95 % CI] | p | significant (5 %) |
-    |---|---|---|---|---|---|---|---|---|---|---|---|
-    | B3 | base | 30.00 | 20.00 | 25.00 | 30.00 | 20.00 | 25.00 | 25.00 | - | - | - |
-    | B3 | src | 25.00 | 15.00 | 20.00 | 25.00 | 15.00 | 20.00 | 20.00 | -5.00 | - | - |
     """
     labels = labels or {}
     scheme = get_protocol(protocol)
@@ -295,18 +277,7 @@ def language_table(cells: dict, systems, configs, languages, labels: dict | None
     The average row covers the languages the challenge scores (en, de, fr, es) that have results, and
     says which; cn and ja rows, when there, come after it, outside the average. Each language's
     interval is its own attacker's; the average has none.
-
-    >>> cells = {("BM1/de", "base"): {"dev_mixed": 20.0, "test_mixed": 10.0, "avg": 15.0},
-    ...          ("BM1/fr", "base"): {"dev_mixed": 30.0, "test_mixed": 20.0, "avg": 25.0}}
-    >>> print(language_table(cells, ["BM1"], ["base"], ["de", "fr", "cn"]))
-    | system | attacker | language | dev mixed | test mixed | avg |
-    |---|---|---|---|---|---|
-    | BM1 | base | de | 20.00 | 10.00 | 15.00 |
-    | BM1 | base | fr | 30.00 | 20.00 | 25.00 |
-    | BM1 | base | average (de, fr) | 25.00 | 15.00 | 20.00 |
     """
-    from ..data.protocols import TRACK2_LANGUAGES
-
     labels = labels or {}
     columns = MIXED_TABLE.columns
     headers = ["system", "attacker", "language", *MIXED_TABLE.headers]

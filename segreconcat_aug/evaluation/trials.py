@@ -1,12 +1,4 @@
-"""The trial lists of one system, read and checked, and their scores.
-
-:func:`load_system_trials` reads a system's enrollment folders (speakers grouped by ``utt2spk``,
-utterances from the ``enrolls`` list when present) and trial lists (``<enroll-spk> <test-utt>
-target|nontarget``) as its protocol names them (:mod:`segreconcat_aug.data.protocols`), checked
-against each folder's ``wav.scp``. :func:`score_trials` scores one list (cosine of enrollment model
-and test embedding, optionally normalized) into :class:`SubsetScores`; :class:`SystemResults` holds
-a system's scored subsets and metrics, as :mod:`segreconcat_aug.evaluation.system` returns them.
-"""
+"""The trial lists of one system, read and checked against each folder's ``wav.scp``, and their scores."""
 
 from __future__ import annotations
 
@@ -20,23 +12,15 @@ from ..data.kaldi import KaldiFolder, Trial, group_by_speaker, read_trials
 from ..data.protocols import GENDER_ROWS, get_protocol
 from ..data.vpac import detect_layout, load_set_folder, original_folder, system_folders
 from ..errors import UserError
-from .intervals import SUBSET_COLUMNS, table_averages
+from .intervals import table_averages
 from .privacy import PrivacyOptions
-from .scoring import cosine_scores, normalize_scores
+from .scoring import cosine_scores, max_cosine_scores, normalize_scores
 
 logger = logging.getLogger(__name__)
-
-#: Subset names of VPAC 2024 (the default protocol) in the order of the paper's Table 2.
-SUBSETS = SUBSET_COLUMNS
 
 
 class TrialListError(UserError, ValueError):
     """A trial list or enrollment folder cannot be scored as it is."""
-
-
-# ---------------------------------------------------------------------------------------------------
-# Trials and enrollment
-# ---------------------------------------------------------------------------------------------------
 
 
 @dataclass
@@ -80,23 +64,19 @@ class TrialList:
 
 def unmatched_notes(folder: KaldiFolder) -> list[str]:
     """What :func:`~segreconcat_aug.data.kaldi.load_kaldi_folder` skipped (``unmatched="skip"``), as report lines."""
-    notes = []
-    for ids, what in (
-        (folder.no_audio, f"utterance(s) of utt2spk have no wav.scp entry ({folder.path})"),
-        (folder.no_speaker, f"utterance(s) of wav.scp have no speaker in utt2spk ({folder.path})"),
-    ):
-        if ids:
-            notes.append(f"{len(ids)} {what}: skipped, as the VPC 2026 toolkit does; first: {ids[:5]}")
-    return notes
+    return [
+        f"{len(ids)} {what}: skipped, as the VPC 2026 toolkit does; first: {ids[:5]}"
+        for ids, what in (
+            (folder.no_audio, f"utterance(s) of utt2spk have no wav.scp entry ({folder.path})"),
+            (folder.no_speaker, f"utterance(s) of wav.scp have no speaker in utt2spk ({folder.path})"),
+        )
+        if ids
+    ]
 
 
 def load_enrollment(folder: KaldiFolder, skip_missing: bool = False) -> Enrollment:
-    """Group the enrollment utterances of a folder by speaker (``utt2spk``).
-
-    Utterances come from the ``enrolls`` list when the folder has one (every id
-    must be in ``wav.scp``; with ``skip_missing``, an id without audio is skipped
-    and counted), else from ``wav.scp``.
-    """
+    """A folder's enrollment utterances (its ``enrolls`` list, else ``wav.scp``) grouped by speaker;
+    ``skip_missing``: an ``enrolls`` id without audio is skipped and counted, not an error."""
     notes = unmatched_notes(folder)
     if folder.enrolls is not None:
         unknown = [utt for utt in folder.enrolls if utt not in folder.wav]
@@ -148,21 +128,11 @@ def load_trial_list(
     trials_path=None,
     collapse_duplicates: bool = False,
 ) -> TrialList:
-    """Read and check ``<folder>/trials`` against ``enrollment`` and the folder's ``wav.scp``.
+    """Read and check ``<folder>/trials`` (or ``trials_path``) against ``enrollment`` and ``wav.scp``.
 
-    ``trials_path``: read the list from there instead (VPC 2026: the original folder's list).
-    ``collapse_duplicates``: a line repeating an earlier line's ``(speaker, utterance)`` pair is
-    scored once, as both VPC toolkits' score dictionaries do (counted in ``TrialList.duplicates``;
-    the same pair labelled both ways is an error naming both lines). With ``skip_missing`` (the
-    2026 code), a test utterance is also found under its id with ``.wav`` added or removed.
-
-    Raises
-    ------
-    TrialListError
-        On an empty list, a list with only targets or only non-targets, or (unless
-        ``skip_missing``) a trial naming a speaker that is not enrolled or an
-        utterance that is not in ``wav.scp``, naming file and line. Skipped trials
-        are counted in ``TrialList.skipped`` and logged.
+    ``collapse_duplicates``: a repeated ``(speaker, utterance)`` pair is scored once, as both VPC
+    toolkits' score dictionaries do. ``skip_missing`` (the 2026 code): trials naming an unknown
+    speaker or utterance are skipped and counted, and a test id is also found with ``.wav`` added or removed.
     """
     path = Path(trials_path) if trials_path is not None else folder.path / "trials"
     # load_kaldi_folder parsed the file if there was one; read_trials says why there is none.
@@ -255,14 +225,8 @@ TRIALS_FROM = ("original", "anonymized")
 
 
 def trials_file(folder: KaldiFolder, original: Path | None, trials_from: str) -> tuple[Path, list[str]]:
-    """The ``trials`` file a trial set is scored with, and notes on the choice (for the report).
-
-    ``original`` (the 2026 toolkit's ``evaluate_asv.py``): the original folder's list, else the
-    anonymized folder's own where the original has none; ``anonymized``: the folder's own list, else
-    the original's. A layout without original folders (VPAC 2024's) has only the folder's own list.
-    """
-    if trials_from not in TRIALS_FROM:
-        raise ValueError(f"eval_trials_from: unknown {trials_from!r}; choose from {list(TRIALS_FROM)}")
+    """The ``trials`` file a trial set is scored with (``trials_from``'s folder first, else the other),
+    and notes on the choice for the report."""
     own = folder.path / "trials" if folder.trials is not None else None
     theirs = original / "trials" if original is not None and (original / "trials").is_file() else None
     if own is None and theirs is None:
@@ -298,17 +262,8 @@ def load_system_trials(
     trials_from: str | None = None,
     collapse_duplicates: bool | None = None,
 ) -> tuple[dict[str, Enrollment], dict[str, TrialList]]:
-    """Enrollments (by part) and trial lists (by subset name, e.g. ``dev_f``) of one system.
-
-    ``protocol`` (default ``vpac2024``) names the sets and ``subsets`` (None: all of the
-    protocol's); ``language`` is a Track 2 language; ``layout`` (None: the one the data folder
-    holds, the protocol's own first) where the folders are (:func:`segreconcat_aug.data.vpac.system_folders`).
-    In the 2026 layout, what an anonymized folder lacks is read from its original
-    (:func:`segreconcat_aug.data.vpac.load_set_folder`), and ``trials_from`` (None: the protocol's
-    ``eval_trials_from``) says whose ``trials`` are scored (:func:`trials_file`);
-    ``collapse_duplicates`` (None: the protocol's ``eval_duplicate_trials``) as :func:`load_trial_list`.
-    With ``skip_missing``, ids of ``utt2spk`` without audio and of ``wav.scp`` without a speaker are
-    skipped and counted, as the 2026 code does, where they would be an error.
+    """Enrollments (by part) and trial lists (by subset name, e.g. ``dev_f``) of one system, as its
+    ``protocol`` names them; ``None`` options take the protocol's conventions and the data folder's layout.
 
     Example
     -------
@@ -378,11 +333,6 @@ def load_system_trials(
     return enrollments, trial_lists
 
 
-# ---------------------------------------------------------------------------------------------------
-# Scored trials and results
-# ---------------------------------------------------------------------------------------------------
-
-
 @dataclass
 class SubsetScores:
     """The scored trials of one subset."""
@@ -424,28 +374,20 @@ class SystemResults:
     privacy: PrivacyOptions | None = None
 
     def table_row(self) -> dict[str, float]:
-        """EERs (%) in the protocol's table columns (averages over the subsets present)."""
+        """EERs (%) in the protocol's table columns (averages over the subsets present).
+
+        >>> metrics = {"dev_mixed": {"eer": 30.0}, "test_mixed": {"eer": 20.0}}
+        >>> SystemResults("S", {}, metrics, protocol="vpc2026-track1").table_row()
+        {'dev_mixed': 30.0, 'test_mixed': 20.0, 'avg': 25.0}
+        """
         eers = {name: values["eer"] for name, values in self.metrics.items()}
-        return table_row(eers, get_protocol(self.protocol).table)
-
-
-def table_row(eers: dict[str, float], table=None) -> dict[str, float]:
-    """Table columns from per-subset EERs (default: Table 2's part averages and the average of the four).
-
-    >>> table_row({"dev_f": 30.0, "dev_m": 20.0, "test_f": 10.0, "test_m": 20.0})["avg"]
-    20.0
-    >>> table_row({"dev_mixed": 30.0, "test_mixed": 20.0}, get_protocol("vpc2026-track1").table)
-    {'dev_mixed': 30.0, 'test_mixed': 20.0, 'avg': 25.0}
-    """
-    return {column: float(value) for column, value in table_averages(eers, table).items()}
+        found = table_averages(eers, get_protocol(self.protocol).table)
+        return {column: float(value) for column, value in found.items()}
 
 
 def gender_rows(scored: SubsetScores, spk2gender: dict[str, str]) -> dict[str, SubsetScores]:
-    """A pooled list's extra rows: its targets with only its same-gender, or only its cross-gender, non-targets.
-
-    Rows are named ``<subset>_same`` and ``<subset>_cross`` (:data:`segreconcat_aug.data.protocols.GENDER_ROWS`);
-    genders come from ``spk2gender`` (``f``/``m`` in either case). A non-target of a speaker without a
-    gender is in neither row; a row without non-targets is left out.
+    """A pooled list's extra rows ``<subset>_same`` / ``<subset>_cross``: its targets with only its
+    same-gender, or only its cross-gender, non-targets (an unknown gender in neither; empty rows left out).
 
     >>> s = SubsetScores("dev_mixed", Path("trials"), ["a", "a", "b"], ["u", "v", "u"],
     ...                  np.array([True, False, False]), np.array([0.9, 0.5, 0.1]), test_speakers=["a", "b", "a"])
@@ -486,13 +428,16 @@ def score_trials(
     cohort_top_k: int | None = None,
 ) -> SubsetScores:
     """Cosine score of every trial (enrollment model vs. test embedding), optionally normalized."""
-    enroll = np.stack([models[spk] for spk in trials.enroll_speakers])
     test = np.stack([test_embeddings[utt] for utt in trials.test_utterances])
-    scores = cosine_scores(enroll, test)
-    if score_norm:
-        if cohort is None:
-            raise ValueError(f"score normalization {score_norm!r} needs a cohort")
-        scores = normalize_scores(scores, enroll, test, cohort, score_norm, cohort_top_k)
+    if np.ndim(next(iter(models.values()))) == 2:  # each speaker's utterances: eval_enroll_scoring max
+        scores = max_cosine_scores([models[spk] for spk in trials.enroll_speakers], test)
+    else:
+        enroll = np.stack([models[spk] for spk in trials.enroll_speakers])
+        scores = cosine_scores(enroll, test)
+        if score_norm:
+            if cohort is None:
+                raise ValueError(f"score normalization {score_norm!r} needs a cohort")
+            scores = normalize_scores(scores, enroll, test, cohort, score_norm, cohort_top_k)
     return SubsetScores(
         trials.name,
         trials.path,

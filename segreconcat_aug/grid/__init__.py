@@ -5,7 +5,7 @@
 - :mod:`.plan`: the grid file (:func:`load_grid`, checked before anything runs) and the runs it
   asks for (:func:`grid_cells`, :func:`grid_runs`, :func:`cell_folder`);
 - :mod:`.runner`: each run's training then evaluation, as subprocesses here or as SLURM jobs
-  (``launcher``), resumable through its status file (:func:`run_cell`, :func:`run_all`);
+  (``launcher``), resumable through its status file (:func:`run_all`);
 - :mod:`.results`: every run's evaluation read back and compared, the tables, figures and
   ``grid_results.csv/.json`` written (:func:`assemble`).
 
@@ -22,36 +22,3 @@ the training YAML's seed, in ``<system>/<configuration>``.
 The grid sits at the top of the package: it runs the recipes and reads what the evaluation
 wing wrote, so it may import any wing and no wing imports it.
 """
-
-from .plan import (
-    cell_folder,
-    check_grid_data,
-    grid_cells,
-    grid_languages,
-    grid_runs,
-    grid_units,
-    load_grid,
-    split_unit,
-)
-from .results import assemble, write_grid_results
-from .runner import GRID_LOCK, STATUS_FILE, describe_runs, format_command, overrides_string, run_all, run_cell
-
-__all__ = [
-    "GRID_LOCK",
-    "STATUS_FILE",
-    "assemble",
-    "cell_folder",
-    "describe_runs",
-    "check_grid_data",
-    "format_command",
-    "grid_cells",
-    "grid_languages",
-    "grid_runs",
-    "grid_units",
-    "load_grid",
-    "overrides_string",
-    "run_all",
-    "run_cell",
-    "split_unit",
-    "write_grid_results",
-]

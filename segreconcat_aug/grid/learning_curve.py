@@ -1,10 +1,7 @@
 """Learning curves: the same attacker trained on nested, seeded fractions of its training set.
 
-If the EER still falls when the attacker gets more data, the EER measures its training budget as
-much as the anonymizer, and likely overstates privacy. Each row of ``learning_curve_configurations``
-gets derived configurations ``<row>@<axis><percent>`` (e.g. ``baseline@utterances25``), the 100 %
-point being the row itself; :func:`learning_curves` reads the points back with a paired test of the
-100 % attacker against the half-data one (docs/evaluation.md#learning-curves).
+If the EER still falls with more data, it measures the attacker's training budget as much as the
+anonymizer (docs/evaluation.md#learning-curves).
 """
 
 from __future__ import annotations
@@ -28,6 +25,11 @@ CURVE_DEFAULTS = {
     "learning_curve_configurations": None,
 }
 SUBSAMPLE_AXES = {"utterances": "utterances per speaker", "speakers": "speakers"}
+
+
+def bootstrap_settings(grid) -> dict:
+    """``{"resamples", "seed"}`` of the grid's bootstrap (``bootstrap_resamples``, ``bootstrap_seed``)."""
+    return {key: int(grid.get(f"bootstrap_{key}", default)) for key, default in BOOTSTRAP_DEFAULTS.items()}
 
 
 def curve_setting(grid, key: str):
@@ -122,8 +124,6 @@ def _with_overrides(overrides, extra: dict):
 def curve_configurations(grid) -> dict:
     """The derived configurations of the curves (name -> spec), for ``grid["configurations"]``.
 
-    Each copies its row's spec (label, seeds, ...) with the fraction's overrides added.
-
     >>> grid = {"learning_curve": True, "comparison": {"baseline": "base"},
     ...         "configurations": {"base": {"label": "Baseline", "overrides": "--mode=none"}}}
     >>> curve_configurations(grid)["base@utterances25"]
@@ -146,11 +146,6 @@ def curve_configurations(grid) -> dict:
     return derived
 
 
-def curve_cells(grid, units) -> list[tuple[str, str]]:
-    """The (unit, derived configuration) cells of the curves (the 100 % points are the rows' own cells)."""
-    return [(unit, name) for unit in units for name in curve_configurations(grid)]
-
-
 def half_fraction(fractions) -> float:
     """The point the 100 % attacker is compared with: 50 % when there, else the fraction nearest half.
 
@@ -162,16 +157,10 @@ def half_fraction(fractions) -> float:
 
 
 def _hours(folder: Path) -> dict:
-    """What a run trained on: its ``prep_summary.json`` (hours, speakers, utterances), or empty."""
+    """What a run trained on: its ``prep_summary.json``'s ``train_hours``, ``train_speakers`` and
+    ``train_utterances``, or empty."""
     path = folder / "prep_summary.json"
-    if not path.is_file():
-        return {}
-    summary = json.loads(path.read_text(encoding="utf-8"))
-    return {
-        "hours": summary.get("train_hours"),
-        "speakers": summary.get("train_speakers"),
-        "utterances": summary.get("train_utterances"),
-    }
+    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
 
 
 def _mean(values):
@@ -182,14 +171,8 @@ def _mean(values):
 def learning_curves(grid, results: dict, units) -> dict:
     """Every curve's points and its paired test, from the grid's evaluated runs
     (``results``: ``(unit, configuration) -> runs``).
-
-    Returns ``unit -> row -> axis -> {"points": [...], "half": fraction, "difference": paired result of
-    100 % - half (average EER), "verdict": str}``; each point ``{"fraction", "configuration", "hours",
-    "speakers", "utterances", "seeds", "table", "intervals", "flags"}`` (``flags``: the names of the
-    convergence flags its attackers carry).
     """
-    resamples = int(grid.get("bootstrap_resamples", BOOTSTRAP_DEFAULTS["resamples"]))
-    seed = int(grid.get("bootstrap_seed", BOOTSTRAP_DEFAULTS["seed"]))
+    resamples, seed = bootstrap_settings(grid).values()
     table = get_protocol(grid.get("protocol")).table
     labels = {name: (spec or {}).get("label", name) for name, spec in grid["configurations"].items()}
     fractions = curve_fractions(grid)
@@ -217,9 +200,10 @@ def learning_curves(grid, results: dict, units) -> dict:
                         {
                             "fraction": fraction,
                             "configuration": name,
-                            "hours": _mean([t.get("hours") for t in trained]),
-                            "speakers": _mean([t.get("speakers") for t in trained]),
-                            "utterances": _mean([t.get("utterances") for t in trained]),
+                            **{
+                                key: _mean([t.get(f"train_{key}") for t in trained])
+                                for key in ("hours", "speakers", "utterances")
+                            },
                             "seeds": [run["seed"] for run in runs[name]],
                             "table": cell.get("table") or runs[name][0]["table"],
                             "intervals": cell.get("intervals") or {},
@@ -258,8 +242,6 @@ def learning_curves(grid, results: dict, units) -> dict:
 
 def curve_verdict(difference: dict, name: str, half: float = 0.5) -> str:
     """The curve's plain sentence: is the 100 % attacker better than the one on ``half`` of the data?
-
-    ``difference``: 100 % - ``half`` of the average EER, paired (:func:`~segreconcat_aug.evaluation.bootstrap.paired_difference`).
 
     >>> curve_verdict({"difference": -4.0, "low": -6.5, "high": -1.5, "p_value": 0.002, "significant": True},
     ...               "B3 Baseline (utterances per speaker)")

@@ -1,13 +1,5 @@
-"""The grid file (``hparams/grid.yaml``) and what it asks to run.
-
-:func:`load_grid` reads it with its overrides and checks it before anything runs (configurations
-named but not defined, seeds, languages, privacy columns, ``parallel``, ``bootstrap_resamples``,
-``environment``, ``launcher`` and its ``slurm_*`` resources).
-A cell is a (unit, configuration) pair (:func:`grid_cells`): a unit is a system, or under
-``vpc2026-track2`` a ``<system>/<language>`` (:func:`grid_units`); a run is a cell and a seed
-(:func:`grid_runs`), in :func:`cell_folder`. :func:`check_grid_data` checks, before any cell runs, that
-every unit's data folders are there. With ``learning_curve: True`` the curves' points are
-configurations too (:mod:`.learning_curve`), added to ``configurations`` and run as cells. Writes nothing.
+"""The grid file (``hparams/grid.yaml``), checked before anything runs, and what it asks to run: cells
+(unit, configuration), runs (cell, seed) and their folders. Writes nothing.
 """
 
 from __future__ import annotations
@@ -19,14 +11,14 @@ from pathlib import Path
 
 from hyperpyyaml import load_hyperpyyaml
 
-from ..data.jobs import SLURM_KEYS
+from ..data.jobs import SLURM_KEYS, slurm_parameters
 from ..data.protocols import get_protocol
 from ..data.vpac import VPACLayoutError, detect_layout, system_folders, training_folder
 from ..errors import OptionError, UserError
 from ..evaluation.intervals import BOOTSTRAP_DEFAULTS
+from ..evaluation.metrics import OPERATING_POINTS
 from ..evaluation.privacy import INTERVAL_METRICS
-from ..options import SEED
-from .learning_curve import check_learning_curve, curve_cells, curve_configurations, curve_enabled
+from .learning_curve import check_learning_curve, curve_configurations, curve_enabled
 
 logger = logging.getLogger(__name__)
 
@@ -54,11 +46,11 @@ def load_grid(path, overrides=None) -> dict:
         if seeds is not None and (
             not isinstance(seeds, list)
             or not seeds
-            or not all(SEED.accepts(s) for s in seeds)
+            or not all(type(s) is int and 0 <= s < 2**32 for s in seeds)
             or len(set(seeds)) != len(seeds)
         ):
             raise OptionError(
-                f"{path}: {where} must be null or a list of distinct integers ({SEED.allowed()}), got {seeds!r}"
+                f"{path}: {where} must be null or a list of distinct integers from 0 to 4294967295, got {seeds!r}"
             )
     if any(run_seeds(grid, name) for name in configs) and "seed" in (grid.get("extra_overrides") or {}):
         raise OptionError(f"{path}: extra_overrides sets seed while seeds lists them; keep one of the two")
@@ -72,7 +64,7 @@ def load_grid(path, overrides=None) -> dict:
         for language in languages:
             protocol.check_language(language)
     columns = grid.get("privacy_columns") or []
-    allowed = [name for name in INTERVAL_METRICS if name != "top5"]
+    allowed = [name for name in (*INTERVAL_METRICS, *OPERATING_POINTS) if name != "top5"]
     if not isinstance(columns, list) or any(
         not isinstance(c, str) or (c not in allowed and not (c.startswith("top") and c[3:].isdigit()))
         for c in columns
@@ -95,11 +87,6 @@ def load_grid(path, overrides=None) -> dict:
     if curve_enabled(grid):  # each curve point is a configuration of its own (learning_curve.py)
         grid["configurations"] = {**configs, **curve_configurations(grid)}
     return grid
-
-
-def slurm_parameters(grid) -> dict:
-    """submitit's parameters of the grid's SLURM jobs: its ``slurm_*`` keys that are not null."""
-    return {name: grid[key] for key, name in SLURM_KEYS.items() if grid.get(key) is not None}
 
 
 def check_launcher(grid, where="grid") -> None:
@@ -127,14 +114,7 @@ _VARIABLE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
 
 def check_environment(environment, where="grid") -> None:
-    """``environment``: null, or a mapping of variable names to strings or numbers.
-
-    >>> check_environment({"OMP_NUM_THREADS": 1, "MALLOC_TRIM_THRESHOLD_": "1073741824"})
-    >>> check_environment({"OMP_NUM_THREADS": True}, "demo.yaml")
-    Traceback (most recent call last):
-    ...
-    segreconcat_aug.errors.OptionError: demo.yaml: environment.OMP_NUM_THREADS must be a string or a number, got True
-    """
+    """``environment``: null, or a mapping of variable names to strings or numbers."""
     if environment is None:
         return
     if not isinstance(environment, dict):
@@ -149,12 +129,7 @@ def check_environment(environment, where="grid") -> None:
 
 
 def run_environment(grid, base=None) -> dict:
-    """The environment of a run's processes: ``base`` (default ``os.environ``) plus the grid's
-    ``environment`` for the variables ``base`` does not set: what the user exported wins.
-
-    >>> run_environment({"environment": {"OMP_NUM_THREADS": 1, "A": "x"}}, base={"A": "y"})
-    {'A': 'y', 'OMP_NUM_THREADS': '1'}
-    """
+    """The environment of a run's processes: ``base`` (``os.environ``) plus the grid's ``environment`` for what it lacks."""
     base = dict(os.environ if base is None else base)
     for name, value in (grid.get("environment") or {}).items():
         base.setdefault(name, str(value))
@@ -185,11 +160,7 @@ def grid_units(grid) -> list[str]:
 
 
 def split_unit(unit: str) -> tuple[str, str | None]:
-    """``"BM1/de"`` -> ``("BM1", "de")``; a plain system -> ``(system, None)``.
-
-    >>> split_unit("BM1/de"), split_unit("T8-5")
-    (('BM1', 'de'), ('T8-5', None))
-    """
+    """``"BM1/de"`` -> ``("BM1", "de")``; a plain system -> ``(system, None)``."""
     system, _, language = unit.partition("/")
     return system, language or None
 
@@ -213,8 +184,8 @@ def grid_cells(grid) -> list[tuple[str, str]]:
     ablation = grid_ablation(grid)
     if ablation:
         cells += [(ablation["system"], config) for config in ablation["configurations"]]
-    if curve_enabled(grid):  # each unit's curve rows at each fraction below 1
-        cells += curve_cells(grid, grid_units(grid))
+    if curve_enabled(grid):  # each unit's curve rows at each fraction below 1 (100 %: the rows' own cells)
+        cells += [(unit, name) for unit in grid_units(grid) for name in curve_configurations(grid)]
     return list(dict.fromkeys(cells))
 
 
@@ -228,11 +199,7 @@ def grid_runs(grid) -> list[tuple[str, str, int | None]]:
 
 
 def cell_folder(grid, system: str, config: str, seed: int | None = None) -> Path:
-    """Where a run trains and evaluates: ``<output_folder>/<unit>/<configuration>[/seed<N>]``.
-
-    >>> cell_folder({"output_folder": "grid"}, "BM1/de", "base", 3).as_posix()
-    'grid/BM1/de/base/seed3'
-    """
+    """Where a run trains and evaluates: ``<output_folder>/<unit>/<configuration>[/seed<N>]``."""
     folder = Path(grid["output_folder"]) / system / config
     return folder if seed is None else folder / f"seed{seed}"
 
@@ -249,24 +216,18 @@ def _folder_overrides(grid) -> dict:
     import ruamel.yaml
 
     from ..cli import checkout_path
+    from ..data.hparams_text import hparams_text
 
     path = Path(checkout_path(grid["train_hparams"]))
     if not path.is_file():
         return {}
-    with open(path, encoding="utf-8") as handle:
-        document = ruamel.yaml.YAML().load(handle) or {}
+    document = ruamel.yaml.YAML().load(hparams_text(path)) or {}
     found = document.get("folder_overrides") or {}
     return {key: dict(value) if hasattr(value, "items") else value for key, value in found.items()}
 
 
 def check_grid_data(grid) -> None:
-    """Every unit of the grid's cells has its training, enrollment and trial folders, before any cell runs.
-
-    A grid whose commands read the data folder (their templates name ``{data_folder}``, as the shipped
-    ones do) would otherwise find a missing language or system only when its cell starts, after the
-    cells before it trained; here the units without data are named in one line and nothing runs.
-    Commands that do not take ``{data_folder}`` read their own data: nothing is checked for them.
-    """
+    """Every unit of the grid's cells has its training, enrollment and trial folders, before any cell runs."""
     if not any("{data_folder}" in str(grid.get(key) or "") for key in ("train_command", "eval_command")):
         return
     protocol = get_protocol(grid.get("protocol"))

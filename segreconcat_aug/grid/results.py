@@ -1,30 +1,31 @@
-"""The grid's results: every run's evaluation read back, compared, and laid out as the paper's tables.
-
-:func:`assemble` writes the tables (``table2_comparison.md``, ``table1_ablation.md``,
-``table_languages.md``), the figures and ``grid_results.csv/.json`` in the grid's ``output_folder``
-(each file: docs/evaluation.md). A cell whose attacker carries a convergence flag is marked ``†``;
-published numbers appear in separate, labelled columns.
+"""The grid's results: every run's evaluation read back, compared, and laid out as the paper's tables
+(:func:`assemble`; each file it writes: docs/evaluation.md).
 """
 
 from __future__ import annotations
 
 import csv
+import json
 import logging
 from pathlib import Path
 
+import numpy as np
+
+from ..data.convergence import FLAGS as FLAG_NAMES
 from ..data.protocols import get_protocol
 from ..data.result_files import atomic_writer, file_digest, json_text, write_text
 from ..errors import UserError
+from ..evaluation.bootstrap import format_interval
 from ..evaluation.comparison import compare_runs, seed_mean_std
 from ..evaluation.figures import plot_det_panels, plot_forest, plot_privacy, privacy_panel
-from ..evaluation.intervals import BOOTSTRAP_DEFAULTS, privacy_table
-from ..evaluation.metrics import det_curve
+from ..evaluation.intervals import privacy_table
+from ..evaluation.metrics import det_curve, operating_points
 from ..evaluation.privacy import PrivacyOptions, saved_options
 from ..evaluation.references import load_reference_results
 from ..evaluation.rescore import rescore_folder
 from ..evaluation.score_files import ScoreFileError, read_score_file
 from ..evaluation.system import EVAL_SUBFOLDER
-from ..evaluation.system_report import blank, bootstrap_note, read_results
+from ..evaluation.system_report import blank, bootstrap_note, markdown_table, read_results
 from ..evaluation.tables import (
     ablation_table,
     comparison_table,
@@ -32,7 +33,7 @@ from ..evaluation.tables import (
     interval_notes,
     language_table,
 )
-from .learning_curve import curve_configurations, curve_enabled, write_learning_curves
+from .learning_curve import bootstrap_settings, curve_configurations, curve_enabled, write_learning_curves
 from .plan import cell_folder, grid_ablation, grid_languages, grid_runs, grid_units
 
 logger = logging.getLogger(__name__)
@@ -102,26 +103,13 @@ def collect(grid) -> dict[tuple[str, str], list[dict]]:
 
 def analyse(grid, results: dict) -> dict[tuple[str, str], dict]:
     """:func:`segreconcat_aug.evaluation.comparison.compare_runs` per system: intervals, seeds, paired differences."""
-    resamples = int(grid.get("bootstrap_resamples", BOOTSTRAP_DEFAULTS["resamples"]))
-    seed = int(grid.get("bootstrap_seed", BOOTSTRAP_DEFAULTS["seed"]))
+    resamples, seed = bootstrap_settings(grid).values()
     baseline = grid["comparison"]["baseline"]
     table = get_protocol(grid.get("protocol")).table
     privacy_columns = list(grid.get("privacy_columns") or [])
     cells = {}
     for system in dict.fromkeys(system for system, _ in results):
-        runs = {}
-        for (cell_system, config), config_runs in results.items():
-            if cell_system != system:
-                continue
-            runs[config] = [
-                {
-                    "seed": run["seed"],
-                    "table": run["table"],
-                    "scores": run["scores"],
-                    "metrics": run["metrics"],
-                }
-                for run in config_runs
-            ]
+        runs = {config: found for (cell_system, config), found in results.items() if cell_system == system}
         if resamples:
             options = privacy_settings(results, system)
             for config, summary in compare_runs(
@@ -196,13 +184,11 @@ def assemble(grid) -> dict[str, Path]:
     protocol = get_protocol(grid.get("protocol"))
     columns = protocol.table.columns
     references = load_reference_results() if grid.get("show_published", True) else None
-    settings = {
-        "resamples": int(grid.get("bootstrap_resamples", BOOTSTRAP_DEFAULTS["resamples"])),
-        "seed": int(grid.get("bootstrap_seed", BOOTSTRAP_DEFAULTS["seed"])),
-    }
+    settings = bootstrap_settings(grid)
     written = {}
 
     comparison = grid["comparison"]
+    table2_rows = [comparison["baseline"], *comparison.get("compared", [])]
     labels = {name: spec.get("label", name) for name, spec in configs.items()}
     privacy_columns = list(grid.get("privacy_columns") or [])
     table2 = comparison_table(
@@ -241,7 +227,6 @@ def assemble(grid) -> dict[str, Path]:
         + "\n"
         + ("\n".join(notes) + "\n" if notes else "")
     )
-    table2_rows = [comparison["baseline"], *comparison.get("compared", [])]
     flag_notes = convergence_notes({k: c for k, c in table_cells.items() if k[1] in table2_rows}, labels)
     if flag_notes:
         note += "\n" + "\n".join(flag_notes) + "\n"
@@ -264,13 +249,7 @@ def assemble(grid) -> dict[str, Path]:
     )
     languages = grid_languages(grid)
     if languages:
-        table = language_table(
-            cells,
-            grid["systems"],
-            [comparison["baseline"], *comparison.get("compared", [])],
-            languages,
-            labels,
-        )
+        table = language_table(cells, grid["systems"], table2_rows, languages, labels)
         written["languages"] = out / "table_languages.md"
         written["languages"].write_text(
             f"# VPC 2026 Track 2: one attacker per language (protocol {protocol.name})\n\n{table}\n\n"
@@ -362,9 +341,7 @@ def assemble(grid) -> dict[str, Path]:
             written[f"forest_{system}"] = plot_forest(
                 forest, out / f"forest_{system}.png", title=f"{system}: EER (%) with 95 % CI"
             )
-        privacy_runs = grid_privacy_panels(
-            results, system, [comparison["baseline"], *comparison.get("compared", [])], labels
-        )
+        privacy_runs = grid_privacy_panels(results, system, table2_rows, labels)
         if privacy_runs:
             written[f"privacy_{system}"] = plot_privacy(
                 privacy_runs,
@@ -402,21 +379,14 @@ def versus_pairs(grid, results: dict) -> list[dict]:
     with SegReConcat against the same attacker without it (hparams/attackers.yaml). Each pair:
     ``{"system", "config", "versus", "difference"}`` for the average EER.
     """
-    resamples = int(grid.get("bootstrap_resamples", BOOTSTRAP_DEFAULTS["resamples"]))
-    seed = int(grid.get("bootstrap_seed", BOOTSTRAP_DEFAULTS["seed"]))
+    resamples, seed = bootstrap_settings(grid).values()
     table = get_protocol(grid.get("protocol")).table
     pairs = []
     for system, config in results:
         versus = (grid["configurations"].get(config) or {}).get("versus")
         if not versus or (system, versus) not in results or not resamples:
             continue
-        both = {
-            name: [
-                {key: run[key] for key in ("seed", "table", "scores", "metrics")}
-                for run in results[(system, name)]
-            ]
-            for name in (versus, config)
-        }
+        both = {name: results[(system, name)] for name in (versus, config)}
         summary = compare_runs(both, versus, resamples, seed, key=f"{system}:{config}:{versus}", table=table)
         pairs.append(
             {
@@ -438,10 +408,7 @@ def pairs_table(pairs: list[dict], labels: dict) -> str:
     |---|---|---|---|---|---|
     | B4 | C | N | -1.50 [-3.00, -0.20] | 0.03 | yes |
     """
-    lines = [
-        "| system | attacker | versus | diff avg EER [95 % CI] | p | significant |",
-        "|---|---|---|---|---|---|",
-    ]
+    rows = []
     for pair in pairs:
         d = pair["difference"]
         if d.get("low") is None:
@@ -449,11 +416,10 @@ def pairs_table(pairs: list[dict], labels: dict) -> str:
         else:
             cell = f"{d['difference']:.2f} [{d['low']:.2f}, {d['high']:.2f}]"
             p_value, significant = f"{d['p_value']:.2g}", "yes" if d["significant"] else "no"
-        lines.append(
-            f"| {pair['system']} | {labels.get(pair['config'], pair['config'])} | "
-            f"{labels.get(pair['versus'], pair['versus'])} | {cell} | {p_value} | {significant} |"
-        )
-    return "\n".join(lines)
+        names = [labels.get(pair[key], pair[key]) for key in ("config", "versus")]
+        rows.append([pair["system"], *names, cell, p_value, significant])
+    headers = ["system", "attacker", "versus", "diff avg EER [95 % CI]", "p", "significant"]
+    return markdown_table(headers, rows)
 
 
 def write_grid_results(out: Path, cells: dict, columns, privacy_columns=()) -> dict[str, Path]:
@@ -505,3 +471,108 @@ def write_grid_results(out: Path, cells: dict, columns, privacy_columns=()) -> d
     payload = {f"{system}/{config}": cell for (system, config), cell in cells.items()}
     write_text(out / "grid_results.json", json_text(payload, indent=2))  # null for NaN: valid JSON
     return {"csv": out / "grid_results.csv", "json": out / "grid_results.json"}
+
+
+def verdict_lines(grid) -> list[str]:
+    """``run_demo.py``'s lines from ``grid_results.json``: each compared run against the baseline, each
+    attacker's TPR at FPR = 1 %, each ``versus`` pair, each attacker's convergence flags, then the
+    learning curves' verdicts (``learning_curve.json``)."""
+    out = Path(grid["output_folder"])
+    saved = json.loads((out / "grid_results.json").read_text(encoding="utf-8"))
+    labels = {name: spec.get("label", name) for name, spec in grid["configurations"].items()}
+    baseline = grid["comparison"]["baseline"]
+    compared = grid["comparison"].get("compared", [])
+    lines = [
+        verdict(saved[f"{system}/{config}"]["difference"]["avg"], labels[config], labels[baseline])
+        if f"{system}/{config}" in saved and f"{system}/{baseline}" in saved
+        else f"{labels[config]} vs {labels[baseline]} ({system}): not evaluated"
+        for system in grid["systems"]
+        for config in compared
+    ]
+    rows = [(system, config) for system in grid["systems"] for config in [baseline, *compared]]
+    # Every run's score files, read once, for the cells without an operating point of their own.
+    runs = None
+    for system, config in rows:
+        cell = (saved.get(f"{system}/{config}") or {}).get("privacy", {}).get("tpr_at_fpr_1") or {}
+        if runs is None and cell.get("table", {}).get("avg") is None:
+            runs = collect(grid)
+        lines.append(tpr_line(cell, runs, system, config, labels[config]))
+    lines += [
+        verdict(cell["versus"], labels[key.split("/", 1)[1]], labels[cell["versus"]["configuration"]])
+        for key, cell in saved.items()
+        if cell.get("versus")
+    ]
+    lines += [
+        flags_verdict(saved[f"{system}/{config}"].get("flags") or [], labels[config])
+        for system, config in rows
+        if f"{system}/{config}" in saved
+    ]
+    if (out / "learning_curve.json").is_file():
+        curves = json.loads((out / "learning_curve.json").read_text(encoding="utf-8"))
+        lines += [
+            curve["verdict"] for rows in curves.values() for axes in rows.values() for curve in axes.values()
+        ]
+    return lines
+
+
+def tpr_line(cell: dict, runs: dict | None, system: str, config: str, label: str) -> str:
+    """TPR at FPR = 1 % of a run: the lists' average with its interval (``cell``, from grid_results.json),
+    or, where each list has fewer than 100 non-targets (the demo's 80), on the lists of each of its
+    runs (``runs``, :func:`collect`) pooled, named as such (mean over seeds)."""
+    head = f"{label} ({system}): TPR at FPR = 1 %:"
+    if cell.get("table", {}).get("avg") is not None:
+        return f"{head} {format_interval(cell['table']['avg'], cell['intervals'].get('avg'), 1)} % (the lists' average)"
+    pooled = []
+    for run in runs.get((system, config), []):
+        targets = np.concatenate([found.targets for found in run["scores"].values()])
+        scores = np.concatenate([found.scores for found in run["scores"].values()])
+        pooled.append(operating_points(scores[targets], scores[~targets]))
+    if not pooled or pooled[0]["tpr_at_fpr_1"] is None:
+        return f"{head} undefined (too few non-targets, even with the lists pooled)"
+    value = np.mean([found["tpr_at_fpr_1"] for found in pooled])
+    return (
+        f"{head} {value:.1f} % on its {len(run['scores'])} lists pooled ({int((~targets).sum())} "
+        "non-targets; each list alone has fewer than 100: results.md)"
+    )
+
+
+def flags_verdict(flags: list[dict], label: str) -> str:
+    """A run's convergence flags in a line (:mod:`segreconcat_aug.data.convergence`), or that it has none.
+
+    >>> flags_verdict([], "SegReConcat")
+    "SegReConcat's attacker: no convergence flag"
+    """
+    if not flags:
+        return f"{label}'s attacker: no convergence flag"
+    names = ", ".join(dict.fromkeys(FLAG_NAMES.get(flag["name"], flag["name"]) for flag in flags))
+    return (
+        f"{label}'s attacker: {names}: its EER may overstate privacy (docs/evaluation.md#convergence-flags)"
+    )
+
+
+def verdict(difference: dict, label: str, baseline_label: str) -> str:
+    """A plain sentence for a paired difference of average EERs, and what its interval covers."""
+    head = f"{label} vs {baseline_label}: {difference['difference']:+.1f} EER points"
+    if difference.get("low") is None:
+        return f"{head}; no interval ({difference.get('reason')})"
+    interval = (
+        f"95 % CI [{difference['low']:.1f}, {difference['high']:.1f}] (p = {difference['p_value']:.2g})"
+    )
+    if difference["significant"]:
+        direction = "lower" if difference["difference"] < 0 else "higher"
+        line = f"{head}, {interval}: significant at 5 % ({label}'s EER is {direction})"
+    else:
+        line = f"{head}, {interval}: not significant on this small corpus"
+    # What the paired interval resamples, where known.
+    speakers, seeds = difference.get("speakers"), difference.get("seeds")
+    if not speakers or not seeds:
+        return line
+    if seeds == 1:
+        return line + (
+            f"; the interval covers the {speakers} test speakers of one training run per attacker: "
+            "another seed or machine can move it"
+        )
+    return line + (
+        f"; the interval covers the {speakers} test speakers and the {seeds} training seeds per attacker, "
+        "both resampled"
+    )

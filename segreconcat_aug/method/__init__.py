@@ -2,6 +2,4 @@
 (:mod:`.strategies`: RR; :mod:`.similarity`: AR by MFCC + DTW (:mod:`.dtw`), SR by Whisper
 encoder) -> the cached orders (:mod:`.orders`) -> rearranged and concatenated audio
 (:mod:`.augment`).
-
-May import the core, ``data`` and ``align``; never ``training`` or ``evaluation``.
 """

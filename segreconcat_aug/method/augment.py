@@ -32,8 +32,6 @@ training pipeline renders only its random 3 s crop of the plan, from a read of
 just the input samples that crop is made of (:meth:`Plan.input_ranges`), so the
 cost per sample does not grow with the length of the augmented utterance.
 
-Example
--------
 >>> import numpy as np
 >>> from segreconcat_aug.align.cache import AlignmentIndex
 >>> index = AlignmentIndex(["u1"], [1.0], [0, 3], [0.0, 0.3, 0.6], [0.3, 0.6, 1.0], ["test"])
@@ -82,46 +80,7 @@ class MissingAlignmentError(UserError, KeyError):
 
 
 class SegReConcat:
-    """The SegReConcat augmenter, callable inside DataLoader workers.
-
-    Parameters
-    ----------
-    alignments : AlignmentIndex
-        The word-alignment cache (:func:`segreconcat_aug.align.cache.load_alignments`).
-    mode : {"concat", "rearranged", "none"}
-    strategy : str
-        A name in :data:`segreconcat_aug.method.strategies.STRATEGIES` (``random`` = RR).
-    segment_policy : str
-        ``authors`` (each strategy cuts as the authors' script for it), ``cover``,
-        ``words``, ``words_to_end`` or ``onsets``; see :mod:`segreconcat_aug.method.segments`.
-    crossfade : float
-        Seconds of crossfade at each join; 0 (the authors' hard splice) disables.
-    seed : int
-        With the utterance id (and the epoch, for ``rr_redraw="epoch"``), fixes every
-        random permutation.
-    sample_rate : int
-    missing_alignment : {"error", "passthrough"}
-        ``error``: :meth:`check_coverage` raises before training starts.
-        ``passthrough``: the utterance is returned unaugmented and counted.
-    orders : mapping, optional
-        Utterance id -> order, for strategies registered ``precomputed``
-        (the order cache of ``recipes/compute_orders.py``).
-    min_leading_silence : float
-        See :func:`segreconcat_aug.method.segments.word_segments`.
-    rr_redraw : {"once", "epoch"}
-        For strategies drawn at training time (RR): ``once`` draws one permutation per
-        utterance for the whole training (the paper's fixed rearranged copy);
-        ``epoch`` draws a new one every epoch.
-    sr_pad_normalize : bool
-        SR (``semantic``) only: zero-pad the rearranged audio to the original length
-        and divide it by its peak, as the authors' SR script writes its output. The
-        original half of a concatenation is untouched either way.
-    peaks : mapping, optional
-        Utterance id -> the peak of its segments (:meth:`segreconcat_aug.method.segments.Segments.peak`),
-        as the SR order cache stores it (``load_orders(...).peaks``). With it, SR with
-        ``sr_pad_normalize`` plans from the file's length like RR and AR (the training
-        pipeline reads only each crop's samples); without it the peak is taken from the audio.
-    """
+    """The SegReConcat augmenter, callable inside DataLoader workers."""
 
     def __init__(
         self,
@@ -174,10 +133,7 @@ class SegReConcat:
         self.min_leading_silence = min_leading_silence
 
     def check_coverage(self, utt_ids) -> list[str]:
-        """Find utterances without an alignment (or order); raise under ``error``.
-
-        Returns the missing ids (for the ``passthrough`` policy to report).
-        """
+        """Find utterances without an alignment (or order); raise under ``error``."""
         if self.mode == "none":
             return []
         utt_ids = list(utt_ids)
@@ -223,12 +179,7 @@ class SegReConcat:
 
     @property
     def plans_from_length(self) -> bool:
-        """True when :meth:`plan` needs only the number of samples, not the samples.
-
-        So for RR and the cached AR and SR orders; SR with ``sr_pad_normalize`` needs the
-        segments' peak, from the order cache (``peaks``) or else from the samples, and a
-        plug-in strategy registered with ``uses_audio=True`` (the default) needs the audio.
-        """
+        """True when :meth:`plan` needs only the number of samples, not the samples."""
         if self.mode == "none":
             return True
         peak_known = not self.pad_normalize or self.peaks is not None
@@ -237,12 +188,7 @@ class SegReConcat:
     def plan(
         self, audio: np.ndarray | None, utt_id: str, epoch: int, num_samples: int | None = None
     ) -> tuple[Plan | None, str | None]:
-        """The output layout for one utterance, None when it passes through unchanged, and why.
-
-        Returns ``(plan, "augmented")``, or ``(None, reason)``: a :data:`COUNT_KEYS` reason, None in
-        mode ``none`` (nothing asked). ``audio`` may be None when :attr:`plans_from_length`, with
-        ``num_samples`` given.
-        """
+        """The output layout for one utterance, None when it passes through unchanged, and why."""
         if num_samples is None:
             num_samples = len(audio)
         if audio is None and not self.plans_from_length:

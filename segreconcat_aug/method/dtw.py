@@ -1,36 +1,8 @@
 """All-pairs dynamic time warping over an utterance's segments, compiled with numba.
 
-The AR strategy needs the DTW distance between every two word segments of an
-utterance (35 words -> 595 pairs). Calling ``librosa.sequence.dtw`` per pair
-spends its time in Python and in building full matrices; here one compiled
-call computes all pairs ``i < j`` (DTW with a symmetric Euclidean cost is
-symmetric, and ``DTW(X, X) = 0``).
+Exactly ``librosa.sequence.dtw(X, Y, metric="euclidean")[0][-1, -1]`` (bit-equal on x86-64: no fused
+multiply-add, as scipy's ``cdist``); how the kernel is laid out is in docs/rearrangement.md.
 
-The quantity is exactly librosa's default: Euclidean frame cost (summed over
-dimensions in order, as scipy's ``cdist``), steps ``(1, 1), (0, 1), (1, 0)``
-with unit weights, no band, the value of the last cell::
-
-    librosa.sequence.dtw(X, Y, metric="euclidean")[0][-1, -1]
-
-(``dtaidistance``'s and ``tslearn``'s defaults compute the square root of a
-sum of *squared* costs, a different quantity that changes the orders.)
-
-How it is fast: segment ``i`` is compared with all later segments at once.
-The frames are packed side by side with one border column between segments,
-so one cost row (frame ``a`` of ``i`` against every later frame) is a long
-contiguous loop that vectorizes; a border column gets an infinite cost, which
-makes the accumulated-cost recursion restart at each segment, so one pass over
-the row serves every pair. The cost kernel is compiled per feature dimension
-``d`` (its dimension loop unrolls, all sums stay in registers). The recursion
-keeps a single row of accumulated costs, updated in place two rows at a time,
-and runs as four chains (cut at borders) interleaved, so eight independent
-add + min dependencies are in flight. Rows ``i`` are spread over numba's
-threads (``NUMBA_NUM_THREADS`` or :func:`numba.set_num_threads`). The
-distances are librosa's to rounding; on x86-64, where scipy's ``cdist`` uses
-no fused multiply-add, they are bit-equal.
-
-Example
--------
 >>> import numpy as np
 >>> x = np.array([[0.0, 1.0, 2.0]])
 >>> y = np.array([[0.0, 2.0]])
@@ -52,16 +24,7 @@ __all__ = ["dtw_distance", "pairwise_dtw"]
 
 @numba.njit(cache=True, nogil=True)
 def _cost_rows(packed, xa, xb, start, out_a, out_b, dims_tag):  # pragma: no cover (compiled)
-    """Euclidean distances of frames ``xa`` and ``xb`` to the columns from ``start`` on.
-
-    Two rows share the loads of the other frames. Dimensions are added in
-    order, as ``cdist`` does (no fused multiply-add: bit-equal to librosa).
-    The dimension count is ``len(dims_tag)``, a tuple's length and so a
-    compile-time constant: the dimension loop unrolls and the column loop
-    vectorizes with every partial sum in a register (one kernel is compiled
-    and cached per ``d``). Column indices are unsigned so that numba emits no
-    negative-index wraparound, which would turn the loads into gathers.
-    """
+    """Euclidean distances of frames ``xa`` and ``xb`` to the columns from ``start`` on."""
     dims = len(dims_tag)
     width = np.uint64(out_a.shape[0])
     first = np.uint64(start)
@@ -116,13 +79,7 @@ def _advance_two(row, cost_a, cost_b, t, held, left_a, left_b):  # pragma: no co
 
 @numba.njit(cache=True, nogil=True, inline="always")
 def _chain_starts(row, cut):  # pragma: no cover (compiled)
-    """Four chains, ``cut[c]`` to ``cut[c + 1]``, each starting at a border column.
-
-    Returns each chain's first column after its border, its length, and the
-    finished row's value at the border (the first diagonal: 0 before the first
-    row, where every segment pair starts, infinite after). The border of the
-    new row is infinite.
-    """
+    """Four chains, ``cut[c]`` to ``cut[c + 1]``, each starting at a border column."""
     held = (row[cut[0]], row[cut[1]], row[cut[2]], row[cut[3]])  # read before any write below
     for c in range(4):
         if cut[c] < cut[c + 1]:
@@ -179,11 +136,7 @@ def _accumulate_two_rows(row, cost_a, cost_b, cut):  # pragma: no cover (compile
 
 @numba.njit(cache=True, nogil=True)
 def _segment_against_later(packed, offsets, i, out, dims_tag):  # pragma: no cover (compiled)
-    """DTW of segment ``i`` against every segment ``j > i``; writes ``out[j]``.
-
-    Layout (see :func:`_pack`): segment ``k`` is columns ``[offsets[k], offsets[k + 1] - 1)``
-    and column ``offsets[k] - 1`` is the border before it; a border follows the last one too.
-    """
+    """DTW of segment ``i`` against every segment ``j > i``; writes ``out[j]``."""
     count = offsets.shape[0] - 1
     blocks = count - 1 - i
     if blocks <= 0:
@@ -236,12 +189,7 @@ def _all_pairs(packed, offsets, result, dims_tag):  # pragma: no cover (compiled
 
 
 def _pack(features: Sequence[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
-    """Validate ``(d, T_k)`` matrices and lay them side by side with border columns.
-
-    Returns ``(packed, offsets)``: segment ``k`` is ``packed[:, offsets[k]:offsets[k + 1] - 1]``.
-    (One concatenation and one finiteness check for all: per-matrix numpy calls
-    would cost a tenth of the DTW itself.)
-    """
+    """Validate ``(d, T_k)`` matrices and lay them side by side with border columns."""
     mats = [np.atleast_2d(np.asarray(f, dtype=np.float64)) for f in features]
     if any(m.ndim != 2 for m in mats) or len({m.shape[0] for m in mats}) > 1:
         shapes = [m.shape for m in mats]
@@ -263,25 +211,6 @@ def _pack(features: Sequence[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
 
 def pairwise_dtw(features: Sequence[np.ndarray]) -> np.ndarray:
     """DTW distances between all sequences, as a symmetric ``(N, N)`` matrix.
-
-    Parameters
-    ----------
-    features : sequence of numpy.ndarray
-        ``N`` matrices of shape ``(d, T_k)`` (librosa's layout: features by frames),
-        the same ``d``, any ``T_k >= 1``.
-
-    Returns
-    -------
-    numpy.ndarray
-        float64 ``(N, N)``; entry ``(i, j)`` equals
-        ``librosa.sequence.dtw(features[i], features[j], metric="euclidean")[0][-1, -1]``
-        (computed once for ``i < j`` and mirrored); the diagonal is 0.
-
-    Raises
-    ------
-    ValueError
-        On mismatched dimensions, an empty sequence or non-finite values (the
-        message gives the sequence's index).
 
     >>> a, b = np.zeros((13, 20)), np.ones((13, 30))
     >>> bool(np.isclose(pairwise_dtw([a, b])[0, 1], 30 * np.sqrt(13)))

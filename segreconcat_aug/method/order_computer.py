@@ -32,30 +32,6 @@ class OrderOptionError(UserError, ValueError):
 class OrderComputer:
     """Compute orders for batches of utterances: segmentation, the strategy, cache lines.
 
-    The object the order job holds: it owns the settings that go into the key
-    and, for SR, the Whisper model (``whisper``, a
-    :class:`segreconcat_aug.align.whisper.WhisperBundle`), run once per batch over all
-    its utterances' segments (:func:`segreconcat_aug.method.similarity.sr_vectors`, as the
-    ``context`` option says) before each order is computed from its vectors.
-
-    Parameters
-    ----------
-    strategy : str
-        A registered precomputed strategy (``acoustic``, ``semantic``).
-    alignments : AlignmentIndex
-    segment_policy : str
-        See :mod:`segreconcat_aug.method.segments` (``authors``: the strategy's authors' cut).
-    min_leading_silence : float
-    options : mapping
-        Strategy options (JSON values); with the defaults of the others, they are part of the key.
-    whisper : WhisperBundle, optional
-        Needed by ``semantic``.
-    encoder_batch_size : int
-        30 s windows per encoder pass (SR's ``segment`` context: one window per segment).
-    sample_rate : int
-
-    Example
-    -------
     >>> from segreconcat_aug.align.cache import AlignmentIndex
     >>> alignments = AlignmentIndex(["u1"], [1.0], [0, 3], [0.1, 0.4, 0.7], [0.4, 0.7, 1.0], ["t"])
     >>> computer = OrderComputer("acoustic", alignments)
@@ -133,11 +109,7 @@ class OrderComputer:
         )
 
     def compute(self, batch: Sequence[tuple[str, np.ndarray]]):
-        """Yield ``(utt_id, order)`` or ``(utt_id, exception)`` for each ``(utt_id, audio)``.
-
-        An utterance's failure (no alignment, NaN audio, ...) is returned, not
-        raised, so the job records it and goes on with the rest of the batch.
-        """
+        """Yield ``(utt_id, order)`` or ``(utt_id, exception)`` for each ``(utt_id, audio)``."""
         vectors = [None] * len(batch)
         if self.whisper is not None and self.strategy.name == "semantic":
             vectors = self._sr_vectors(batch)
@@ -150,12 +122,7 @@ class OrderComputer:
                 yield utt_id, err
 
     def _sr_vectors(self, batch) -> list:
-        """SR's segment vectors for a batch: one batched encoder run over all its segments.
-
-        Utterances that cannot be segmented get ``None`` (:meth:`order` then names the
-        problem); if the batched run fails (e.g. out of memory), each utterance is retried
-        alone, and one that fails again gets its exception.
-        """
+        """SR's segment vectors for a batch: one batched encoder run over all its segments."""
         from .similarity import sr_vectors
 
         context = self.options["context"]
@@ -196,7 +163,7 @@ class OrderComputer:
         if len(audio) == 0:
             raise ValueError(f"utterance {utt_id!r}: empty audio")
         if not np.isfinite(audio).all():
-            from ..data.jobs import ItemError
+            from ..data.audio import ItemError
 
             bad = int(np.count_nonzero(~np.isfinite(audio)))
             raise ItemError(f"utterance {utt_id!r}: {bad} NaN or infinite samples", "nonfinite_audio")
@@ -232,32 +199,9 @@ def run_order_job(
     progress: bool = True,
     resample: bool = False,
 ):
-    """Compute and append the orders of ``items`` this shard owns and has not done yet.
-
-    Resumable (see :class:`segreconcat_aug.data.jobs.Job`): a rerun skips written ids
-    and retries failed ones. Refuses to resume into a cache written with other
-    settings (:func:`stale_orders`): one cache never mixes two settings.
-
-    Parameters
-    ----------
-    computer : OrderComputer
-    items : list of segreconcat_aug.data.jobs.JobItem
-        From :func:`segreconcat_aug.data.jobs.read_inputs`.
-    output : path
-        ``x.jsonl`` or a folder (shards write their own parts; see :func:`segreconcat_aug.data.jobs.shard_path`).
-    shard : segreconcat_aug.data.jobs.Shard, optional
-    batch_size : int
-        Utterances read and computed together (SR: one encoder pass per batch).
-    progress : bool
-    resample : bool
-        Resample audio that is not 16 kHz instead of failing it.
-
-    Returns
-    -------
-    segreconcat_aug.data.jobs.Job
-        Closed; ``summary()``, ``written``, ``failures``, ``exit_status()``.
-    """
-    from ..data.jobs import ItemError, Job, JobError, Shard, read_item_audio
+    """Compute and append the orders of ``items`` this shard owns and has not done yet."""
+    from ..data.audio import ItemError, read_item_audio
+    from ..data.jobs import Job, JobError, Shard
 
     shard = Shard() if shard is None else shard
     stale = stale_orders(cache_files(output, required=False, in_progress=True), **computer.settings)

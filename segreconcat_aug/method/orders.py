@@ -1,36 +1,8 @@
 """The order cache: precomputed AR/SR orders, one utterance per JSON line.
 
-The similarity strategies (:mod:`segreconcat_aug.method.similarity`) are deterministic
-per utterance and too costly for DataLoader workers (DTW, a Whisper encoder),
-so ``recipes/compute_orders.py`` computes each order once and training reads
-them (``SegReConcat(..., orders=load_orders(...))``)::
+An order is valid only for the segmentation it was computed on: ``key`` hashes everything that fixes
+it, and :func:`load_orders` refuses a record whose key differs (:class:`StaleOrderError`).
 
-    {"id": "1272-128104-0000", "strategy": "acoustic", "order": [0, 4, 2, 1, 3],
-     "key": "3f0c9a41d2e8b7a6", "format": 2, "segment_policy": "authors", "span_rule": "onsets",
-     "min_leading_silence": 0.0, "options": {"n_mfcc": 13, "n_fft": 2048, ...}}
-
-An SR (``semantic``) record also holds ``"peak"``: the largest absolute sample of the
-utterance's segments (:meth:`segreconcat_aug.method.segments.Segments.peak`, the same for every
-order of them), which ``sr_pad_normalize`` divides the rearranged half by. With it, SR
-training plans each sample from the file's length and reads only the crop's samples, as
-RR and AR do. A cache without it is refused where the peak is needed
-(``load_orders(..., require_peaks=True)``), naming the command that rebuilds it, and
-``compute_orders.py`` does not resume into it.
-
-An order indexes the utterance's segments, so it is only valid for the
-segmentation it was computed on. ``key`` hashes everything that fixes that
-segmentation and the order: the strategy, its options (every option, the
-defaults included, so a changed default changes the key), the utterance's
-cleaned word times and duration (from the alignment cache), the span rule the
-segment policy means for the strategy and ``min_leading_silence``.
-:func:`load_orders` recomputes the key from the current alignments and
-settings, and a mismatch is an error naming the utterance, the line and what
-changed (:class:`StaleOrderError`): a stale order is never used. Caches written
-before the authors' defaults (no ``format`` 2, or options missing) are refused
-the same way.
-
-Example
--------
 >>> import tempfile, os
 >>> from segreconcat_aug.align.cache import AlignmentIndex
 >>> alignments = AlignmentIndex(["u1"], [1.0], [0, 3], [0.0, 0.3, 0.6], [0.3, 0.6, 1.0], ["test"])
@@ -64,18 +36,6 @@ from .segments import span_rule
 from .strategies import get_strategy, is_order_of
 
 logger = logging.getLogger(__name__)
-
-__all__ = [
-    "OrderCacheError",
-    "Orders",
-    "StaleOrderError",
-    "load_orders",
-    "option_names",
-    "order_key",
-    "order_record",
-    "resolved_options",
-    "stale_orders",
-]
 
 
 class OrderCacheError(UserError, ValueError):
@@ -118,9 +78,6 @@ def order_key(
     min_leading_silence: float = 0.0,
 ) -> str:
     """16 hex digits that change with anything the utterance's order depends on.
-
-    Word times are rounded to 0.1 ms (the alignment cache's precision), so a
-    cache rewritten by a merge or reload keeps its keys.
 
     >>> from segreconcat_aug.align.cache import AlignmentIndex
     >>> a = AlignmentIndex(["u"], [1.0], [0, 2], [0.0, 0.5], [0.5, 1.0], ["t"])
@@ -276,47 +233,7 @@ def load_orders(
     require_peaks: bool = False,
     rebuild: str | None = None,
 ) -> Orders:
-    """Read and validate an order cache for training.
-
-    Parameters
-    ----------
-    path : path
-        A cache file with its shards ``x.part-*.jsonl`` (merged or not), or a
-        folder of ``*.jsonl`` shards (see :func:`segreconcat_aug.data.jsonl_files.cache_files`).
-    strategy : str
-        The strategy the augmenter uses; orders of another strategy are an error.
-    alignments : AlignmentIndex
-        The alignment cache training uses (the orders must come from the same word times).
-    segment_policy, min_leading_silence
-        The augmenter's segmentation settings (``authors`` resolved for ``strategy``).
-    options : mapping, optional
-        The strategy options expected (completed with the defaults). ``None``
-        accepts the options stored in the cache, provided every entry has the
-        same ones and names every option the strategy has now.
-    required_options : mapping, optional
-        Options the stored ones must hold with these values (training passes SR's
-        ``{"context": sr_context}``); a cache without the key is stale too.
-    require_peaks : bool
-        Every record must hold its segments' ``peak`` (SR training with
-        ``sr_pad_normalize``); a record without one is an :class:`OrderCacheError`.
-    rebuild : str, optional
-        The command that rebuilds this cache, named in that error.
-
-    Returns
-    -------
-    Orders
-        Utterance id -> int64 order, and ``peaks`` (id -> float) where records hold
-        one. Entries for utterances absent from ``alignments`` are skipped (the
-        augmenter treats them as unaligned).
-
-    Raises
-    ------
-    StaleOrderError
-        An entry made with another strategy, options, alignment or segmentation
-        (names the utterance, the file and line, and what differs).
-    OrderCacheError
-        A malformed line, or an id with two different lines.
-    """
+    """Read and validate an order cache for training."""
     orders = Orders()
     repeated = RepeatedIds(OrderCacheError)
     segmentation = dict(
@@ -397,12 +314,7 @@ def stale_orders(
     segment_policy: str,
     min_leading_silence: float = 0.0,
 ) -> list[str]:
-    """Ids in existing cache files whose key differs from what a run would now write.
-
-    ``compute_orders.py`` refuses to resume into such a cache, so one file never
-    mixes orders from two settings. Ids without an alignment count as stale, and so
-    do SR records without the segments' peak (written before it was stored).
-    """
+    """Ids in existing cache files whose key differs from what a run would now write."""
     segmentation = dict(
         alignments=alignments, segment_policy=segment_policy, min_leading_silence=min_leading_silence
     )

@@ -12,14 +12,7 @@ import numpy as np
 
 
 class Plan(NamedTuple):
-    """Where each piece of the input lands in the output.
-
-    The output is the sum of the pieces, each placed at its ``offset``, scaled
-    by its ``gain``, with equal-power fades over its first ``fade_in`` and last
-    ``fade_out`` samples; neighbours joined by a crossfade overlap by exactly
-    that many samples; zeros follow the last piece up to ``pad_to`` samples.
-    Planning first lets the training pipeline render only its 3 s crop.
-    """
+    """Where each piece of the input lands in the output."""
 
     source: np.ndarray  # (P, 2) int64: [start, end) in the input audio
     offset: np.ndarray  # (P,) int64: output position of each piece
@@ -55,11 +48,6 @@ class Plan(NamedTuple):
     def input_ranges(self, start: int, stop: int, merge_gap: int = 0) -> np.ndarray:
         """The input samples that output samples ``[start, stop)`` are made of.
 
-        Sorted, disjoint ``[a, b)`` ranges, shape ``(k, 2)``; ranges at most
-        ``merge_gap`` samples apart are joined (for a reader, one seek costs
-        about as much as reading a few thousand samples). Reading just these
-        ranges is enough to render the window (``render(..., audio_start=a_0)``).
-
         >>> plan = chain_plan(np.array([[6, 9], [0, 3]]), 0, after_original=10)
         >>> plan.input_ranges(0, 4).tolist(), plan.input_ranges(11, 14).tolist()
         ([[0, 4]], [[0, 1], [7, 9]])
@@ -73,11 +61,6 @@ def chain_plan(
     spans: np.ndarray, crossfade: int, fade_in_first: bool = False, after_original: int = 0
 ) -> Plan:
     """Place ``spans`` one after another, crossfading neighbours.
-
-    Neighbours overlap by ``min(crossfade, len_a // 2, len_b // 2)`` samples, so
-    no piece is faded at both ends over the same samples. With
-    ``after_original=n`` the chain follows the untouched input ``[0, n)``
-    (the SegReConcat concatenation), without overlapping it.
 
     >>> plan = chain_plan(np.array([[0, 8], [8, 16], [16, 24]]), 2)
     >>> plan.offset.tolist(), plan.length
@@ -149,10 +132,8 @@ def render(
 ) -> np.ndarray:
     """Output samples ``[start, stop)`` of ``plan`` applied to ``audio``.
 
-    Samples outside any fade are copied bit-exactly, so the original half of a
-    concatenation equals the input. ``audio`` may hold only part of the input,
-    from sample ``audio_start`` on, provided it holds ``plan.input_ranges(start, stop)``
-    (the training pipeline reads just those; other samples are never looked at).
+    Samples outside any fade are copied bit-exactly, so the original half of a concatenation equals
+    the input. ``audio`` may start at sample ``audio_start`` if it holds ``plan.input_ranges(start, stop)``.
 
     >>> audio = np.arange(6, dtype=np.float32)
     >>> render(audio, chain_plan(np.array([[3, 6], [0, 3]]), 0)).tolist()

@@ -1,34 +1,8 @@
 """Word times -> sample spans: the *segmentation* step of SegReConcat.
 
-Span rules (YAML key ``segment_policy``):
+Spans are half-open sample ranges ``[start, end)``; the span rules (``segment_policy``) are in
+docs/rearrangement.md.
 
-``authors`` (default)
-    Each strategy cuts as the authors' scripts (monkeyDarefeen/SegReConcat_augmenter)
-    cut for it (:data:`AUTHORS_SPANS`): RR ``words``, SR ``words_to_end``, AR ``onsets``.
-``words``
-    Word spans only; the pauses between words (and before the first word) are
-    dropped. The authors' RR script (``SegReConcat_timestamp.py``), whose last
-    word keeps its own end (clipped to the file).
-``words_to_end``
-    Word spans only, but the last word runs to the end of the file: the authors'
-    SR script (``split_and_rearrrange_timestamp_whisper.py``).
-``onsets``
-    Each segment runs from a word's start to the next word's start (a pause
-    stays with the word before it), the last to the end of the file; audio
-    before the first word (at least ``min_leading_silence`` seconds; any, at the
-    default 0) is its own first segment, ``Segments.leading_silence``. The
-    authors' AR script (``split_and_rearrange_timestamp_MFCC.py``).
-``cover``
-    The utterance is partitioned with cuts at the middle of each inter-word gap,
-    the audio after the last word stays with it, and a leading silence of at
-    least ``min_leading_silence`` seconds is its own first segment. Nothing is
-    dropped, so the rearranged half is as long as the original (an option: the
-    pauses are kept, not moved).
-
-Spans are half-open sample ranges ``[start, end)``.
-
-Example
--------
 >>> import numpy as np
 >>> starts, ends = np.array([0.5, 1.0]), np.array([0.8, 1.5])
 >>> seg = word_segments(starts, ends, 3200, 1000, "cover")
@@ -73,9 +47,6 @@ class Segments(NamedTuple):
     def peak(self, audio: np.ndarray) -> float:
         """``max |sample|`` over the segments (0 for none): the peak of any rearrangement of them.
 
-        What SR's ``sr_pad_normalize`` divides the rearranged half by; ``compute_orders.py``
-        stores it with each SR order, so training need not read the whole file for it.
-
         >>> Segments(np.array([[0, 2], [3, 4]]), False).peak(np.array([0.1, -0.5, 0.9, 0.2], np.float32))
         0.5
         """
@@ -113,31 +84,7 @@ def word_segments(
     *,
     strategy: str | None = None,
 ) -> Segments:
-    """Turn cleaned word times (seconds) into sample spans.
-
-    Parameters
-    ----------
-    starts, ends : numpy.ndarray
-        Sorted, non-overlapping word times (as :mod:`segreconcat_aug.align.cache` gives).
-    num_samples : int
-        Length of the audio; times past it are clipped (an alignment made on a
-        slightly different decode of the file must not index past the end).
-    sample_rate : int
-    policy : str
-        One of :data:`SEGMENT_POLICIES`; ``authors`` needs ``strategy``.
-    min_leading_silence : float
-        Seconds of audio before the first word needed for a silence segment
-        (``onsets``, ``cover``); a shorter lead-in stays with the first word.
-        0 (the authors' AR script): any lead-in.
-    strategy : str, optional
-        The strategy name, for ``policy="authors"``.
-
-    Returns
-    -------
-    Segments
-        Empty spans are dropped. With ``onsets`` or ``cover`` and no words, the
-        whole utterance is one segment.
-    """
+    """Turn cleaned word times (seconds) into sample spans."""
     rule = span_rule(policy, strategy)
     spans, leading = _spans(
         np.asarray(starts, dtype=np.float64),

@@ -1,63 +1,8 @@
 """Similarity-based rearrangements: AR (acoustic, MFCC + DTW) and SR (semantic, Whisper encoder).
 
-Importing this module registers two precomputed strategies (paper section 3.2):
+Both chain greedily (:func:`greedy_chain`); their options and results on bad input are in
+docs/rearrangement.md.
 
-``acoustic`` (AR)
-    MFCC (``d = 13``) per segment; DTW distance ``D_ij`` with Euclidean frame
-    cost (:mod:`segreconcat_aug.method.dtw`, equal to ``librosa.sequence.dtw``);
-    similarity ``s_ij = 1 / (1 + D_ij)``. An initial silence segment
-    (``Segments.leading_silence``, made by the ``onsets`` and ``cover`` segment
-    policies) is pinned first and the chain starts at the first word, as in the
-    authors' AR script (``leading_silence="pin"``); ``leading_silence="chain"``
-    reads the paper's "starting from ... an initial silence segment" literally:
-    the chain starts at the silence and the next segment is the one most similar
-    to it.
-``semantic`` (SR)
-    The last encoder layer of Whisper (``openai/whisper-medium`` by default)
-    pooled per segment into ``concat(mean, max)``; cosine similarity; the chain
-    starts at the segment with the highest average similarity to the others.
-    Where the features come from is the option ``context`` (:data:`SR_CONTEXTS`;
-    YAML ``sr_context``):
-
-    - ``segment`` (default, the paper: "each segment is passed through the
-      encoder"): each segment's audio is encoded alone (zero-padded to
-      Whisper's 30 s window) and pooled over its own frames;
-    - ``segment_padded`` (the authors' SR script): the same encoding, pooled
-      over all 1500 frames of the window, the zero padding included;
-    - ``utterance``: the utterance is encoded once (per 30 s window beyond
-      30 s) and each segment pools the frames ``[floor(t0 / 0.02), ceil(t1 / 0.02))``,
-      which then carry the whole utterance's context.
-
-    :func:`sr_vectors` computes the pooled vectors of many utterances in
-    batched encoder passes (all their segments together).
-
-Both then share :func:`greedy_chain`: repeatedly append the unused segment
-most similar to the current one; segments no longer reachable (similarity
-NaN, see below) are appended at the end in their original order. Ties go to
-the lowest index, so the result is deterministic.
-
-Defined results on bad input
-----------------------------
-- A short segment gets librosa's centred framing (``n_fft // 2`` zeros on
-  each side), so at least one frame; with ``pad_short=True`` it is first
-  zero-padded at its end to one window (``n_fft`` samples).
-- Silent audio: all MFCCs equal, all distances 0, all similarities 1, and by
-  the tie rule the order is the original one. (For SR, silence still gives
-  encoder features; a segment whose pooled vector is all zero has NaN cosine
-  similarity and is appended at the end.)
-- NaN or infinite samples: :class:`SimilarityInputError` naming the utterance.
-
-The paper fixes ``d = 13`` only; the defaults are the authors' script's
-``librosa.feature.mfcc(y, sr, n_mfcc=13)``: librosa's framing (``n_fft=2048,
-hop_length=512, n_mels=128``) on samples scaled to the int16 range
-(``scale=32768``, as pydub hands them over). The authors then zero-pad or
-truncate every matrix to 100 frames, which the paper's "different frame
-lengths across word segments" excludes: ``fixed_frames=100`` is that option.
-``n_fft=400, hop_length=160, n_mels=40, scale=1.0, pad_short=True`` is this
-project's earlier 25 ms / 10 ms framing.
-
-Example
--------
 >>> import numpy as np
 >>> sim = np.array([[1.0, 0.2, 0.9], [0.2, 1.0, 0.5], [0.9, 0.5, 1.0]])
 >>> greedy_chain(sim, start=0).tolist()
@@ -80,28 +25,9 @@ from .strategies import register_strategy
 
 logger = logging.getLogger(__name__)
 
-__all__ = [
-    "LEADING_SILENCE_RULES",
-    "SR_CONTEXTS",
-    "START_RULES",
-    "SimilarityInputError",
-    "acoustic_order",
-    "acoustic_similarity",
-    "cosine_similarity",
-    "greedy_chain",
-    "mfcc_features",
-    "pool_segments",
-    "semantic_order",
-    "similarity_order",
-    "sr_vectors",
-]
-
 
 class SimilarityInputError(UserError, ValueError):
     """Audio or features a similarity order cannot be computed from; names the utterance."""
-
-
-# --------------------------------------------------------------------------- the shared chain
 
 
 def start_first(similarity: np.ndarray) -> int:
@@ -111,8 +37,6 @@ def start_first(similarity: np.ndarray) -> int:
 
 def start_highest_average(similarity: np.ndarray) -> int:
     """SR's start: the segment with the highest average similarity to the *other* segments.
-
-    Non-finite entries are left out of the average; ties go to the lowest index.
 
     >>> start_highest_average(np.array([[1.0, 0.1, 0.2], [0.1, 1.0, 0.9], [0.2, 0.9, 1.0]]))
     2
@@ -134,23 +58,6 @@ START_RULES = {"first": start_first, "highest_average": start_highest_average}
 
 def greedy_chain(similarity: np.ndarray, start: int) -> np.ndarray:
     """Greedy traversal of a similarity matrix (the paper's AR/SR ordering).
-
-    From ``start``, repeatedly append the unused segment with the highest
-    similarity to the current (last appended) one. When no unused segment has
-    a finite similarity to the current one, the remaining segments are
-    unreachable and are appended in their original order.
-
-    Parameters
-    ----------
-    similarity : numpy.ndarray
-        ``(N, N)``; higher is more similar; a non-finite entry (NaN, inf) marks "no edge".
-        Only the row of the current segment is read, so it need not be symmetric.
-    start : int
-
-    Returns
-    -------
-    numpy.ndarray
-        int64 permutation of ``range(N)`` beginning with ``start``.
 
     >>> nan = np.nan
     >>> sim = np.array([[1, 0.5, nan, 0.2], [0.5, 1, nan, 0.9], [nan] * 4, [0.2, 0.9, nan, 1]])
@@ -213,8 +120,6 @@ def _check_audio(audio: np.ndarray, segments: Segments, utt_id: str | None) -> n
     return audio
 
 
-# --------------------------------------------------------------------------- AR
-
 LEADING_SILENCE_RULES = ("pin", "chain")
 
 
@@ -239,10 +144,6 @@ def mfcc_features(
     pad_short: bool = False,
 ) -> list[np.ndarray]:
     """One ``(n_mfcc, T_k)`` MFCC matrix per segment: ``librosa.feature.mfcc`` of ``scale * segment``.
-
-    ``pad_short`` zero-pads segments shorter than ``n_fft`` samples to ``n_fft``
-    first. ``fixed_frames`` (the authors' script: 100) zero-pads or truncates
-    every matrix to that many frames.
 
     >>> from segreconcat_aug.method.segments import Segments
     >>> segs = Segments(np.array([[0, 1600], [1600, 1700]]), False)
@@ -318,11 +219,6 @@ def acoustic_order(
 ) -> np.ndarray:
     """AR: MFCC + DTW similarity, greedy chain from the first word.
 
-    ``rng`` is unused (the order is deterministic). ``leading_silence``:
-    ``pin`` (the authors) keeps an initial silence segment first and chains the
-    words from ``start``; ``chain`` lets the chain start at the silence. See the
-    module doc for the other options and the results on bad input.
-
     >>> from segreconcat_aug.method.segments import Segments
     >>> rng = np.random.default_rng(0)
     >>> audio = np.concatenate([np.zeros(800), rng.normal(size=4000), 0.1 * rng.normal(size=4000)])
@@ -353,16 +249,10 @@ def acoustic_order(
     return np.concatenate([np.arange(pinned, dtype=np.int64), order])
 
 
-# --------------------------------------------------------------------------- SR
-
-
 def pool_segments(
     frames: np.ndarray, segments: Segments, sample_rate: int, frame_rate: int = 50
 ) -> np.ndarray:
     """``concat(mean, max)`` of each segment's encoder frames: ``(N, 2 * dim)``.
-
-    Segment ``[s0, s1)`` (samples) takes frames ``[floor(t0 * frame_rate), ceil(t1 * frame_rate))``,
-    computed in integers, clipped to the frames there are, and at least one frame.
 
     >>> from segreconcat_aug.method.segments import Segments
     >>> frames = np.arange(10, dtype=np.float32).reshape(10, 1)  # 10 frames = 0.2 s at 50 frames/s
@@ -396,12 +286,7 @@ def check_sr_context(context: str) -> str:
 
 
 def sr_vectors(whisper, items, *, context: str = "segment", batch_size: int = 8) -> list[np.ndarray]:
-    """SR's pooled ``concat(mean, max)`` vectors, ``(N_k, 2 * d_model)`` per ``(audio, segments)`` item.
-
-    All segments (or, for ``utterance``, all utterances) of ``items`` go through the encoder
-    together, ``batch_size`` 30 s windows per pass; the result does not depend on the batching.
-    Audio must be 16 kHz.
-    """
+    """SR's pooled ``concat(mean, max)`` vectors, ``(N_k, 2 * d_model)`` per ``(audio, segments)`` item."""
     from ..align.whisper_encoder import SAMPLE_RATE, encoder_features, encoder_pooled
 
     check_sr_context(context)
@@ -443,13 +328,6 @@ def semantic_order(
     **_,
 ) -> np.ndarray:
     """SR: Whisper-encoder similarity, greedy chain from the most central segment.
-
-    Pass one of ``vectors``, the segments' pooled features (as :func:`sr_vectors`
-    gives for a batch); ``frames``, this utterance's last encoder layer at 50
-    frames/s (``context="utterance"`` only, as
-    :func:`segreconcat_aug.align.whisper_encoder.encoder_features` gives); or ``whisper``, a
-    :class:`segreconcat_aug.align.whisper.WhisperBundle` that is then run here as
-    ``context`` says. ``rng`` is unused (the order is deterministic).
 
     >>> from segreconcat_aug.method.segments import Segments
     >>> frames = np.array([[1.0, 0.0], [0.9, 0.1], [0.0, 1.0], [0.2, 0.8], [1.0, 0.1]])

@@ -1,16 +1,8 @@
 """Rearrangement strategies: the *order* step of SegReConcat.
 
-Each strategy is one function ``(segments, audio, rng, *, sample_rate, **options) -> order``
-registered under the name used in YAML (``strategy: random``). ``order`` is a
-permutation of ``range(len(segments))``.
+A strategy is ``(segments, audio, rng, *, sample_rate, **options) -> order``, a permutation of
+``range(len(segments))``, registered under its YAML name.
 
-A strategy registered with ``precomputed=True`` is deterministic per utterance
-and too costly for DataLoader workers (DTW, a Whisper encoder): its orders are
-computed once offline (``recipes/compute_orders.py``) and the augmenter reads
-them from the order cache instead of calling the function.
-
-Example
--------
 >>> import numpy as np
 >>> from segreconcat_aug.method.segments import Segments
 >>> segs = Segments(np.array([[0, 10], [10, 20], [20, 30]]), False)
@@ -53,9 +45,8 @@ STRATEGIES: dict[str, Strategy] = {}
 def register_strategy(name: str, *, precomputed: bool = False, paper_name: str = "", uses_audio: bool = True):
     """Decorator adding a strategy function to :data:`STRATEGIES`.
 
-    ``uses_audio=False`` declares that the function never looks at the samples
-    (it may be passed ``audio=None``), so the training pipeline can plan from
-    the file's length and read only the samples its crop needs.
+    ``precomputed``: orders come from the offline order cache (too costly for DataLoader workers);
+    ``uses_audio=False``: the function may get ``audio=None``, so a crop reads only its own samples.
     """
 
     def decorate(fn):
@@ -78,8 +69,6 @@ def get_strategy(name: str) -> Strategy:
 
 def is_order_of(order, count: int) -> bool:
     """True when ``order`` is a permutation of ``range(count)``: each index exactly once.
-
-    The contract every strategy's result and every cached order is checked against.
 
     >>> is_order_of([2, 0, 1], 3), is_order_of([0, 0, 2], 3), is_order_of([0, 1], 3), is_order_of([], 0)
     (True, False, False, True)

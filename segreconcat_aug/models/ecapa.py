@@ -1,10 +1,7 @@
 """The ECAPA-TDNN family: SpeechBrain's ``ECAPA_TDNN``, the paper's attacker and ``spkrec-ecapa-voxceleb``.
 
-Its folders with ``hyperparams.yaml`` (our exports, a copy of the hub's ``spkrec-ecapa-voxceleb``, a
-VPC 2024 ASV model) are read by the generic SpeechBrain reader. A folder with ``embedding_model.ckpt``
-alone (a bare checkpoint) is read as evaluation reads it: the
-checkpoint goes into the training YAML's own ECAPA-TDNN with its front end, the sizes the checkpoint
-shows (:func:`checkpoint_definition`) set for the model, the dilations the YAML's.
+A folder with ``hyperparams.yaml`` is read by the generic SpeechBrain reader; a bare
+``embedding_model.ckpt`` goes into the training YAML's ECAPA-TDNN with the sizes it shows.
 """
 
 from __future__ import annotations
@@ -87,6 +84,5 @@ register_model_family(
         read=read_ecapa_folder,
         classes=(ECAPA_CLASS,),
         recognizes=_bare_checkpoint,
-        description="SpeechBrain's ECAPA-TDNN (the paper's attacker, spkrec-ecapa-voxceleb, VPC 2024's ASV)",
     )
 )

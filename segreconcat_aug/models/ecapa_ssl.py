@@ -1,31 +1,8 @@
-"""``ecapa_ssl``: the VoicePrivacy 2026 challenge's attacker (WavLM-Large + ECAPA), our implementation.
+"""``ecapa_ssl``: the VPC 2026 challenge's (and DAST's) attacker, WavLM-Large + ECAPA, our implementation.
 
-The network is the toolkit's ``ECAPA_TDNN_test`` (``evaluation/privacy/asv/ecapa_model_wavlm_24layer.py``,
-VPC 2026 commit e6810a4), top to bottom:
-
-1. **WavLM branch.** A frozen WavLM-Large (:mod:`.wavlm`) gives the output of each of its 24 layers,
-   ``(batch, 24, frames, 1024)``; :class:`LayerWeightedSum` sums them with softmax weights (24
-   learned scalars); four SE-Res2Net blocks (``channels[i] -> channels[i]``, the fbank blocks'
-   kernels and dilations) follow.
-2. **Fbank branch.** SpeechBrain's ECAPA on 80 fbanks: a TDNN block, then three SE-Res2Net blocks.
-3. **Fusion.** The outputs of the last three blocks of each branch are concatenated (channels);
-   the WavLM side is brought to the fbank frame count by :func:`resample_frames` (average pooling
-   when it has more frames, cyclic repetition when fewer); the two are multiplied element-wise.
-4. **Output.** Multi-layer feature aggregation (a TDNN block), attentive statistics pooling,
-   BatchNorm and a 192-d linear layer: ``(batch, 1, 192)``.
-
-Every block is SpeechBrain's own (``speechbrain.lobes.models.ECAPA_TDNN``), as in the toolkit, with
-dropout 0.3 in each. :class:`EcapaSSL` is what the challenge's ``exp/asv_ssl/embedding_model.ckpt``
-holds; its names are the toolkit's but for two (:data:`CHALLENGE_NAMES`), mapped both ways by
-:func:`from_challenge_state_dict` and :func:`to_challenge_state_dict`. ``tests/test_ecapa_ssl.py``
-loads a state dict saved by the toolkit's own class into ours and gets its outputs within 1e-5.
-
-:class:`EcapaSSLEncoder` is the whole attacker on waveforms (fbank features, WavLM, the embedding
-model): by default both branches see the same samples, the (augmented) training crop. The toolkit
-instead gives WavLM its own random window of up to 10 s re-read from the file
-(``train_speaker_embeddings_ssl_ft.py``, ``WavLMFeatureExtractor``), so its augmentation and crop never
-reach that branch: :func:`file_window_inputs` does that, for comparison (``ssl_input: file_window``).
-:func:`load_challenge_folder` reads ``exp/asv_ssl/`` as the challenge's download leaves it.
+:class:`EcapaSSL` is the toolkit's ``ECAPA_TDNN_test`` (``evaluation/privacy/asv/ecapa_model_wavlm_24layer.py``,
+VPC 2026 e6810a4; DAST's ``inference/dast_model.py`` is the same class), built of SpeechBrain's blocks;
+``tests/test_ecapa_ssl.py`` holds it to both classes' outputs within 1e-5 (docs/attackers-ssl.md).
 """
 
 from __future__ import annotations
@@ -124,15 +101,9 @@ class LayerWeightedSum(torch.nn.Module):
 
 
 class EcapaSSL(torch.nn.Module):
-    """The embedding model of the challenge's ``ecapa_ssl`` attacker (the toolkit's ``ECAPA_TDNN_test``).
-
-    Arguments are the toolkit's, with its defaults (:data:`CHALLENGE_SIZES`); ``ssl_layers`` is the
-    number of WavLM layers weighted (the toolkit's 24). WavLM's width must be ``channels[0]``.
-
-    ``forward(fbank, ssl_layers, lengths=None)``: ``fbank`` ``(batch, frames, input_size)``,
-    ``ssl_layers`` ``(batch, ssl_layers, ssl_frames, channels[0])``, ``lengths`` relative (both
-    branches' SE blocks and the pooling use them; the toolkit passes none: equal when every row is
-    full, as all its training rows are). Returns ``(batch, 1, lin_neurons)``.
+    """The embedding model of the challenge's ``ecapa_ssl`` attacker (the toolkit's ``ECAPA_TDNN_test``,
+    its arguments and defaults). ``forward(fbank, ssl_layers, lengths=None)``: the toolkit passes no
+    ``lengths``, the same when every row is full, as all its training rows are.
 
     >>> model = EcapaSSL(channels=[16, 16, 16, 16, 48], attention_channels=8, se_channels=8, lin_neurons=6)
     >>> model(torch.rand(2, 30, 80), torch.rand(2, 24, 14, 16)).shape
@@ -243,24 +214,21 @@ def to_challenge_state_dict(state: Mapping) -> dict:
     return _renamed(state, [(new, old) for old, new in CHALLENGE_NAMES])
 
 
-def _in_challenge_names(state: Mapping) -> bool:
-    return any(name.startswith(old) for name in state for old, _ in CHALLENGE_NAMES)
-
-
-def load_challenge_checkpoint(model: EcapaSSL, path, *, trusted: bool = False) -> EcapaSSL:
-    """Load ``path`` (the challenge's ``embedding_model.ckpt``, or one of ours) into ``model``, strictly.
-
-    The file may be a bare state dict or ``{"state_dict": ...}``, under the toolkit's names or ours,
-    with DDP's ``module.`` prefix or without (the toolkit accepts the same). Weights that do not fit
-    are refused in one line naming them in the file's own names, before anything is loaded.
-    """
+def read_checkpoint_file(path, *, trusted: bool = False) -> dict:
+    """The tensors of an ``embedding_model.ckpt`` (bare or ``{"state_dict": ...}``) under the file's own names."""
     loaded = read_torch_file(path, what="ecapa_ssl embedding model", trusted=trusted)
     if isinstance(loaded, Mapping) and "state_dict" in loaded:
         loaded = loaded["state_dict"]
-    given = tensor_mapping(loaded, source=path, what="ecapa_ssl embedding model")
+    return tensor_mapping(loaded, source=path, what="ecapa_ssl embedding model")
+
+
+def load_challenge_checkpoint(model: EcapaSSL, path, *, trusted: bool = False) -> EcapaSSL:
+    """Load ``path`` (the challenge's ``embedding_model.ckpt``, or one of ours) into ``model``, strictly;
+    weights that do not fit are refused in one line in the file's own names, before anything is loaded."""
+    given = read_checkpoint_file(path, trusted=trusted)
     ours = from_challenge_state_dict(given)
     expected = model.state_dict()
-    challenge = _in_challenge_names(given)
+    challenge = any(name.startswith(old) for name in given for old, _ in CHALLENGE_NAMES)
     sizes = f"channels {model.channels}, lin_neurons {model.fc.conv.out_channels}"
     check_fits(
         to_challenge_state_dict(expected) if challenge else expected,
@@ -289,17 +257,8 @@ def wavlm_mismatch(wavlm: WavLMLayers, model: EcapaSSL) -> str | None:
 
 
 class EcapaSSLEncoder(torch.nn.Module):
-    """The ``ecapa_ssl`` attacker on waveforms: fbank features and WavLM layers of the same samples.
-
-    ``forward(wavs, lengths=None, ssl_wavs=None)`` -> ``(batch, 1, lin_neurons)``. The fbank branch
-    gets SpeechBrain's 80-band Fbank of ``wavs`` with sentence mean normalization (the toolkit's
-    ``compute_features`` and ``mean_var_norm``); WavLM gets ``wavs`` too, each row layer-normalized over
-    its own samples (the toolkit normalizes each file alike), unless ``ssl_wavs`` (another input for
-    WavLM, already prepared: :func:`file_window_inputs`) is given.
-
-    Only :attr:`embedding_model` learns: WavLM is frozen and stays in eval mode. Checkpoint the
-    embedding model alone (the WavLM is the user's file; ~1.2 GB at the real size).
-    """
+    """The ``ecapa_ssl`` attacker on waveforms: fbank features and WavLM layers of the same samples
+    (or WavLM's own ``ssl_wavs``). Only :attr:`embedding_model` learns: checkpoint it alone."""
 
     def __init__(
         self,
@@ -321,17 +280,15 @@ class EcapaSSLEncoder(torch.nn.Module):
             else InputNormalization(norm_type="sentence", std_norm=False)
         )
 
-    def wavlm_inputs(self, wavs: torch.Tensor, lengths: torch.Tensor | None = None) -> torch.Tensor:
-        """The waveforms as WavLM gets them under ``same_window``: each row normalized if its config says so."""
-        return layer_norm_waveforms(wavs, lengths) if self.wavlm.normalize else wavs
-
     def forward(
         self, wavs: torch.Tensor, lengths: torch.Tensor | None = None, ssl_wavs: torch.Tensor | None = None
     ) -> torch.Tensor:
         if lengths is None:
             lengths = torch.ones(wavs.shape[0], device=wavs.device)
         fbank = self.mean_var_norm(self.compute_features(wavs), lengths)
-        layers = self.wavlm(self.wavlm_inputs(wavs, lengths) if ssl_wavs is None else ssl_wavs)
+        if ssl_wavs is None:  # same_window: WavLM gets the same samples, normalized if its config says so
+            ssl_wavs = layer_norm_waveforms(wavs, lengths) if self.wavlm.normalize else wavs
+        layers = self.wavlm(ssl_wavs)
         return self.embedding_model(fbank, layers, lengths)
 
     def embed_batch(
@@ -346,15 +303,8 @@ class EcapaSSLEncoder(torch.nn.Module):
         seed: int = 0,
         epoch: int = 0,
     ) -> torch.Tensor:
-        """A training batch's embeddings, WavLM's input chosen by ``ssl_input`` (:data:`SSL_INPUTS`).
-
-        ``same_window`` (the default): both branches get ``wavs``, the rows as the data pipeline made
-        them (SegReConcat's audio included); ``paths`` are not read. ``file_window`` (the toolkit's):
-        WavLM gets :func:`file_window_inputs` of ``paths`` (``keys``: the rows' utterance ids, which seed
-        the windows with ``seed`` and ``epoch``; ``read``: the audio reader).
-        """
-        if ssl_input not in SSL_INPUTS:
-            raise ValueError(f"ssl_input {ssl_input!r}: one of {SSL_INPUTS}")
+        """A training batch's embeddings, WavLM's input chosen by ``ssl_input`` (:data:`SSL_INPUTS`;
+        ``file_window`` reads ``paths``, its windows seeded by ``keys``, ``seed`` and ``epoch``)."""
         ssl_wavs = None
         if ssl_input == "file_window":
             if paths is None or keys is None or read is None:
@@ -376,15 +326,8 @@ def file_window_inputs(
     max_seconds: float = TOOLKIT_WAVLM_SECONDS,
     sample_rate: int = 16000,
 ) -> torch.Tensor:
-    """The toolkit's WavLM input (``ssl_input: file_window``): each file re-read, not the training crop.
-
-    As ``WavLMFeatureExtractor`` in ``train_speaker_embeddings_ssl_ft.py``: the whole file
-    layer-normalized (``normalize``), then a random window of ``max_seconds`` if it is longer, or
-    zeros appended up to ``max_seconds`` if shorter; so every row is ``max_seconds`` long. The
-    window's start is drawn from ``seeded_rng(seed, epoch, key, WAVLM_WINDOW_STREAM)`` (the
-    toolkit's from torch's global generator). ``read(path)`` returns the mono waveform
-    (``segreconcat_aug.data.audio.read_audio``). Returns ``(batch, max_seconds * sample_rate)``.
-    """
+    """The toolkit's WavLM input (``ssl_input: file_window``, its ``WavLMFeatureExtractor``): each file
+    re-read, layer-normalized whole, then a seeded random window of ``max_seconds`` or zeros up to it."""
     size = int(max_seconds * sample_rate)
     rows = []
     for path, key in zip(paths, keys, strict=True):
@@ -401,15 +344,9 @@ def file_window_inputs(
 
 
 def load_challenge_folder(folder, *, wavlm=None, trusted: bool = False, **sizes) -> EcapaSSLEncoder:
-    """The ``ecapa_ssl`` attacker of a folder laid out as the challenge's ``exp/asv_ssl/``, on the CPU.
-
-    ``<folder>/embedding_model.ckpt`` (the toolkit's ``ECAPA_TDNN_test`` weights) is loaded into
-    :class:`EcapaSSL` of ``sizes`` (default :data:`CHALLENGE_SIZES`, as the toolkit builds it), and
-    ``<folder>/WavLM-Large.pt`` (unilm's format) into :class:`~.wavlm.WavLMLayers` (``wavlm`` gives another
-    path, or an already loaded one). A missing file, a file that is not a checkpoint, weights that do
-    not fit and a WavLM whose width is not ``channels[0]`` are each refused in one line. ``trusted``:
-    unpickle Python objects in the files beyond tensors and plain values (``read_torch_file``).
-    """
+    """The ``ecapa_ssl`` attacker of a folder laid out as the challenge's ``exp/asv_ssl/``, on the CPU:
+    :class:`EcapaSSL` of ``sizes`` (default :data:`CHALLENGE_SIZES`) and its WavLM (``wavlm``: another path,
+    or one already loaded), each file refused in one line if it does not fit."""
     folder = Path(folder)
     if not folder.is_dir():
         raise MissingInputError(
@@ -432,37 +369,26 @@ def load_challenge_folder(folder, *, wavlm=None, trusted: bool = False, **sizes)
     return EcapaSSLEncoder(model, wavlm).eval()
 
 
-# ---------------------------------------------------------------------------------------------------
-# The attacker as a SpeechBrain model folder's modules (training's hook, exports, evaluation)
-# ---------------------------------------------------------------------------------------------------
-
 _WAVLMS: dict[tuple, WavLMLayers] = {}
-
-
-def cached_wavlm(path, *, trusted: bool = False) -> WavLMLayers:
-    """The WavLM of ``path`` (:func:`load_unilm_wavlm`), loaded once per process for the same file.
-
-    A training YAML is loaded more than once in a run (``n_speakers`` set from the manifest) and its
-    hook and export model name the same file: WavLM-Large's 1.2 GB are read once.
-    """
-    path = Path(path)
-    if not path.is_file():
-        raise MissingInputError(
-            f"wavlm_checkpoint: {path} is not a file (the challenge's exp/asv_ssl/{CHALLENGE_WAVLM}, unilm's format)"
-        )
-    stat = path.stat()
-    key = (str(path.resolve()), stat.st_size, stat.st_mtime_ns, bool(trusted))
-    if key not in _WAVLMS:
-        _WAVLMS[key] = load_unilm_wavlm(path, trusted=trusted)
-    return _WAVLMS[key]
 
 
 def wavlm_for(
     embedding_model: EcapaSSL, wavlm_checkpoint, *, trusted: bool = False, wavlm=None
 ) -> WavLMLayers:
-    """The WavLM that feeds ``embedding_model``: ``wavlm``, else :func:`cached_wavlm` of ``wavlm_checkpoint``;
+    """The WavLM that feeds ``embedding_model``: ``wavlm``, else that of ``wavlm_checkpoint``, loaded once
+    per process for the same file (the training's hook and export model name the same 1.2 GB file);
     one whose width or layer count does not fit is refused in one line naming ``wavlm_checkpoint``."""
-    wavlm = wavlm if wavlm is not None else cached_wavlm(wavlm_checkpoint, trusted=trusted)
+    if wavlm is None:
+        path = Path(wavlm_checkpoint)
+        if not path.is_file():
+            raise MissingInputError(
+                f"wavlm_checkpoint: {path} is not a file (the challenge's exp/asv_ssl/{CHALLENGE_WAVLM}, unilm's format)"
+            )
+        stat = path.stat()
+        key = (str(path.resolve()), stat.st_size, stat.st_mtime_ns, bool(trusted))
+        if key not in _WAVLMS:
+            _WAVLMS[key] = load_unilm_wavlm(path, trusted=trusted)
+        wavlm = _WAVLMS[key]
     mismatch = wavlm_mismatch(wavlm, embedding_model)
     if mismatch:
         raise CheckpointError(f"wavlm_checkpoint: {wavlm_checkpoint}: {mismatch}")
@@ -491,11 +417,8 @@ class WaveformPassThrough(torch.nn.Module):
 class EcapaSSLOnWaves(EcapaSSL):
     """:class:`EcapaSSL` on waveforms: the model an export's (and a challenge folder's) ``embedding_model`` is.
 
-    Its state dict is :class:`EcapaSSL`'s (the training's ``embedding_model.ckpt`` loads strictly);
-    the WavLM (``wavlm_checkpoint``, read by :func:`cached_wavlm`), the 80-band Fbank and the
-    sentence mean normalization are held outside the module tree, so they are neither saved nor
-    moved by ``.to()`` (moved at the first forward on another device) nor put in training mode.
-    ``forward(wavs, lengths=None)`` is :class:`EcapaSSLEncoder`'s under ``same_window``.
+    Its state dict is :class:`EcapaSSL`'s; the WavLM, Fbank and normalization are held outside the
+    module tree, so they are neither saved, nor moved by ``.to()`` (at the first forward instead), nor trained.
     """
 
     def __init__(self, wavlm_checkpoint, *, trusted: bool = False, wavlm: WavLMLayers | None = None, **sizes):

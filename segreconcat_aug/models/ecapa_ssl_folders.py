@@ -1,21 +1,13 @@
-"""The ``ecapa_ssl`` family: folders of the VPC 2026 challenge's WavLM + ECAPA attacker, read and loaded.
+"""The ``ecapa_ssl`` family: folders of the WavLM + ECAPA attacker (VPC 2026's, DAST's), read and loaded.
 
-Two kinds of folder are this family's:
-
-- the challenge's ``exp/asv_ssl/`` (``embedding_model.ckpt`` + ``WavLM-Large.pt``, no ``hyperparams.yaml``;
-  :func:`is_challenge_folder`): the checkpoint under the toolkit's parameter names, the WavLM in unilm's format;
-- our export of a trained ``ecapa_ssl`` (:mod:`.export`): a ``hyperparams.yaml`` whose ``embedding_model`` is
-  :class:`~.ecapa_ssl.EcapaSSLOnWaves` (the WavLM by path), which SpeechBrain's ``EncoderClassifier`` loads.
-
-:func:`read_ecapa_ssl_folder` gives fine-tuning (``init_from``) the embedding model's weights under our
-names (``embedding_model``, :func:`~.ecapa_ssl.from_challenge_state_dict`) and sets ``wavlm_checkpoint``;
-:func:`load_ecapa_ssl_folder` gives evaluation the :class:`~.folder.SpeakerModel` of either kind. The
-sizes of a challenge folder's model are read off its checkpoint (:func:`ecapa_ssl_sizes`).
+Its folders: the challenge's ``exp/asv_ssl/`` and DAST's (``embedding_model.ckpt`` + ``WavLM-Large.pt``),
+DAST's Stage II folder (``epoch_N.ckpt`` + ``WavLM-Large.pt``) and our export (docs/attackers-ssl.md).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -26,34 +18,62 @@ from .ecapa_ssl import (
     WaveformPassThrough,
     from_challenge_state_dict,
     load_challenge_checkpoint,
+    read_checkpoint_file,
 )
 from .folder import MODEL_CHECKPOINT, MODEL_HPARAMS, SpeakerModel, load_with_encoder_classifier, read_spec
 from .registry import Definition, ModelFamily, PretrainedModel, register_model_family
-from .state_dicts import CheckpointError, read_torch_file, tensor_mapping
+from .state_dicts import CheckpointError
 
 ECAPA_SSL_CLASSES = (
     "segreconcat_aug.models.ecapa_ssl.EcapaSSL",
     "segreconcat_aug.models.ecapa_ssl.EcapaSSLOnWaves",
 )
 SAMPLE_RATE = 16000  # WavLM-Large's and the toolkit's
+#: DAST's Stage II checkpoints (monkeyDarefeen/DAST pretrained_ckpt/): ``ECAPA_TDNN_test`` state dicts, loaded
+#: as ``embedding_model.ckpt`` is (training/dast_training.py:680-685: ``state_dict`` key or bare, ``module.`` dropped).
+DAST_EPOCH = re.compile(r"epoch_\d+\.ckpt")
+
+
+def _dast_epochs(folder: Path) -> list[Path]:
+    epochs = [path for path in folder.glob("epoch_*.ckpt") if DAST_EPOCH.fullmatch(path.name)]
+    return sorted(epochs, key=lambda path: int(path.stem.removeprefix("epoch_")))
 
 
 def is_challenge_folder(folder: Path) -> bool:
-    """The challenge's ``exp/asv_ssl/``: both of its files, no ``hyperparams.yaml``."""
+    """The challenge's ``exp/asv_ssl/`` (also DAST's model folder): both of its files, no ``hyperparams.yaml``;
+    or DAST's Stage II folder (``epoch_N.ckpt``)."""
     folder = Path(folder)
-    return (
-        (folder / CHALLENGE_CHECKPOINT).is_file()
-        and (folder / CHALLENGE_WAVLM).is_file()
-        and not (folder / MODEL_HPARAMS).is_file()
+    if (folder / MODEL_HPARAMS).is_file():
+        return False
+    has_checkpoint = (folder / CHALLENGE_CHECKPOINT).is_file()
+    return (has_checkpoint and (folder / CHALLENGE_WAVLM).is_file()) or (
+        not has_checkpoint and bool(_dast_epochs(folder))
     )
 
 
+def folder_checkpoint(folder: Path) -> Path:
+    """The embedding weights of a challenge or DAST folder: ``embedding_model.ckpt``, else its one ``epoch_N.ckpt``
+    (DAST's ``pretrained_ckpt/`` holds two: the user picks one); its ``WavLM-Large.pt`` must be there."""
+    folder = Path(folder)
+    checkpoint = folder / CHALLENGE_CHECKPOINT
+    epochs = _dast_epochs(folder)
+    if not checkpoint.is_file() and len(epochs) > 1:
+        names = ", ".join(path.name for path in epochs)
+        raise CheckpointError(
+            f"{folder}: holds DAST's Stage II checkpoints {names}: choose one by linking it as "
+            f"{CHALLENGE_CHECKPOINT} (ln -s {epochs[-1].name} {checkpoint})"
+        )
+    if not (folder / CHALLENGE_WAVLM).is_file():
+        raise CheckpointError(
+            f"{folder}: no {CHALLENGE_WAVLM} beside its checkpoint: download WavLM-Large from microsoft/unilm "
+            f"(DAST's pretrained_ckpt/wavlmlarge.txt) and put it there"
+        )
+    return checkpoint if checkpoint.is_file() else epochs[0]
+
+
 def challenge_state(path: Path, *, trusted: bool = False) -> dict:
-    """The embedding weights of a challenge checkpoint (bare or ``{"state_dict"}``) under our names."""
-    loaded = read_torch_file(path, what="ecapa_ssl embedding model", trusted=trusted)
-    if isinstance(loaded, Mapping) and "state_dict" in loaded:
-        loaded = loaded["state_dict"]
-    return from_challenge_state_dict(tensor_mapping(loaded, source=path, what="ecapa_ssl embedding model"))
+    """The embedding weights of a challenge or DAST checkpoint under our names."""
+    return from_challenge_state_dict(read_checkpoint_file(path, trusted=trusted))
 
 
 def ecapa_ssl_sizes(state: Mapping, source=None) -> dict:
@@ -137,7 +157,7 @@ def read_ecapa_ssl_folder(folder: Path, spec, *, trusted: bool = False) -> Pretr
     ``wavlm_checkpoint`` (the folder's ``WavLM-Large.pt``, or the one our export names)."""
     folder = Path(folder)
     if spec is None:
-        checkpoint = folder / CHALLENGE_CHECKPOINT
+        checkpoint = folder_checkpoint(folder)
         state = challenge_state(checkpoint, trusted=trusted)
         wavlm = str(folder / CHALLENGE_WAVLM)
     else:
@@ -175,7 +195,7 @@ def load_ecapa_ssl_folder(folder, hparams: dict, *, savedir, device: str = "cpu"
         )
         # The frozen WavLM decides the embeddings too: its bytes name the embedding cache with the rest.
         return dataclasses.replace(model, files=(*model.files, wavlm))
-    checkpoint = folder / CHALLENGE_CHECKPOINT
+    checkpoint = folder_checkpoint(folder)
     sizes = ecapa_ssl_sizes(challenge_state(checkpoint, trusted=trusted), checkpoint)
     model = EcapaSSLOnWaves(folder / CHALLENGE_WAVLM, trusted=trusted, **sizes)
     load_challenge_checkpoint(model, checkpoint, trusted=trusted)
@@ -199,6 +219,5 @@ register_model_family(
         classes=ECAPA_SSL_CLASSES,
         recognizes=is_challenge_folder,
         load=load_ecapa_ssl_folder,
-        description="the VPC 2026 challenge's WavLM-Large + ECAPA attacker (exp/asv_ssl/, our ecapa_ssl exports)",
     )
 )

@@ -1,10 +1,4 @@
-"""The trained attacker as a SpeechBrain model folder: the best-dev-loss checkpoint, exported.
-
-:func:`export_best_model` writes ``<export_folder>/`` so that SpeechBrain's
-``EncoderClassifier.from_hparams(source=<export_folder>)`` loads it, as SpeechBrain and the VPC 2024
-toolkit load any speaker model; :func:`inference_hparams` writes its ``hyperparams.yaml``.
-``recipes/evaluate.py`` and the grid read the same folder.
-"""
+"""The trained attacker as a SpeechBrain model folder (``EncoderClassifier.from_hparams`` loads it)."""
 
 from __future__ import annotations
 
@@ -16,6 +10,7 @@ from pathlib import Path
 import ruamel.yaml
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
 
+from ..data.hparams_text import hparams_text
 from ..data.result_files import json_text
 
 logger = logging.getLogger(__name__)
@@ -77,12 +72,9 @@ def exported_definition(training, key: str):
 
 
 def inference_hparams(resolved_training_yaml: str) -> str:
-    """The export's ``hyperparams.yaml``: the training YAML's feature, normalization, embedding and
-    classifier definitions (as trained, every reference resolved) plus SpeechBrain's ``pretrainer``,
-    ``label_encoder`` and ``modules``, so that ``EncoderClassifier.from_hparams(source=<export>)`` loads it.
-
-    The Pretrainer gives no paths: every file is ``<source>/<key>.ckpt``, so the folder can be
-    moved or copied (to the VPC 2024 toolkit's ``exp/`` for instance) and still loads.
+    """The export's ``hyperparams.yaml``: the training's module definitions as trained, plus SpeechBrain's
+    ``pretrainer``, ``label_encoder`` and ``modules``. The Pretrainer gives no paths (``<source>/<key>.ckpt``),
+    so the folder can be moved and still loads.
 
     >>> training = '''sample_rate: 16000
     ... compute_features: !new:Fbank {n_mels: 80}
@@ -135,29 +127,15 @@ pretrainer: !new:speechbrain.utils.parameter_transfer.Pretrainer
 
 
 def export_best_model(hparams, hparams_file, overrides) -> Path:
-    """The best-dev-loss checkpoint -> ``<export_folder>``, loadable by SpeechBrain's ``EncoderClassifier``.
-
-    Parameters
-    ----------
-    hparams : dict
-        The training's loaded YAML: its ``checkpointer``, ``embedding_model``, ``save_folder``
-        (with ``label_encoder.txt``) and ``export_folder``.
-    hparams_file, overrides
-        The training YAML and its command-line overrides, as the run was made.
-
-    Returns
-    -------
-    Path
-        The export folder. It holds ``hyperparams.yaml`` (:func:`inference_hparams`),
-        ``embedding_model.ckpt``, ``mean_var_norm.ckpt``, ``classifier.ckpt``, the label encoder
-        (``label_encoder.txt`` and ``label_encoder.ckpt``, the name SpeechBrain's Pretrainer loads),
-        ``train_hyperparams.yaml`` (the training YAML as run) and ``export_info.json`` (epoch, dev
-        loss, checkpoint).
-    """
+    """The best-dev-loss (``select_by: dev_eer``: dev-EER) checkpoint -> ``<export_folder>``, loadable by SpeechBrain's ``EncoderClassifier``
+    (its files: docs/evaluation.md). ``hparams_file``, ``overrides``: the training YAML as run."""
     import torch
     from hyperpyyaml import resolve_references
 
-    checkpoint = hparams["checkpointer"].find_checkpoint(min_key="loss")
+    selected_by = hparams.get("select_by") or "dev_loss"
+    checkpoint = hparams["checkpointer"].find_checkpoint(
+        min_key="dev_eer" if selected_by == "dev_eer" else "loss"
+    )
     if checkpoint is None:
         raise RuntimeError(f"{hparams['save_folder']}: no checkpoint with a dev loss to export")
     export = Path(hparams["export_folder"])
@@ -172,15 +150,21 @@ def export_best_model(hparams, hparams_file, overrides) -> Path:
     shutil.copyfile(labels, export / "label_encoder.ckpt")
     if hparams.get("wavlm_checkpoint"):  # named by path: absolute, so the export works from any folder
         overrides = {**overrides, "wavlm_checkpoint": str(Path(hparams["wavlm_checkpoint"]).resolve())}
-    with open(hparams_file, encoding="utf-8") as fin:
-        resolved = resolve_references(fin, overrides).getvalue()
+    resolved = resolve_references(hparams_text(hparams_file), overrides).getvalue()
     (export / EXPORT_TRAIN_HPARAMS).write_text(resolved, encoding="utf-8")
     (export / EXPORT_HPARAMS).write_text(inference_hparams(resolved), encoding="utf-8")
     with open(checkpoint.paramfiles["counter"], encoding="utf-8") as handle:
         epoch = ruamel.yaml.YAML(typ="safe").load(handle)["current_epoch"]
     info = {"checkpoint": str(checkpoint.path), "epoch": epoch, "dev_loss": checkpoint.meta["loss"]}
+    info.update(
+        selected_by=selected_by, **{k: checkpoint.meta[k] for k in ("dev_eer",) if k in checkpoint.meta}
+    )
     (export / EXPORT_INFO).write_text(json_text(info, indent=2) + "\n", encoding="utf-8")
     logger.info(
-        "Exported the best-dev-loss model (epoch %s, dev loss %.4f) to %s", epoch, info["dev_loss"], export
+        "Exported the model of the lowest %s (epoch %s, dev loss %.4f) to %s",
+        selected_by.replace("_", " "),
+        epoch,
+        info["dev_loss"],
+        export,
     )
     return export

@@ -1,19 +1,8 @@
-"""Speaker-model folders: reading any SpeechBrain speaker-model folder (evaluation embeds with it,
-``init_from`` fine-tunes it: :mod:`segreconcat_aug.models.pretrained`).
+"""Speaker-model folders, read as SpeechBrain reads them (docs/evaluation.md).
 
-A folder with a ``hyperparams.yaml`` (an export of ``recipes/train.py``, a copy of
-``speechbrain/spkrec-ecapa-voxceleb``, a VPC 2024 ASV model folder) is loaded as SpeechBrain and
-the VPC 2024 toolkit load it, through ``EncoderClassifier.from_hparams(source=<folder>,
-savedir=<savedir>)``, with no model hub: the folder decides the features, their normalization and
-the embedding model, sizes included (:func:`load_speaker_model`). Before anything is written the
-folder is checked (its YAML's keys, every file its pretrainer loads, the checkpoints readable);
-afterwards the embedding model must hold every weight of its checkpoint, and the sample rate and any
-model key the user stated (``--n_mels``, ``--channels``, ...) must be the folder's. A folder without
-``hyperparams.yaml`` but with ``embedding_model.ckpt`` (a bare checkpoint, as the challenge ships
-some ASV models) goes into the evaluation YAML's own modules (:func:`load_exported_model`), with one
-warning. Every refusal is one line naming the folder's file and the YAML key. A model
-family whose folders ``EncoderClassifier`` cannot load gives its own loader
-(:mod:`segreconcat_aug.models.registry`).
+A folder with ``hyperparams.yaml`` is checked (its keys, every file its pretrainer loads), then
+loaded by ``EncoderClassifier.from_hparams`` with no model hub; a bare ``embedding_model.ckpt`` goes
+into the evaluation YAML's own modules. Every refusal is one line naming the file and the YAML key.
 """
 
 from __future__ import annotations
@@ -100,39 +89,15 @@ def model_folder(hparams: dict, folder=None) -> Path:
     )
 
 
-_model_folder = model_folder  # under another name where a parameter takes its own
-
-
-# ---------------------------------------------------------------------------------------------------
-# A folder with hyperparams.yaml: EncoderClassifier.from_hparams
-# ---------------------------------------------------------------------------------------------------
-
 _BARE_LOGGED: set[str] = set()  # one warning per folder
 
 
 def load_speaker_model(folder, hparams: dict, *, savedir, device: str = "cpu", stated=()) -> SpeakerModel:
-    """The speaker model of ``folder`` for evaluation under the loaded evaluation YAML ``hparams``.
+    """The speaker model of ``folder`` under the evaluation YAML ``hparams``.
 
-    Parameters
-    ----------
-    folder : path
-        A SpeechBrain speaker-model folder (``hyperparams.yaml`` with ``modules`` holding
-        ``compute_features``, ``mean_var_norm`` and ``embedding_model``, and a ``pretrainer``), or a
-        bare checkpoint (``embedding_model.ckpt`` only, see the module's text).
-    hparams : dict
-        The evaluation YAML: its ``sample_rate``, its modules for a bare checkpoint, and its model
-        keys for ``stated``.
-    savedir : path
-        Where SpeechBrain links the folder's files (never the working directory); made only once
-        the folder passed its checks, and removed again if loading then fails.
-    device : str
-    stated : iterable of str
-        The YAML keys the user gave (overrides); those of :data:`MODEL_KEYS` must equal the folder's.
-
-    Raises
-    ------
-    MissingExportError, ModelFolderError, ModelMismatchError, ExportError
-        One line each, naming the folder's file and the YAML key.
+    ``savedir``: where SpeechBrain links the folder's files, made only once the folder passed its
+    checks (removed again if loading fails). ``stated``: the keys the user gave; those of
+    :data:`MODEL_KEYS` must equal the folder's.
     """
     folder = Path(folder)
     if folder.is_file():
@@ -170,7 +135,8 @@ def load_with_encoder_classifier(
     states = read_pretrainer_files(spec, files, trusted=bool(hparams.get("trusted", False)))
     # Checked: from here on SpeechBrain writes (links in savedir); what it creates goes if loading fails.
     savedir = Path(savedir).absolute()
-    created = _first_missing(savedir)
+    # The outermost folder of savedir not there yet: what loading creates.
+    created = next((path for path in (*reversed(savedir.parents), savedir) if not path.exists()), None)
     try:
         encoder = _from_hparams(folder, yaml_path, savedir, device, overrides, spec, states)
         return _checked_model(encoder, hparams, folder, yaml_path, files, states, stated)
@@ -236,12 +202,8 @@ def read_pretrainer_files(spec, files: dict[str, Path], *, trusted: bool = False
 
 
 def read_spec(yaml_path: Path, folder: Path, *, trusted: bool = False):
-    """The folder's YAML, references resolved, as plain nodes (nothing instantiated), and its overrides.
-
-    A ``pretrained_path`` (the hub id SpeechBrain's own model cards put there) is pointed at the
-    folder itself: the folder is the model, and the hub is never asked. A tag beyond a speaker model's
-    modules is refused unless ``trusted`` (:mod:`.trust`).
-    """
+    """The folder's YAML, references resolved, as plain nodes (nothing instantiated), and its overrides:
+    a ``pretrained_path`` (a hub id in SpeechBrain's model cards) points at the folder, so the hub is never asked."""
     import ruamel.yaml
     from hyperpyyaml import resolve_references
 
@@ -336,16 +298,6 @@ def _from_hparams(folder, yaml_path, savedir, device, overrides, spec, states):
         ) from None
 
 
-def _first_missing(path: Path) -> Path | None:
-    """The outermost folder of ``path`` that does not exist yet (what loading would create), or None."""
-    missing = None
-    for folder in (path, *path.parents):
-        if folder.exists():
-            break
-        missing = folder
-    return missing
-
-
 def _checked_model(encoder, hparams, folder, yaml_path, files, states, stated) -> SpeakerModel:
     """The loaded modules, once their weights are their checkpoints' and the YAML agrees with the folder."""
     mods = encoder.mods
@@ -425,47 +377,9 @@ def _check_agreement(sizes: dict, hparams: dict, yaml_path: Path, stated) -> Non
             )
 
 
-# ---------------------------------------------------------------------------------------------------
-# A bare checkpoint: embedding_model.ckpt into the evaluation YAML's own embedding_model
-# ---------------------------------------------------------------------------------------------------
-
-
 def load_bare_checkpoint(hparams: dict, folder: Path) -> SpeakerModel:
     """A folder with ``embedding_model.ckpt`` alone, in the evaluation YAML's modules (its sizes must fit)."""
-    checkpoint = load_exported_model(hparams, folder)
-    if str(folder) not in _BARE_LOGGED:
-        _BARE_LOGGED.add(str(folder))
-        logger.warning(
-            "%s: it has no %s; loaded %s into the evaluation YAML's embedding_model (with its "
-            "compute_features and mean_var_norm)",
-            folder,
-            MODEL_HPARAMS,
-            MODEL_CHECKPOINT,
-        )
-    return SpeakerModel(
-        folder=folder,
-        compute_features=hparams["compute_features"],
-        mean_var_norm=hparams["mean_var_norm"],
-        embedding_model=hparams["embedding_model"],
-        checkpoint=checkpoint,
-        loader="fallback",
-        sizes=ecapa_sizes(hparams["embedding_model"].state_dict()),
-    )
-
-
-def load_exported_model(hparams: dict, model_folder=None) -> Path:
-    """Load ``embedding_model.ckpt`` of the export folder into ``hparams['embedding_model']``.
-
-    The folder is :func:`model_folder`'s. Returns the checkpoint path. :func:`load_speaker_model` loads
-    a bare checkpoint this way (the YAML's sizes must be the checkpoint's).
-    """
-    folder = _model_folder(hparams, model_folder)
     checkpoint = folder / MODEL_CHECKPOINT
-    if not checkpoint.is_file():
-        raise MissingExportError(
-            f"{checkpoint}: no exported model (recipes/train.py writes it when training ends; "
-            "set eval_model_folder to evaluate another export)"
-        )
     state = read_checkpoint(checkpoint)
     model = hparams["embedding_model"]
     try:
@@ -480,7 +394,24 @@ def load_exported_model(hparams: dict, model_folder=None) -> Path:
             f"{checkpoint}: does not fit: {sizes}; give the training's values (its train_hyperparams.yaml "
             "beside the export lists them)"
         ) from None
-    return checkpoint
+    if str(folder) not in _BARE_LOGGED:
+        _BARE_LOGGED.add(str(folder))
+        logger.warning(
+            "%s: it has no %s; loaded %s into the evaluation YAML's embedding_model (with its "
+            "compute_features and mean_var_norm)",
+            folder,
+            MODEL_HPARAMS,
+            MODEL_CHECKPOINT,
+        )
+    return SpeakerModel(
+        folder=folder,
+        compute_features=hparams["compute_features"],
+        mean_var_norm=hparams["mean_var_norm"],
+        embedding_model=model,
+        checkpoint=checkpoint,
+        loader="fallback",
+        sizes=ecapa_sizes(model.state_dict()),
+    )
 
 
 def ecapa_sizes(state: dict) -> dict:

@@ -1,15 +1,7 @@
 """A speaker-model folder read for fine-tuning (``init_from``): its weights, and what it builds.
 
-:func:`read_pretrained` finds the folder's family (:mod:`segreconcat_aug.models.registry`) and lets
-it read the folder into a :class:`~segreconcat_aug.models.registry.PretrainedModel`. The generic
-reader, :func:`read_speechbrain_folder` (family ``speechbrain``; the ECAPA family uses it too),
-reads a folder with ``hyperparams.yaml`` with the checks evaluation makes
-(:func:`segreconcat_aug.models.folder.speaker_model_files`: a speaker model's YAML, every file its
-pretrainer loads present and readable), rebuilds the folder's ``embedding_model`` on the CPU and
-loads its checkpoint strictly, so a folder whose files do not belong together is refused here.
-:func:`check_training_model` then holds the training's modules to the folder's: the weights load
-strictly, and features, normalization and embeddings of a fixed probe signal are the folder's.
-Every refusal is one line naming the file, and raises a :class:`PretrainedModelError`.
+The folder's family reads it; a folder whose files do not belong together is refused here, and
+:func:`check_training_model` holds the training's modules to the folder's on a probe signal.
 """
 
 from __future__ import annotations
@@ -45,12 +37,7 @@ class PretrainedModelError(ModelFolderError):
 
 
 def read_pretrained(folder, *, key: str = "init_from", trusted: bool = False) -> PretrainedModel:
-    """The model of a speaker-model folder, read by its family (see the module's text).
-
-    ``key`` names the option in messages. ``trusted``: the folder's YAML may hold any tag, its
-    checkpoints any pickle (:mod:`.trust`); else those are refused. Raises :class:`PretrainedModelError` (or the folder
-    checks' :class:`~segreconcat_aug.models.folder.ModelFolderError`), one line each.
-    """
+    """The model of a speaker-model folder, read by its family; ``key`` names the option in messages."""
     folder = Path(folder)
     if not folder.exists():
         raise PretrainedModelError(
@@ -81,7 +68,7 @@ def read_speechbrain_folder(folder: Path, spec, *, trusted: bool = False) -> Pre
     folder = Path(folder)
     yaml_path = folder / MODEL_HPARAMS
     files = speaker_model_files(spec, folder, yaml_path)
-    definitions = {name: definition(spec, name, yaml_path, trusted=trusted) for name in EMBEDDING_MODULES}
+    definitions = {name: definition(spec, name, yaml_path) for name in EMBEDDING_MODULES}
     state = read_checkpoint(files["embedding_model"], trusted=trusted)
     fit_state(definitions["embedding_model"].build(), state, files["embedding_model"], yaml_path)
     rate = spec.get("sample_rate")
@@ -100,7 +87,7 @@ def read_speechbrain_folder(folder: Path, spec, *, trusted: bool = False) -> Pre
     )
 
 
-def definition(spec, name: str, yaml_path: Path, *, trusted: bool = False) -> Definition:
+def definition(spec, name: str, yaml_path: Path) -> Definition:
     """The module ``name`` of a resolved YAML as a :class:`Definition` (class, arguments, text)."""
     node = spec.get(name)
     tag = getattr(getattr(node, "tag", None), "value", None) or ""
@@ -114,7 +101,7 @@ def definition(spec, name: str, yaml_path: Path, *, trusted: bool = False) -> De
     yaml = ruamel.yaml.YAML()
     text = io.StringIO()
     yaml.dump({"module": detached(node)}, text)
-    return Definition(tag[len("!new:") :], _plain(node), text.getvalue(), f"{yaml_path}'s {name}", trusted)
+    return Definition(tag[len("!new:") :], _plain(node), text.getvalue(), f"{yaml_path}'s {name}")
 
 
 def _plain(node):
@@ -167,13 +154,8 @@ def fit_state(model: torch.nn.Module, state: dict, checkpoint: Path, yaml_path: 
 
 
 def check_training_model(pretrained: PretrainedModel, modules, *, training: str) -> None:
-    """Load the folder's weights into the training's ``modules`` and hold them to the folder's model.
-
-    The weights load strictly (sizes that do not fit: one line); then a seeded probe signal of
-    :data:`PROBE_SECONDS` gives the folder's features, normalized features and embeddings
-    (within :data:`PROBE_TOLERANCE`), so the model fine-tuned is the model of the folder. ``training``
-    names the training YAML in messages. The modules are left in training mode with the folder's weights.
-    """
+    """Load the folder's weights strictly into the training's ``modules``, then require the folder's
+    features, normalized features and embeddings of a seeded probe signal (``training``: the YAML's name)."""
     for name, state in pretrained.states.items():
         if name not in modules:
             raise PretrainedModelError(
@@ -236,6 +218,5 @@ register_model_family(
     ModelFamily(
         GENERIC,
         read=read_speechbrain_folder,
-        description="any SpeechBrain speaker-model folder (hyperparams.yaml with a pretrainer)",
     )
 )

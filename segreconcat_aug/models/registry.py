@@ -1,30 +1,11 @@
 """Model families: who reads a speaker-model folder of each kind, for fine-tuning and for evaluation.
 
-A *family* is one kind of embedding model (the paper's ECAPA-TDNN; VPC 2026's WavLM+ECAPA
-``ecapa_ssl``). It says which folders are its own and how to read one: ``read`` gives the weights of
-the training's modules under the training's module names (its name mapping) and what the folder
-builds, so ``init_from: <folder>`` fine-tunes it (:mod:`segreconcat_aug.training.init_from`);
-``load``, where SpeechBrain's ``EncoderClassifier`` cannot load the folder, gives evaluation's
-:class:`~segreconcat_aug.models.folder.SpeakerModel`. The folder's kind is the class of the
-``embedding_model`` its ``hyperparams.yaml`` builds (the ``!new:`` tag); a folder without one is
-the first family's whose ``recognizes`` says so. A folder with ``hyperparams.yaml`` whose class no
-family claims is read by the generic SpeechBrain reader (``speechbrain``), so any SpeechBrain
-speaker model can be evaluated and fine-tuned; nothing dispatches with ``if model == ...``.
-
-Adding a family: a module of this wing that calls :func:`register_model_family` when imported, and
-its name in :data:`FAMILY_MODULES` (imported on the first lookup, as the strategies' registry does)::
-
-    register_model_family(ModelFamily(
-        "ecapa_ssl",
-        classes=("segreconcat_aug.models.ecapa_ssl.EcapaSSL",),
-        read=read_ecapa_ssl_folder,        # (folder, spec or None, *, trusted) -> PretrainedModel
-        recognizes=has_wavlm_checkpoint,   # a VPC 2026 exp/asv_ssl folder has no hyperparams.yaml
-    ))
+A folder's family is the one claiming the class of the ``embedding_model`` its ``hyperparams.yaml``
+builds (the generic SpeechBrain reader when none does), else the first whose ``recognizes`` accepts
+it. Adding a family: docs/design.md.
 
 >>> sorted(model_families())
 ['ecapa', 'ecapa_ssl', 'speechbrain']
->>> model_family("ecapa").classes
-('speechbrain.lobes.models.ECAPA_TDNN.ECAPA_TDNN',)
 """
 
 from __future__ import annotations
@@ -35,17 +16,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import UserError
-from .trust import check_model_text
 
 #: Modules of this wing that register a family when imported (add a new family's module here).
 # ecapa_ssl_folders before ecapa: both recognize a folder with embedding_model.ckpt and no YAML.
 FAMILY_MODULES = ("pretrained", "ecapa_ssl_folders", "ecapa")
 #: The family that reads any SpeechBrain folder whose embedding model no other family claims.
 GENERIC = "speechbrain"
-
-
-class UnknownModelFamilyError(UserError, ValueError):
-    """A family name that no registered family has."""
 
 
 class ModelDefinitionError(UserError, ValueError):
@@ -66,7 +42,6 @@ class Definition:
     kwargs: dict  # plain values (a tagged value as its tag and text), for messages
     text: str  # ``module: !new:<cls> ...``: what :meth:`build` instantiates
     source: str = ""  # where it was defined ("<folder>/hyperparams.yaml's embedding_model"), for messages
-    trusted: bool = False  # build tags beyond a speaker model's modules (models.trust)
 
     @classmethod
     def of(cls, dotted: str, kwargs: dict) -> Definition:
@@ -79,8 +54,8 @@ class Definition:
         return cls(dotted, kwargs, f"module: !new:{dotted} {{{arguments}}}\n")
 
     def build(self):
-        """The module, built on the CPU from the folder's definition (no weights loaded); one line if it
-        cannot be.
+        """The module, built on the CPU (no weights loaded); one line if it cannot be. Its tags were
+        checked with the folder's whole YAML (:func:`.folder.read_spec`).
 
         >>> Definition.of("torch.nn.Nowhere", {"size": 2}).build()  # doctest: +ELLIPSIS
         Traceback (most recent call last):
@@ -90,7 +65,6 @@ class Definition:
         from hyperpyyaml import load_hyperpyyaml
 
         where = self.source or self.cls
-        check_model_text(self.text, where, trusted=self.trusted)
         try:
             return load_hyperpyyaml(self.text)["module"]
         except Exception as err:  # noqa: BLE001 (an import, an argument, the module's own check: one line each)
@@ -103,14 +77,9 @@ class Definition:
 
 @dataclass(frozen=True)
 class PretrainedModel:
-    """What fine-tuning takes from a speaker-model folder (a family's ``read`` gives it).
-
-    ``states``: the weights, keyed by the TRAINING's module names (``embedding_model``; a family whose
-    checkpoint names its modules otherwise maps them here). ``definitions``: the modules the folder
-    builds (``compute_features``, ``mean_var_norm``, ``embedding_model``), which the training's must
-    compute alike. ``hparams``: training-YAML values the family sets itself (e.g. the path of a frozen
-    front end's weights); the model's sizes come from ``definitions``.
-    """
+    """What fine-tuning takes from a speaker-model folder (a family's ``read`` gives it): ``states`` under
+    the TRAINING's module names, the ``definitions`` the training's modules must compute alike, and
+    ``hparams`` the family sets itself (e.g. a frozen front end's weights)."""
 
     folder: Path
     family: str
@@ -130,10 +99,7 @@ class ModelFamily:
     read: Callable[..., PretrainedModel]  # (folder, spec or None, *, trusted) -> PretrainedModel
     classes: tuple[str, ...] = ()  # embedding_model classes (dotted) whose folders are this family's
     recognizes: Callable[[Path], bool] | None = None  # a folder without hyperparams.yaml that is its own
-    load: Callable | None = (
-        None  # (folder, hparams, *, savedir, device, stated) -> SpeakerModel; None: EncoderClassifier
-    )
-    description: str = ""
+    load: Callable | None = None  # (folder, hparams, *, savedir, device, stated); None: EncoderClassifier
 
 
 FAMILIES: dict[str, ModelFamily] = {}
@@ -151,23 +117,11 @@ def register_model_family(family: ModelFamily) -> ModelFamily:
     return family
 
 
-def _load_families() -> None:
-    for name in FAMILY_MODULES:
-        importlib.import_module(f"{__package__}.{name}")
-
-
 def model_families() -> dict[str, ModelFamily]:
     """Every registered family, by name (the built-in ones loaded first)."""
-    _load_families()
+    for name in FAMILY_MODULES:
+        importlib.import_module(f"{__package__}.{name}")
     return dict(FAMILIES)
-
-
-def model_family(name: str) -> ModelFamily:
-    """The family registered as ``name``; a clear error lists the others."""
-    families = model_families()
-    if name not in families:
-        raise UnknownModelFamilyError(f"unknown model family {name!r}; registered: {sorted(families)}")
-    return families[name]
 
 
 def embedding_class(spec: Mapping) -> str | None:

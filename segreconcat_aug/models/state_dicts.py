@@ -1,8 +1,4 @@
-"""Reading a checkpoint file and checking that its weights fit a model, refused in one line.
-
-A checkpoint that does not fit is never loaded half-way (PyTorch's ``strict=False``) nor left
-for a random initialization: :func:`check_fits` names the parameters that differ, missing,
-unexpected and of the wrong shape, a few of each and how many in all.
+"""Reading a checkpoint file and checking that its weights fit a model (never half-loaded), in one line.
 
 >>> import torch
 >>> model = {"fc.weight": torch.zeros(4, 3), "fc.bias": torch.zeros(4)}
@@ -74,13 +70,8 @@ def check_fits(model: Mapping, given: Mapping, *, source, what: str, fix: str) -
 
 
 def read_torch_file(path, *, what: str, trusted: bool = False, again: str = "copy it again from its source"):
-    """``torch.load`` of a checkpoint on the CPU, with PyTorch's safe unpickler (tensors and plain values).
-
-    A missing file, a file PyTorch cannot read and one holding Python objects beyond tensors,
-    containers and plain values are each refused in one line naming the file. ``trusted``: the
-    full unpickler, for a file whose source the user trusts (it runs the code the pickle names).
-    ``again``: how to get the file again, for a damaged one.
-    """
+    """``torch.load`` on the CPU with PyTorch's safe unpickler (``trusted``: the full one), each failure
+    one line naming the file; ``again``: how to get a damaged file again."""
     path = Path(path)
     if not path.is_file():
         raise MissingInputError(f"{path}: no such file ({what})")

@@ -1,12 +1,6 @@
-"""Which tags a model folder's ``hyperparams.yaml`` may hold before it is loaded: building it runs them.
-
-HyperPyYAML calls what its tags name (``!new:``, ``!name:``, ``!apply:``), and ``!include:`` reads
-another file, so a folder's YAML is code. :func:`check_model_text` reads it with ruamel (composing the
-nodes, constructing none) and refuses any tag outside :data:`ALLOWED_CLASSES` and
-:data:`ALLOWED_PREFIXES` (the modules a speaker model is made of), :data:`PLAIN_TAGS` and YAML's own
-types, in one line naming the file, the line and the tag, unless the user trusts the folder
-(``--trusted=True``). SpeechBrain's hub folders, VPC 2024's ASV folders and our exports hold only
-allowed tags.
+"""Which tags a model folder's ``hyperparams.yaml`` may hold before it is loaded: HyperPyYAML calls
+what its tags name, so a folder's YAML is code, and only a speaker model's modules are allowed
+unless the user trusts the folder (``--trusted=True``).
 
 >>> check_model_text("model: !new:torch.nn.Linear {in_features: !ref <n>, out_features: 2}", "a.yaml")
 >>> check_model_text("x: 1\\nrun: !apply:os.system [ls]", "a.yaml")

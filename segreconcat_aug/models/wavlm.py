@@ -1,18 +1,11 @@
 """WavLM as the VPC 2026 attacker uses it: frozen, in eval mode, the output of each transformer layer.
 
-The challenge ships WavLM-Large in microsoft/unilm's checkpoint format (``exp/asv_ssl/WavLM-Large.pt``:
-``{"cfg": {...}, "model": state dict}``) and runs unilm's own ``WavLM.py`` on it. We run the same
-network through transformers' ``WavLMModel``: :func:`load_unilm_wavlm` maps the unilm config onto a
-``WavLMConfig`` (:func:`transformers_config`) and the unilm parameter names onto transformers'
-(:data:`UNILM_TO_TRANSFORMERS`, :func:`unilm_to_transformers`), and refuses in one line a file whose
-config transformers cannot express or whose weights do not fit. ``tests/test_wavlm.py`` checks the
-layer outputs against unilm's forward on tiny unilm-format checkpoints (tests/fixtures/wavlm/).
+The challenge's ``WavLM-Large.pt`` is in microsoft/unilm's format (``{"cfg", "model"}``); we run the
+same network through transformers' ``WavLMModel``, its config and parameter names mapped from
+unilm's (``tests/test_wavlm.py`` holds the outputs to unilm's forward).
 
-What the toolkit feeds its ECAPA (``train_speaker_embeddings_ssl_ft.py``, ``WavLMFeatureExtractor``)
-is unilm's ``extract_features(wave, output_layer=<all layers>, ret_layer_results=True)``, layer results
-1..L: the raw output of each transformer layer (the encoder's final LayerNorm of a pre-LN model is
-not applied), stacked as ``(batch, layers, frames, dim)``; no padding mask; the waveform layer-normalized
-first when the config says ``normalize`` (WavLM-Large does). :class:`WavLMLayers` computes exactly that.
+The toolkit feeds its ECAPA unilm's layer results 1..L (``ret_layer_results=True``): each transformer
+layer's raw output, without a pre-LN model's final LayerNorm and without a padding mask.
 """
 
 from __future__ import annotations
@@ -190,32 +183,6 @@ def transformers_config(cfg: Mapping, *, source="cfg"):
     )
 
 
-def unilm_config(config, *, normalize: bool) -> dict:
-    """The unilm ``cfg`` of a transformers ``WavLMConfig`` (the inverse of :func:`transformers_config`)."""
-    layers = ", ".join(
-        f"({dim},{kernel},{stride})"
-        for dim, kernel, stride in zip(config.conv_dim, config.conv_kernel, config.conv_stride, strict=True)
-    )
-    return {
-        **UNILM_DEFAULTS,
-        "extractor_mode": "layer_norm" if config.feat_extract_norm == "layer" else "default",
-        "encoder_layers": config.num_hidden_layers,
-        "encoder_embed_dim": config.hidden_size,
-        "encoder_ffn_embed_dim": config.intermediate_size,
-        "encoder_attention_heads": config.num_attention_heads,
-        "layer_norm_first": bool(config.do_stable_layer_norm),
-        "conv_feature_layers": f"[{layers}]",
-        "conv_bias": bool(config.conv_bias),
-        "normalize": bool(normalize),
-        "conv_pos": config.num_conv_pos_embeddings,
-        "conv_pos_groups": config.num_conv_pos_embedding_groups,
-        "relative_position_embedding": True,
-        "num_buckets": config.num_buckets,
-        "max_distance": config.max_bucket_distance,
-        "gru_rel_pos": True,
-    }
-
-
 def _pattern(template: str) -> re.Pattern:
     return re.compile(re.escape(template).replace("\\#", r"(\d+)") + r"((?:\.[A-Za-z_]\w*)*)")
 
@@ -321,39 +288,22 @@ def _attention(attention, x: torch.Tensor, position_bias: torch.Tensor) -> torch
 
 
 class WavLMLayers(torch.nn.Module):
-    """A frozen transformers ``WavLMModel`` that returns every transformer layer's output.
+    """A frozen transformers ``WavLMModel`` returning every transformer layer's output, ``(batch, layers,
+    frames, dim)``, always in eval mode (the toolkit's WavLM is, in training too).
 
-    ``forward(wavs)`` takes waveforms already prepared as the toolkit prepares them
-    (:func:`layer_norm_waveforms` when :attr:`normalize`) and returns ``(batch, layers, frames, dim)``
-    under ``torch.no_grad``: the features the ECAPA's layer weighting sums. It stays in eval mode
-    whatever ``train()`` says (the toolkit's WavLM is frozen and in eval mode in training too).
-
-    Each layer runs on the model's own weights, in one of two ways (``attention``): ``"fused"`` (the
-    default) computes it here with ``torch.nn.functional.scaled_dot_product_attention`` and the gated
-    relative position bias as its mask, as unilm's code does; ``"transformers"`` calls the
-    transformers layer, whose attention asks PyTorch for its weights (an unfused path, and
-    projections on a time-transposed layout): the same values, 20-25 % slower on a CPU
-    (docs/attackers-ssl.md).
-
-    Arguments
-    ---------
-    model : transformers.WavLMModel
-    normalize : bool
-        Whether the checkpoint's network expects layer-normalized waveforms (unilm's ``normalize``).
-    unilm_cfg : dict
-        The unilm config the model was built from (kept for writing it back, see :func:`unilm_checkpoint`).
-    attention : str
-        ``"fused"`` or ``"transformers"``.
+    ``normalize``: the network expects layer-normalized waveforms (the caller applies
+    :func:`layer_norm_waveforms`). ``unilm_cfg``: the config it was built from (:func:`unilm_checkpoint`).
+    ``attention``: ``"fused"`` or ``"transformers"``, the same values by two paths (docs/attackers-ssl.md).
     """
 
-    def __init__(self, model, *, normalize: bool, unilm_cfg: Mapping | None = None, attention: str = "fused"):
+    def __init__(self, model, *, normalize: bool, unilm_cfg: Mapping, attention: str = "fused"):
         super().__init__()
         if attention not in ATTENTION_PATHS:
             raise ValueError(f"attention {attention!r}: one of {ATTENTION_PATHS}")
         self.model = model
         self.normalize = bool(normalize)
         self.attention = attention
-        self.unilm_cfg = dict(unilm_cfg) if unilm_cfg else unilm_config(model.config, normalize=normalize)
+        self.unilm_cfg = dict(unilm_cfg)
         self.model.requires_grad_(False)
         self.train(False)
 
@@ -429,10 +379,7 @@ def wavlm_from_unilm(checkpoint, *, source="WavLM checkpoint", attention: str = 
 
 
 def load_unilm_wavlm(path, *, attention: str = "fused", trusted: bool = False) -> WavLMLayers:
-    """The WavLM of a unilm-format file (the challenge's ``exp/asv_ssl/WavLM-Large.pt``), frozen, on the CPU.
-
-    ``trusted``: unpickle Python objects beyond tensors and plain values (see ``read_torch_file``).
-    """
+    """The WavLM of a unilm-format file (the challenge's ``exp/asv_ssl/WavLM-Large.pt``), frozen, on the CPU."""
     checkpoint = read_torch_file(path, what="WavLM checkpoint", trusted=trusted)
     return wavlm_from_unilm(checkpoint, source=path, attention=attention)
 

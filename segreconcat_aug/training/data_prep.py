@@ -1,48 +1,5 @@
 """Training data of one challenge system: checked audio, a fixed dev split, CSV manifests.
 
-:func:`prepare_vpac_training` reads the system's training set under its protocol:
-``<root>/<SYS>/data/train-clean-360_<SYS>/`` (VPAC 2024), ``<root>/data/train-clean-360_<SYS>``
-(VPC 2026 Track 1) or ``<root>/data/train_<language name>_<SYS>`` (Track 2; folder names
-overridable, see :mod:`segreconcat_aug.data.vpac`; speakers always from ``utt2spk``) and writes to the
-output folder:
-
-``train.csv``
-    One row per random crop (``ID`` = ``<utt>@<k>``, ``utt_id``, ``wav``,
-    ``duration``, ``spk_id``), as :class:`segreconcat_aug.training.pipeline.TrainAudioPipeline`
-    takes them. An utterance of ``d`` seconds gives ``int(f * d / sentence_len)``
-    rows, ``f`` = 2 in ``concat`` mode (SegReConcat doubles the audio, the
-    paper's "data volume doubles") and 1 otherwise.
-    **Utterances shorter than one crop** (``f * d < sentence_len``) give no
-    row: they are dropped from training, counted in ``prep_summary.json`` and
-    logged, as in the VPC 2024 baseline recipe (``int(dur / 3)`` rows).
-    **Silent chunks** (VPC 2024's ``amp_th``): the utterance is cut into fixed
-    consecutive ``sentence_len`` chunks and each chunk whose mean absolute
-    amplitude is below ``min_chunk_amplitude`` (5e-4) removes ``f`` rows, so an
-    utterance gives ``int(f * (d - silent * sentence_len) / sentence_len)``
-    rows: VPC's count of kept chunks when ``f`` = 1 (VPC too trains each kept
-    chunk's row on a random crop of the whole utterance, ``random_chunk``).
-``dev.csv``
-    Held-out utterances of the *training* speakers (a ``dev_ratio`` share per
-    speaker, 10 % as VPC 2024 holds out, at least one where the speaker has two
-    or more utterances and one of them is at least a crop long), cut into FIXED
-    consecutive chunks of ``sentence_len`` (``start``/``stop`` in samples; the
-    tail shorter than a chunk is left out, and so are silent chunks, as in
-    training), so the dev loss compares across epochs and runs.
-    Dev audio is never augmented. Dev rows of a speaker left with no training
-    row are dropped (its class would never be trained).
-**A fraction of the training set** (``train_fraction`` < 1, for a learning curve): after the dev
-    split, a seeded subset of the training utterances or speakers (:mod:`segreconcat_aug.training.splits`).
-``prep_summary.json``, ``prep_signature.json``
-    Counts, and the signature of the inputs: a rerun with the same list files
-    and parameters skips preparation (:func:`skip`).
-
-Every audio file is checked first (:func:`check_training_audio`: decoded to the end by default, cached in
-``audio_check.jsonl``); the files with a problem are listed together in ONE :class:`AudioCheckError` (all
-in ``audio_problems.txt``) or, under ``bad_audio: skip``, left out and counted. Durations come from the
-headers; a ``utt2dur`` is only cross-checked (mismatches are logged).
-
-Example
--------
 >>> augmented_factor("concat"), augmented_factor("rearranged"), augmented_factor("none")
 (2, 1, 1)
 >>> crop_rows(4.0, sentence_len=3.0, factor=2), crop_rows(4.0, sentence_len=3.0, factor=1)
@@ -57,7 +14,6 @@ import csv
 import hashlib
 import json
 import logging
-import os
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -66,21 +22,20 @@ import numpy as np
 import soundfile
 from tqdm import tqdm
 
-from ..data.audio import SAMPLE_RATE
+from ..data.audio import SAMPLE_RATE, read_training_audio
 from ..data.audio_check import (
-    BAD_AUDIO_POLICIES,
     check_audio_files,
     measure_file,
     problem_message,
     write_problem_list,
 )
 from ..data.protocols import get_protocol
-from ..data.result_files import file_digest
+from ..data.result_files import atomic_writer, file_digest
 from ..data.vpac import detect_layout, load_set_folder, training_folder
 from ..errors import UserError, cite
 from ..method.augment import MODES
 from .pooled import pooled_systems
-from .splits import DEV_RATIO, TRAIN_SUBSAMPLES, split_dev, subsample_training
+from .splits import DEV_RATIO, split_dev, subsample_training
 
 logger = logging.getLogger(__name__)
 
@@ -127,12 +82,7 @@ def dev_chunks(num_samples: int, chunk: int) -> list[tuple[int, int]]:
 def silent_chunk_flags(
     wav: dict[str, str], chunk: int, threshold: float, *, workers: int = 8
 ) -> dict[str, np.ndarray]:
-    """Utterance -> one bool per fixed chunk: True where the chunk's mean ``|x|`` is below ``threshold``.
-
-    Decodes every file (threads: the work is mostly disk reads and decoding) with the full
-    audio check's measurement (:func:`segreconcat_aug.data.audio_check.measure_file`), so both
-    checks see the same amplitudes. Used when the audio check read only the headers.
-    """
+    """Utterance -> one bool per fixed chunk: True where the chunk's mean ``|x|`` is below ``threshold``."""
 
     def measure(utt):
         try:
@@ -158,51 +108,32 @@ def input_signature(folder: Path, params: dict) -> dict:
 
 
 def _write_csv(path: Path, fields, rows) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w", newline="", encoding="utf-8") as handle:
+    with atomic_writer(path, newline="") as handle:  # a killed run leaves no half-written manifest
         writer = csv.writer(handle)
         writer.writerow(fields)
         writer.writerows(rows)
-    os.replace(tmp, path)  # a killed run never leaves a half-written manifest under the real name
 
 
 @dataclass(frozen=True)
 class PrepOptions:
-    """How one system's training data is prepared: the training YAML's keys of the same names
-    (:meth:`from_hparams`); the defaults are VPC 2024's recipe's."""
+    """How one system's training data is prepared: the training YAML's keys of the same names, each
+    explained there (hparams/ecapa_segreconcat.yaml); the defaults are VPC 2024's recipe's."""
 
-    #: ``{system: {set: folder name}}`` (see :func:`segreconcat_aug.data.vpac.system_folders`).
     folder_overrides: dict | None = None
-    #: The SegReConcat mode; ``concat`` doubles the training rows (:func:`augmented_factor`).
     mode: str = "concat"
-    #: Crop and dev-chunk length in seconds.
     sentence_len: float = 3.0
-    #: Share of each training speaker's utterances held out for dev (:func:`split_dev`).
     dev_ratio: float = DEV_RATIO
-    #: Fixed ``sentence_len`` chunks whose mean ``|x|`` is below it are silent: no training row, no dev
-    #: chunk (VPC 2024's ``amp_th``). ``None`` or 0 keeps every chunk (and reads no audio beyond headers).
     min_chunk_amplitude: float | None = MIN_CHUNK_AMPLITUDE
-    #: Fixes the dev split and the training fraction's subset.
     seed: int = 1986
     sample_rate: int = SAMPLE_RATE
-    #: Threads checking the audio.
     check_workers: int = 8
-    #: How deep the audio check goes (``full``, ``header``), and what a file failing it does: stop
-    #: here naming every such file (``error``) or be left out of training, counted (``skip``).
     check_audio: str = "full"
     bad_audio: str = "error"
-    #: Seconds; shorter files fail the check.
     min_audio_duration: float = 0.0
-    #: RMS level (dBFS) under which a file is silent (``full`` only).
     silence_db: float | None = -60.0
-    #: Measurements by file signature (default ``<output_folder>/audio_check.jsonl``): the check runs on
-    #: every call, and a rerun only decodes files that changed.
     audio_check_cache: str | None = None
-    #: Whose training set (:mod:`segreconcat_aug.data.protocols`; default ``vpac2024``); a Track 2 language.
     protocol: str | None = None
     language: str | None = None
-    #: Train on this share of the training utterances (after the dev split), by ``utterances`` or by
-    #: ``speakers`` (:func:`subsample_training`; 1: all).
     train_fraction: float = 1.0
     train_subsample: str = "utterances"
 
@@ -210,18 +141,6 @@ class PrepOptions:
     def from_hparams(cls, hparams) -> PrepOptions:
         """The options from a loaded training YAML (a key it lacks keeps its default)."""
         return cls(**{key.name: hparams[key.name] for key in fields(cls) if key.name in hparams})
-
-    def __post_init__(self):
-        augmented_factor(self.mode)  # an unknown mode is refused
-        if self.sentence_len <= 0:
-            raise ValueError(f"sentence_len must be > 0 seconds, got {self.sentence_len}")
-        if self.train_subsample not in TRAIN_SUBSAMPLES or not 0 < float(self.train_fraction) <= 1:
-            raise ValueError(
-                f"train_fraction {self.train_fraction!r} / train_subsample {self.train_subsample!r}: expected a "
-                f"fraction in (0, 1] and one of {TRAIN_SUBSAMPLES}"
-            )
-        if self.min_chunk_amplitude is not None and not 0 <= float(self.min_chunk_amplitude) < 1:
-            raise ValueError(f"min_chunk_amplitude must be in [0, 1) or null, got {self.min_chunk_amplitude}")
 
     @property
     def factor(self) -> int:
@@ -258,9 +177,7 @@ class PrepOptions:
         }
         if dev_utterances is not None:
             params["dev_utterances"] = hashlib.sha256("\n".join(sorted(dev_utterances)).encode()).hexdigest()
-        if (
-            float(self.train_fraction) != 1
-        ):  # a full run's signature stays what it was before fractions existed
+        if float(self.train_fraction) != 1:  # a full run's signature names no fraction
             params.update(train_fraction=float(self.train_fraction), train_subsample=self.train_subsample)
         return params
 
@@ -269,21 +186,14 @@ def check_training_audio(wav: dict[str, str], options: PrepOptions, output: Path
     """Check every file (:func:`segreconcat_aug.data.audio_check.check_audio_files`) as ``options`` say:
     ``check_audio: full`` decodes each file (NaN samples, truncation, silence), ``header`` opens it.
 
-    Returns ``(frames, chunk_means)``: utterance -> samples, and (full check filtering silent chunks)
-    utterance -> mean ``|x|`` of each chunk. Files with a problem are listed in ``<output>/audio_problems.txt``;
-    under ``bad_audio: skip`` they are left out of the result (and logged), otherwise:
-
-    Raises
-    ------
-    AudioCheckError
-        Naming the files with a problem (the first 5 in the message, all in the list).
+    Returns ``(frames, chunk_means, rates)``; under a protocol that resamples (VPC 2026), files at another
+    rate pass and are measured resampled. Files with a problem are listed in ``<output>/audio_problems.txt``.
     """
-    if options.bad_audio not in BAD_AUDIO_POLICIES:
-        raise ValueError(f"bad_audio: unknown policy {options.bad_audio!r}; choose from {BAD_AUDIO_POLICIES}")
+    resample = get_protocol(options.protocol).convention("eval_resample")
     report = check_audio_files(
         wav,
         mode=options.check_audio,
-        sample_rate=options.sample_rate,
+        sample_rate=None if resample else options.sample_rate,
         min_duration=options.min_audio_duration,
         silence_db=options.silence_db,
         workers=options.check_workers,
@@ -291,15 +201,14 @@ def check_training_audio(wav: dict[str, str], options: PrepOptions, output: Path
         chunk=options.chunk if options.check_audio == "full" and options.amplitude_threshold > 0 else None,
     )
     if not report.problems:
-        return report.frames, report.chunk_means
+        return report.frames, report.chunk_means, report.rates
     listed = write_problem_list(report.problems, output / PROBLEMS_FILE)
     message = problem_message(report.problems, len(wav), "audio files", listed)
     if any(problem.kind == "sample_rate" for problem in report.problems):
-        # Evaluation resamples (eval_resample); SegReConcat's spans are read in the files' own samples.
-        rate = options.sample_rate
+        rate, protocol = options.sample_rate, get_protocol(options.protocol).name
         message += (
-            f"; training reads audio at {rate} Hz only: resample those files to {rate} Hz "
-            f"(e.g. sox <in> -r {rate} <out>) and list them in wav.scp"
+            f"; training under {protocol} reads audio at {rate} Hz only (the VPC 2026 protocols resample "
+            f"it): resample those files to {rate} Hz (e.g. sox <in> -r {rate} <out>) and list them in wav.scp"
         )
     if options.bad_audio == "error":
         # The list outlives a removed output folder (cli.run_main moves it beside and says where).
@@ -308,7 +217,23 @@ def check_training_audio(wav: dict[str, str], options: PrepOptions, output: Path
         )
     logger.warning("%s\nbad_audio: skip -> these utterances are left out of training", message)
     bad = {problem.utt for problem in report.problems}
-    return {utt: frames for utt, frames in report.frames.items() if utt not in bad}, report.chunk_means
+    frames = {utt: frames for utt, frames in report.frames.items() if utt not in bad}
+    return frames, report.chunk_means, report.rates
+
+
+def _at_training_rate(
+    wav: dict[str, str], frames: dict, chunk_means: dict, rates: dict, options: PrepOptions
+):
+    """``frames`` and ``chunk_means``, those of files at another rate measured on their resampled audio
+    (what the training reads: :func:`~segreconcat_aug.data.audio.read_training_audio`)."""
+    frames, chunk_means, chunk = dict(frames), dict(chunk_means), options.chunk
+    for utt in [utt for utt in frames if rates[utt] != options.sample_rate]:
+        audio = read_training_audio(wav[utt], options.sample_rate)
+        frames[utt] = len(audio)
+        if options.amplitude_threshold > 0:
+            whole = np.abs(audio[: len(audio) // chunk * chunk]).astype(np.float64)
+            chunk_means[utt] = whole.reshape(-1, chunk).sum(axis=1) / chunk
+    return frames, chunk_means
 
 
 def skip(output: Path, signature: dict) -> bool:
@@ -325,19 +250,7 @@ def skip(output: Path, signature: dict) -> bool:
 def prepare_vpac_training(
     data_folder, system: str, output_folder, options: PrepOptions = PrepOptions(), dev_utterances=None
 ) -> dict:
-    """Prepare one system's training data (call it under ``run_on_main``).
-
-    ``data_folder`` is the challenge data root (relative ``wav.scp`` paths are resolved against it),
-    ``system`` e.g. ``"T8-5"``, ``output_folder`` where the manifests go. ``dev_utterances``: the
-    held-out utterance ids, given rather than drawn (:func:`prepare_pooled_training` gives every pooled
-    system the same source utterances); those this set lacks go to training.
-
-    Returns
-    -------
-    dict
-        ``train`` and ``dev`` (manifest paths), ``summary`` (counts) and
-        ``skipped`` (True when an earlier run with the same inputs was reused).
-    """
+    """Prepare one system's training data (call it under ``run_on_main``)."""
     output = Path(output_folder)
     folder = options.training_folder(data_folder, system)
     scheme = get_protocol(options.protocol)
@@ -348,7 +261,7 @@ def prepare_vpac_training(
     # The audio check runs every time, even when the manifests are reused: its cache makes a rerun a
     # stat per file, and a file changed since the last run is checked again. The full check decodes
     # every file anyway: it measures the chunk amplitudes in the same pass.
-    frames, chunk_means = check_training_audio(kaldi.wav, options, output)
+    frames, chunk_means, rates = check_training_audio(kaldi.wav, options, output)
     bad = sorted(set(kaldi.wav) - set(frames))
     signature = input_signature(folder, options.signature_params(data_folder, system, bad, dev_utterances))
     paths = {"train": output / TRAIN_CSV, "dev": output / DEV_CSV}
@@ -360,6 +273,7 @@ def prepare_vpac_training(
     logger.info("Preparing training data of %s from %s", system, folder)
     if bad:
         kaldi.wav = {utt: path for utt, path in kaldi.wav.items() if utt in frames}
+    frames, chunk_means = _at_training_rate(kaldi.wav, frames, chunk_means, rates, options)
     durations = _durations(frames, options.sample_rate, kaldi.utt2dur, folder / "utt2dur")
     utt2spk = {utt: kaldi.utt2spk[utt] for utt in kaldi.wav}
     dev, kept = _held_out_and_kept(utt2spk, kaldi.spk2gender, durations, options, dev_utterances)
@@ -400,7 +314,12 @@ def prepare_vpac_training(
         "factor": options.factor,
         "bad_audio_left_out": len(bad),
     }
-    _write_outputs(output, train.rows, dev_rows, summary, signature)
+    signature_path = output / SIGNATURE_FILE
+    signature_path.unlink(missing_ok=True)  # invalid until every file below is complete
+    _write_csv(output / TRAIN_CSV, TRAIN_FIELDS, train.rows)
+    _write_csv(output / DEV_CSV, DEV_FIELDS, dev_rows)
+    (output / SUMMARY_FILE).write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+    signature_path.write_text(json.dumps(signature, indent=2) + "\n", encoding="utf-8")
     logger.info("Prepared %s: %s", system, summary)
     return {**paths, "summary": summary, "skipped": False}
 
@@ -449,10 +368,12 @@ def _silent_chunks(wav: dict[str, str], chunk_means: dict, options: PrepOptions)
     threshold = options.amplitude_threshold
     if threshold <= 0:
         return {}
+    measured = {utt: chunk_means[utt] < threshold for utt in wav if utt in chunk_means}
     if options.check_audio == "full":
-        return {utt: chunk_means[utt] < threshold for utt in wav}
-    # the header check decoded nothing: one decoding pass for the filter
-    return silent_chunk_flags(wav, options.chunk, threshold, workers=options.check_workers)
+        return measured
+    # the header check decoded nothing (but resampled files): one decoding pass for the filter
+    rest = {utt: path for utt, path in wav.items() if utt not in measured}
+    return {**silent_chunk_flags(rest, options.chunk, threshold, workers=options.check_workers), **measured}
 
 
 @dataclass
@@ -522,15 +443,6 @@ def _log_dropped(folder: Path, train: _TrainRows, dev_rows, silent_dev_chunks: i
         )
 
 
-def _write_outputs(output: Path, train_rows, dev_rows, summary: dict, signature: dict) -> None:
-    signature_path = output / SIGNATURE_FILE
-    signature_path.unlink(missing_ok=True)  # invalid until every file below is complete
-    _write_csv(output / TRAIN_CSV, TRAIN_FIELDS, train_rows)
-    _write_csv(output / DEV_CSV, DEV_FIELDS, dev_rows)
-    (output / SUMMARY_FILE).write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
-    signature_path.write_text(json.dumps(signature, indent=2) + "\n", encoding="utf-8")
-
-
 POOLED_FOLDER = "pooled"
 POOLED_TRAIN_FIELDS = (*TRAIN_FIELDS, "system")
 POOLED_DEV_FIELDS = (*DEV_FIELDS, "system")
@@ -550,13 +462,8 @@ def prepare_pooled_training(
 ) -> dict:
     """Pool several systems' anonymized training sets (``train_systems``) into one pair of manifests.
 
-    The label is the source speaker: VPAC 2024's systems anonymize the same train-clean-360 speakers
-    and utterances under the same ids. The dev split is drawn once, on the first system (the attacked
-    one), by source utterance id, and the same utterances are held out of every system: no source
-    utterance is in training for one system and in dev for another. Each system is prepared on its own
-    in ``<output_folder>/pooled/<system>/`` (its audio check, silent chunks, crops); ``train.csv`` and
-    ``dev.csv`` in ``output_folder`` join them with a ``system`` column and row ids ``<system>/<ID>``
-    (``utt_id`` stays the source utterance id: the key is ``(system, utt_id)``).
+    The dev split is drawn once, on the first system, and held out of every system: no source
+    utterance is in training for one system and in dev for another.
     """
     output = Path(output_folder)
     for name in systems:  # every system's training folder, before anything is written

@@ -1,17 +1,8 @@
 """A training manifest held in flat arrays, as a SpeechBrain dataset that forked workers share.
 
-``DynamicItemDataset.from_csv`` keeps one dict (and its strings) per row: at the
-challenge's 800k training rows that is several hundred MB, and every DataLoader
-worker that touches a row writes its reference counts, so the pages holding the
-rows are copied into each worker as an epoch goes by (fork's copy-on-write does
-not survive Python objects being touched). :class:`ManifestRows` keeps the row
-ids in one byte buffer and each column as integer codes into that column's
-distinct values (an utterance's crop rows share its path, duration and
-speaker), so a worker copies little more than the distinct values it reads.
-:class:`ManifestDataset` is a ``DynamicItemDataset`` over it: the same items.
+One dict per row (``DynamicItemDataset.from_csv``) at 800k rows is copied into every worker as
+reference counts are touched; integer codes into each column's distinct values are not.
 
-Example
--------
 >>> import tempfile, os
 >>> path = os.path.join(tempfile.mkdtemp(), "train.csv")
 >>> _ = open(path, "w").write("ID,utt_id,wav,duration,spk_id\\nu1@0,u1,a.wav,7.5,s1\\nu1@1,u1,a.wav,7.5,s1\\n")
@@ -59,11 +50,7 @@ class RowIds(Sequence):
 
 
 class ManifestRows(Mapping):
-    """``ID -> row`` of a manifest (the data ``DynamicItemDataset`` takes), stored as arrays.
-
-    ``row(k)`` gives the ``k``-th ``(id, row)`` without a lookup by id; the
-    mapping interface (by id) builds its id index on first use.
-    """
+    """``ID -> row`` of a manifest (the data ``DynamicItemDataset`` takes), stored as arrays."""
 
     def __init__(self, ids: list[str], columns: dict[str, tuple[np.ndarray, list]]):
         encoded = [utt.encode("utf-8") for utt in ids]
@@ -106,11 +93,7 @@ class ManifestRows(Mapping):
 
 
 def read_manifest(path, float_columns=("duration",)) -> ManifestRows:
-    """Read a CSV manifest (an ``ID`` column, then any) in one pass; ``float_columns`` become floats.
-
-    The rows ``speechbrain.dataio.dataio.load_data_csv`` gives for our
-    manifests (they hold resolved paths: no ``$`` replacement is done).
-    """
+    """Read a CSV manifest (an ``ID`` column, then any) in one pass; ``float_columns`` become floats."""
     ids: list[str] = []
     seen: set[str] = set()
     with open(path, newline="", encoding="utf-8") as handle:

@@ -1,14 +1,5 @@
 """SpeechBrain data-pipeline steps: read -> SegReConcat -> random crop.
 
-A recipe attaches :class:`TrainAudioPipeline` to the *training* set only; dev
-and test sets use :func:`chunk_audio_pipeline` / whole-file reading, unaugmented.
-
-Training manifest columns used here (see ``docs/data.md``): ``ID`` (one row per
-crop, ``<utt>@<k>``), ``utt_id`` and ``wav``; and ``system`` in a pooled manifest whose rows
-are augmented by their own system (:class:`~segreconcat_aug.training.pooled.PooledSegReConcat`).
-
-Example
--------
 >>> import speechbrain as sb
 >>> pipeline = TrainAudioPipeline(augmenter=None, sentence_len=3.0, seed=7)
 >>> item = pipeline.dynamic_item()
@@ -26,7 +17,7 @@ import speechbrain as sb
 import torch
 from speechbrain.dataio.batch import PaddedBatch
 
-from ..data.audio import SAMPLE_RATE, AudioFile, AudioReadError, DecodedCache, read_audio
+from ..data.audio import SAMPLE_RATE, AudioFile, AudioReadError, DecodedCache, read_training_audio
 from ..method.augment import COUNT_KEYS, SegReConcat
 from ..method.render import render
 from ..seeding import KeyedRandom
@@ -63,40 +54,9 @@ def random_crop(audio: np.ndarray, length: int, rng: np.random.Generator) -> np.
 class TrainAudioPipeline:
     """Training audio: SegReConcat (optional), then a random crop, reading only what the crop needs.
 
-    The augmented signal is planned from the file's length (header), the crop
-    window drawn, and only the input samples it is made of read and rendered; the
-    result equals cropping the augmentation of the whole file. When the plan
-    needs the samples (SR's peak normalization, ``sr_pad_normalize``; a plug-in
-    strategy registered with ``uses_audio=True``) the whole file is read instead.
-    The crop window is drawn from ``(seed, epoch, id)``, the RR permutation from
-    ``(seed, id)`` (or ``(seed, epoch, id)`` with ``rr_redraw: epoch``), so a run
-    is reproducible and each epoch crops anew. Call :meth:`set_epoch` from
-    ``Brain.on_stage_start``; the epoch lives in shared memory so DataLoader
-    workers (persistent or not) see it.
-
-    What SegReConcat did with each row since the epoch was set (:data:`~segreconcat_aug.method.augment.COUNT_KEYS`:
-    augmented, or why it passed through) is counted per system, in shared memory too:
-    :meth:`counts`, :meth:`report`, :meth:`reset_counts`.
-
-    Parameters
-    ----------
-    augmenter : SegReConcat, PooledSegReConcat or None
-        None trains on the original audio (the baseline). A :class:`PooledSegReConcat` augments
-        each row with its own system's alignments: the pipeline then also takes the ``system`` column.
-    sentence_len : float
-        Crop length in seconds (3.0 as in the VoxCeleb recipe and VPC baseline).
-    sample_rate : int
-    seed : int
-    read_errors : {"skip", "error"}
-        A file that cannot be read, or gives NaN or infinite samples, although it
-        passed the audio check before training (it changed since): ``skip`` returns
-        None for the row, logged with its file, which :class:`SkipFailedReads` drops
-        from the batch and counts; ``error`` raises :class:`AudioReadError` naming it.
-    decoded_cache_mb : float
-        Each process keeps up to this many MiB of decoded lossy files (Ogg/Vorbis, Opus, MP3:
-        a span of one is read by decoding the whole file), so several crops of a file in an
-        epoch decode it once (:class:`segreconcat_aug.data.audio.DecodedCache`); 0: none. Files
-        that seek exactly (WAV, FLAC) never need it.
+    The result equals cropping the augmentation of the whole file. Call :meth:`set_epoch` from
+    ``Brain.on_stage_start``: the epoch (and the counts) live in shared memory, seen by every worker. Files at
+    another rate than ``sample_rate`` are resampled to it, as the evaluation does.
     """
 
     def __init__(
@@ -200,7 +160,7 @@ class TrainAudioPipeline:
             return self._crop_after_full_read(epoch, rng, key, wav, system)
         # Plan from the header's length and read only the samples the crop is made of:
         # a 3 s crop of a 12 s file reads 3 s, in one piece or in a few (its words).
-        with AudioFile(wav, self.sample_rate, cache=self._decoded) as source:
+        with AudioFile(wav, self.sample_rate, cache=self._decoded, resample=True) as source:
             length = source.frames
             plan = self._plan(None, key, epoch, system, num_samples=length)
             if plan is None:
@@ -217,7 +177,7 @@ class TrainAudioPipeline:
     def _crop_after_full_read(self, epoch, rng, key, wav, system) -> torch.Tensor:
         # A plan that looks at the samples (SR's peak, a plug-in strategy) is made from the
         # whole file; same draws, same crop.
-        audio = read_audio(wav, sample_rate=self.sample_rate)
+        audio = read_training_audio(wav, self.sample_rate)
         plan = self._plan(audio, key, epoch, system)
         if plan is None:
             crop = random_crop(audio, self.crop_samples, rng)
@@ -240,10 +200,6 @@ def _counts_line(counts: dict) -> str:
 
 class SkipFailedReads:
     """A DataLoader ``collate_fn``: :class:`PaddedBatch` of the examples whose ``sig`` was read.
-
-    Examples whose ``key`` is None (a read that failed, see
-    :class:`TrainAudioPipeline`'s ``read_errors``) are left out; the batch's
-    ``failed_reads`` attribute says how many, so the training loop can count them.
 
     >>> batch = SkipFailedReads()([{"id": "a", "sig": torch.ones(3)}, {"id": "b", "sig": None}])
     >>> batch.id, batch.failed_reads
@@ -268,17 +224,7 @@ class SkipFailedReads:
 @sb.utils.data_pipeline.takes("wav", "start", "stop")
 @sb.utils.data_pipeline.provides("sig")
 def chunk_audio_pipeline(wav, start, stop):
-    """A fixed chunk ``[start, stop)`` (samples) of a file: the dev set's rows.
-
-    Fixed chunks keep the dev loss comparable across epochs and runs, which
-    early stopping on dev loss needs.
-    """
-    with AudioFile(wav, sample_rate=None) as audio:  # exact spans in every format
+    """A fixed chunk ``[start, stop)`` (samples) of a file: the dev set's rows (fixed, so the dev loss
+    compares across epochs and runs)."""
+    with AudioFile(wav, resample=True) as audio:  # exact spans in every format, at 16 kHz
         return torch.from_numpy(audio.read(int(start), int(stop)))
-
-
-@sb.utils.data_pipeline.takes("wav")
-@sb.utils.data_pipeline.provides("sig")
-def whole_audio_pipeline(wav):
-    """The whole file (enrollment and trial utterances are embedded whole)."""
-    return torch.from_numpy(read_audio(wav))

@@ -1,20 +1,8 @@
 """SegReConcat on pooled training sets (``train_systems`` with ``mode`` concat or rearranged).
 
-Each system's anonymized copy of an utterance has its own Whisper word timestamps (and AR/SR
-orders): the words of one system's audio do not fall where another system's do. So a pooled run
-reads one alignment cache (and, for AR/SR, one order cache) per system, and each training row is
-augmented with its own system's: :class:`PooledSegReConcat` holds one
-:class:`~segreconcat_aug.method.augment.SegReConcat` per system and picks it by the row's ``system``
-column. A row is augmented exactly as the run on its system alone would augment it (the same
-permutation for the same seed and utterance); only its crop, drawn from the row id
-``<system>/<ID>``, differs.
+Each system's copy of an utterance has its own word times, so each row is augmented with its own
+system's alignments (and orders), exactly as a run on that system alone would.
 
-The attacked system's caches are the YAML's ``alignment_cache`` and ``orders_cache``; the others'
-are ``train_system_caches`` (:func:`pooled_cache_overrides` fills it from the YAML with ``system``
-set to each, so the default layout ``<data_folder>/alignments/<system>.jsonl`` needs nothing more).
-
-Example
--------
 >>> pooled_key("B4", "1034-121119-0001"), split_pooled_key("B4/1034-121119-0001")
 ('B4/1034-121119-0001', ('B4', '1034-121119-0001'))
 """
@@ -56,9 +44,6 @@ def split_pooled_key(key: str) -> tuple[str, str]:
 def pooled_systems(system: str, train_systems) -> list[str]:
     """The systems whose training sets are pooled: ``system`` (the attacked one) first, then the others listed.
 
-    ``system`` is added when the list leaves it out: the attacker is always trained on the data of
-    the system it attacks.
-
     >>> pooled_systems("T10-2", ["B4", "T10-2"]), pooled_systems("T10-2", ["B4"])
     (['T10-2', 'B4'], ['T10-2', 'B4'])
     """
@@ -82,9 +67,6 @@ def augments_pooled(values: Mapping) -> bool:
 def pooled_cache_overrides(values: Mapping, stated: Mapping, resolve: Callable[[str], Mapping]) -> dict:
     """``{"train_system_caches": ...}`` for a pooled SegReConcat run the user gave none for, else ``{}``
     (a ``train_system_caches`` the user gives is taken as it is, and must name every other system).
-
-    ``resolve(system)``: the training YAML's values with ``system`` set to that system (the recipe's
-    own option check), so each system's caches are where the YAML puts that system's.
 
     >>> paths = lambda name: {"alignment_cache": f"a/{name}.jsonl", "orders_cache": f"o/{name}.jsonl"}
     >>> pooled_cache_overrides({"system": "T10-2", "train_systems": ["B4"], "mode": "concat"}, {}, paths)
@@ -146,11 +128,6 @@ def check_pooled_caches(values: Mapping) -> None:
 class PooledSegReConcat:
     """One :class:`SegReConcat` per pooled system, chosen by the key ``<system>/<utt_id>``
     (:func:`pooled_key`); the rest of the training pipeline sees one augmenter.
-
-    Parameters
-    ----------
-    augmenters : mapping
-        System name -> its SegReConcat (its own alignments and orders), the attacked system first.
     """
 
     def __init__(self, augmenters: Mapping[str, SegReConcat]):

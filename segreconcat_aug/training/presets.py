@@ -8,7 +8,7 @@ beyond the paper, which trains from scratch with the VPC 2024 baseline's schedul
 ``recipes/train.py`` turns it into ``step_size`` once it knows the training set's size.
 
 >>> sorted(PRESETS)
-['voxattack-finetune', 'vpc2026-track1', 'vpc2026-track2-de', 'vpc2026-track2-en', 'vpc2026-track2-es', 'vpc2026-track2-fr']
+['dast-stage3', 'voxattack-finetune', 'vpc2026-track1', 'vpc2026-track2-de', 'vpc2026-track2-en', 'vpc2026-track2-es', 'vpc2026-track2-fr']
 >>> preset_overrides(None)
 {}
 >>> preset_overrides("voxattack-finetune")["optimizer"]
@@ -61,7 +61,28 @@ def _vpc2026(epochs: int) -> dict:
     }
 
 
+#: DAST's Stage III (monkeyDarefeen/DAST at 097be15; the paper, arXiv 2603.12840, could not be read here, so
+#: every value is the repository's, which has one schedule for all stages): training/training_config.yaml
+#: (optimizer_type adam :31, lr 0.01 :33, epochs 7 :34, batch_size 64 :35), training/dast_training.py:423-428
+#: (Adam, weight decay 2e-6) and training/hparams/train_ecapa_tdnn_small.yaml (CyclicLR base 1e-8 :35, step
+#: 65000 :37, 3 s crops :39, AAM 0.2 / 30 :94-95). All epochs run (checkpoints kept by dev error,
+#: dast_training.py:527-532). Not carried: its gradient accumulation over 8 batches (dast_training.py:712).
+DAST_STAGE3 = {
+    "optimizer": "adam",
+    "lr": 0.01,
+    "base_lr": 1.0e-8,
+    "step_size": 65000,
+    "weight_decay": 2.0e-6,
+    "aam_margin": 0.2,
+    "aam_scale": 30,
+    "sentence_len": 3.0,
+    "batch_size": 64,
+    "number_of_epochs": 7,
+    "warmup": 7,
+}
+
 PRESETS: dict[str, dict] = {
+    "dast-stage3": DAST_STAGE3,
     "voxattack-finetune": VOXATTACK_FINETUNE,
     "vpc2026-track1": _vpc2026(2),
     "vpc2026-track2-en": _vpc2026(4),

@@ -1,10 +1,10 @@
-"""The training's progress: an epoch's statistics, its exact line in ``epochs.jsonl`` (beside the
-``train_logger``'s rounded one), its console line with the time left, and the run's convergence flags."""
+"""The training's bookkeeping beside SpeechBrain's ``train_logger`` (whose ``train_log.txt`` rounds): an
+epoch's training statistics, its exact line in ``epochs.jsonl``, its console line with the time left, and
+the run's convergence flags."""
 
 from __future__ import annotations
 
 import logging
-import time
 from pathlib import Path
 
 import torch
@@ -18,11 +18,7 @@ logger = logging.getLogger(__name__)
 
 
 def format_duration(seconds: float) -> str:
-    """``seconds`` for a human.
-
-    >>> format_duration(42), format_duration(150), format_duration(7300)
-    ('42 s', '2.5 min', '2.0 h')
-    """
+    """``seconds`` for a human."""
     if seconds < 100:
         return f"{seconds:.0f} s"
     if seconds < 6000:
@@ -60,101 +56,69 @@ def epoch_line(record: dict, counter, epoch_seconds: list[float]) -> str:
     )
 
 
-def epoch_record(epoch: int, lr: float, train_stats: dict, valid_stats: dict, counter) -> dict:
-    """An epoch's line of ``epochs.jsonl``: its statistics and the early stopper's state after it."""
-    return {
+def train_stats(epoch, loss, counts, seconds, resumed_at_batch=0, augmenter=None, device="cpu") -> dict:
+    """The epoch's ``train`` statistics from this process's ``counts`` (samples, rows whose audio failed) in
+    ``seconds``, summed over DDP processes and logged; SegReConcat's counts restart."""
+    counted = list(augmenter.counts().values()) if augmenter is not None else []  # COUNT_KEYS order
+    totals = torch.tensor([*counts, *counted], dtype=torch.float64, device=device)
+    samples, failed, *counted = ddp_all_reduce(totals, torch.distributed.ReduceOp.SUM).tolist()
+    stats = {
+        "loss": float(loss),
+        "samples": int(samples),
+        "samples_per_s": samples / max(seconds, 1e-9),
+        "failed_reads": int(failed),
+    }
+    if resumed_at_batch:
+        # Samples, counts and rate cover the resumed part only; the loss is SpeechBrain's running
+        # average, recovered with the step, so it covers the whole epoch.
+        stats["covers"] = f"resumed part: batches after {resumed_at_batch}"
+        stats["resumed_at_batch"] = resumed_at_batch
+    logger.info("Epoch %s: %.1f training samples/s (all processes)", epoch, stats["samples_per_s"])
+    if stats["failed_reads"]:
+        logger.warning(
+            "Epoch %s: %d training rows skipped because their audio could not be read (read_errors: "
+            "skip; the warnings above name the files)",
+            epoch,
+            stats["failed_reads"],
+        )
+    if augmenter is not None:
+        summed = dict(zip(COUNT_KEYS, map(int, counted)))
+        stats.update({key: value for key, value in summed.items() if value or key == "augmented"})
+        logger.info("Epoch %s SegReConcat: %s (this process: %s)", epoch, summed, augmenter.report())
+        augmenter.reset_counts()
+    return stats
+
+
+def log_epoch(output_folder, epoch: int, lr: float, train: dict, valid: dict, counter) -> dict:
+    """Append the epoch's line to ``<output_folder>/epochs.jsonl``: its statistics and the early stopper's
+    state after it (a NaN loss is null: each line stays JSON); returns it."""
+    record = {
         "epoch": epoch,
         "lr": lr,
-        "train": train_stats,
-        "valid": valid_stats,
+        "train": train,
+        "valid": valid,
         "best_epoch": counter.best_limit,
         "should_stop": counter.should_stop,
     }
-
-
-def append_epoch_record(output_folder, record: dict) -> None:
-    """Append ``record`` (:func:`epoch_record`) to ``<output_folder>/epochs.jsonl``."""
     with open(Path(output_folder) / EPOCHS_LOG, "a", encoding="utf-8") as handle:
-        handle.write(json_text(record) + "\n")  # a NaN loss is null: each line stays JSON
+        handle.write(json_text(record) + "\n")
+    return record
 
 
-class EpochProgress:
-    """One process's counts of a training epoch (samples, rows whose audio failed), and its epoch times."""
-
-    def __init__(self, clock=time.time):
-        self.clock = clock
-        self.samples = self.failed_reads = self.resumed_at_batch = 0
-        self.started = clock()
-        self.epoch_seconds: list[float] = []  # this process's finished epochs (training + dev)
-
-    def start_epoch(self, resumed_at_batch: int = 0) -> None:
-        """A training epoch starts (one resumed from a mid-epoch checkpoint: after ``resumed_at_batch`` batches)."""
-        self.samples = self.failed_reads = 0
-        self.resumed_at_batch = int(resumed_at_batch)
-        self.started = self.clock()
-
-    def count_batch(self, samples: int, failed_reads: int = 0) -> None:
-        self.samples += samples
-        self.failed_reads += failed_reads
-
-    def end_training(self, epoch: int, loss: float, augmenter=None, device="cpu") -> dict:
-        """The epoch's ``train`` statistics, summed over DDP processes and logged; SegReConcat's counts restart."""
-        counts = list(augmenter.counts().values()) if augmenter is not None else []  # COUNT_KEYS order
-        totals = torch.tensor([self.samples, self.failed_reads, *counts], dtype=torch.float64, device=device)
-        samples, failed, *counts = ddp_all_reduce(totals, torch.distributed.ReduceOp.SUM).tolist()
-        elapsed = max(self.clock() - self.started, 1e-9)
-        stats = {
-            "loss": float(loss),
-            "samples": int(samples),
-            "samples_per_s": samples / elapsed,
-            "failed_reads": int(failed),
-        }
-        if self.resumed_at_batch:
-            # Samples, counts and rate cover the resumed part only; the loss is SpeechBrain's running
-            # average, recovered with the step, so it covers the whole epoch.
-            stats["covers"] = f"resumed part: batches after {self.resumed_at_batch}"
-            stats["resumed_at_batch"] = self.resumed_at_batch
-        logger.info("Epoch %s: %.1f training samples/s (all processes)", epoch, stats["samples_per_s"])
-        if stats["failed_reads"]:
-            logger.warning(
-                "Epoch %s: %d training rows skipped because their audio could not be read (read_errors: "
-                "skip; the warnings above name the files)",
-                epoch,
-                stats["failed_reads"],
-            )
-        if augmenter is not None:
-            summed = dict(zip(COUNT_KEYS, map(int, counts)))
-            stats.update({key: value for key, value in summed.items() if value or key == "augmented"})
-            logger.info("Epoch %s SegReConcat: %s (this process: %s)", epoch, summed, augmenter.report())
-            augmenter.reset_counts()
-        return stats
-
-    def end_epoch(self) -> float:
-        self.epoch_seconds.append(self.clock() - self.started)
-        return self.epoch_seconds[-1]
-
-    def line(self, record: dict, counter) -> str:
-        return epoch_line(record, counter, self.epoch_seconds)
-
-
-def record_convergence(hparams) -> dict | None:
-    """The finished run's convergence flags, logged and written to its output and export folders."""
+def record_convergence(hparams) -> str:
+    """The finished run's convergence flags, logged and written to its output and export folders; returns
+    the console's line for them."""
     found = run_convergence(hparams["output_folder"], limit=hparams.get("number_of_epochs"))
     if found is not None:
+        found["selected_by"] = hparams.get("select_by") or "dev_loss"  # which checkpoint was exported
         write_convergence(found, hparams["output_folder"], hparams.get("export_folder"))
         for flag in found["flags"]:
             logger.warning("Convergence flag: %s", flag["text"])
-    return found
+    return convergence_line(found)
 
 
 def convergence_line(found: dict | None) -> str:
-    """The console's line for a finished run's convergence flags.
-
-    >>> convergence_line({"flags": [{"name": "x", "text": "best epoch is the last: ..."}]})
-    'convergence flags: best epoch is the last: ... (the EER may overstate privacy; docs/evaluation.md)'
-    >>> convergence_line({"flags": [], "best_epoch": 3, "last_epoch": 5})
-    'convergence: no flag (best dev loss at epoch 3 of 5)'
-    """
+    """The console's line for a finished run's convergence flags."""
     if not found or "best_epoch" not in found and not found.get("flags"):
         return "convergence: no epoch with a dev loss"
     if found["flags"]:

@@ -12,7 +12,7 @@ from speechbrain.utils.checkpoints import CKPT_PREFIX, METAFNAME, Checkpointer
 from speechbrain.utils.distributed import get_rank
 
 from segreconcat_aug.data.jsonl_files import cache_files
-from segreconcat_aug.data.vpac import training_folder
+from segreconcat_aug.data.vpac import VPACLayoutError, training_folder
 from segreconcat_aug.errors import UserError
 from segreconcat_aug.method.strategies import get_strategy
 from segreconcat_aug.training.pooled import check_pooled_caches, pooled_systems
@@ -51,13 +51,7 @@ def has_checkpoints(save_folder) -> bool:
 
 def run_settings(hparams) -> dict:
     """The values of :data:`RUN_SETTING_KEYS` this run has, as JSON gives them back (pooled systems in any
-    order are the same data).
-
-    >>> run_settings({"mode": "concat", "protocol": "vpac2024", "channels": (8, 24), "lr": 0.01, "epochs": 9})
-    {'mode': 'concat', 'channels': [8, 24], 'lr': 0.01}
-    >>> run_settings({"system": "T10-2", "train_systems": ["B5", "B4"]})["train_systems"]
-    ['B4', 'B5', 'T10-2']
-    """
+    order are the same data)."""
     values = {
         key: hparams[key]
         for key in RUN_SETTING_KEYS
@@ -71,8 +65,7 @@ def run_settings(hparams) -> dict:
 
 
 def saved_hparams(folder) -> dict | None:
-    """The YAML's values the run in ``folder`` started with (SpeechBrain's ``hyperparams.yaml``; None:
-    missing or damaged)."""
+    """The YAML's values the run in ``folder`` started with (SpeechBrain's ``hyperparams.yaml``); None if unreadable."""
     try:
         values = ruamel.yaml.YAML(typ="rt").load(
             (Path(folder) / EXPERIMENT_HPARAMS).read_text(encoding="utf-8")
@@ -84,12 +77,7 @@ def saved_hparams(folder) -> dict | None:
 
 def check_run_settings(hparams) -> None:
     """Refuse to resume the checkpoints of a run made with other :data:`RUN_SETTING_KEYS` than ``hparams``
-    (the YAML's values), as the ``hyperparams.yaml`` SpeechBrain saved in the output folder gives them.
-
-    ``init_from`` only seeds a new run's weights (a resume recovers its checkpoints; the model sizes it
-    sets are compared): the same folder given another way, moved or left out resumes; a new one refuses. Under torchrun
-    rank 0 checks: SpeechBrain's rank 0 may be rewriting ``hyperparams.yaml`` meanwhile.
-    """
+    (the YAML's values), as the ``hyperparams.yaml`` SpeechBrain saved in the output folder gives them."""
     folder = Path(hparams["output_folder"])
     save_folder = hparams.get("save_folder") or folder / "save"
     if (get_rank() or 0) != 0 or not has_checkpoints(save_folder):
@@ -121,14 +109,22 @@ def check_run_settings(hparams) -> None:
 def check_training_inputs(hparams) -> None:
     """What the run reads is there: the system's training folder (unless ``skip_prep``), and SegReConcat's
     alignment cache (and, for AR/SR, order cache), each pooled system's too."""
-    if not hparams.get("skip_prep"):
-        training_folder(
-            hparams["data_folder"],
-            hparams["system"],
-            hparams.get("folder_overrides"),
-            protocol=hparams.get("protocol"),
-            language=hparams.get("language"),
-        )
+    systems = (
+        [] if hparams.get("skip_prep") else pooled_systems(hparams["system"], hparams.get("train_systems"))
+    )
+    for system in systems:
+        try:  # a pooled system without a training set, before its missing caches are blamed
+            training_folder(
+                hparams["data_folder"],
+                system,
+                hparams.get("folder_overrides"),
+                protocol=hparams.get("protocol"),
+                language=hparams.get("language"),
+            )
+        except VPACLayoutError as err:
+            if system == systems[0]:
+                raise
+            raise VPACLayoutError(f"train_systems: system {system!r} has no training set: {err}") from None
     if hparams["mode"] == "none":
         return
     cache_files(hparams["alignment_cache"], what="alignment cache (recipes/align.py writes it)")
@@ -142,18 +138,7 @@ class CheckpointDamagedError(UserError, RuntimeError):
 
 
 def damaged_file_problem(path) -> str | None:
-    """Why a checkpoint file cannot be whole (empty; a ``torch.save`` zip cut short: its directory, at its
-    end, is missing), or None. Files in other formats are only checked for being empty.
-
-    >>> import tempfile, torch
-    >>> path = Path(tempfile.mkdtemp()) / "model.ckpt"
-    >>> torch.save({"w": torch.zeros(1000)}, path)
-    >>> damaged_file_problem(path) is None
-    True
-    >>> _ = path.write_bytes(path.read_bytes()[:2000])
-    >>> damaged_file_problem(path)
-    'cut short (2000 bytes; a torch.save file whose end is missing)'
-    """
+    """Why a checkpoint file cannot be whole (empty, or a ``torch.save`` zip cut short), or None."""
     path = Path(path)
     size = path.stat().st_size
     if size == 0:
@@ -166,8 +151,7 @@ def damaged_file_problem(path) -> str | None:
 
 
 def check_resumable_checkpoint(hparams) -> None:
-    """The checkpoint a rerun resumes from (SpeechBrain's latest in ``save_folder``) must be whole: one cut
-    by a crash mid-save would stop it deep in ``Brain.fit``. Nothing is removed: the user decides."""
+    """The checkpoint a rerun resumes from (SpeechBrain's latest in ``save_folder``) must be whole."""
     save_folder = Path(hparams["save_folder"])
     if not has_checkpoints(save_folder):
         return

@@ -1,13 +1,7 @@
 """Who trains and who is held out: the seeded dev split per speaker and the training set's nested fractions.
 
-The dev split (:func:`split_dev`) holds out a ``dev_ratio`` share of each speaker's utterances. **A fraction
-of the training set** (``train_fraction`` < 1, for a learning curve; :func:`subsample_training`): after the dev
-split, ``train_subsample: utterances`` keeps every speaker and ``ceil(f * n)`` of each speaker's ``n`` training
-utterances; ``train_subsample: speakers`` keeps ``ceil(f * S)`` of the ``S`` speakers of each stratum (gender x
-whether the speaker holds dev utterances, so every fraction keeps a dev set and the gender balance) with all their
-utterances, and the dev rows of the speakers left out go with them. Every draw is keyed by ``(seed, speaker)``
-(``(seed, stratum)``) alone (:func:`segreconcat_aug.seeding.seeded_rng`): adding a speaker changes no other
-speaker's split, and a smaller fraction's subset lies inside every larger one's.
+Every draw is keyed by ``(seed, speaker)`` (or ``(seed, stratum)``) alone: adding a speaker changes no
+other speaker's split, and a smaller fraction's subset lies inside every larger one's.
 """
 
 from __future__ import annotations
@@ -34,11 +28,6 @@ def split_dev(
     seed: int,
 ) -> set[str]:
     """Hold out ``max(1, round(dev_ratio * n))`` utterances per speaker (seeded).
-
-    A speaker keeps at least one training utterance, and only utterances of at
-    least ``min_duration`` seconds (one dev chunk) are held out; a speaker with
-    fewer candidates gives fewer (possibly none). Each speaker's draw depends on
-    ``(seed, speaker)`` alone, so adding a speaker changes no other's split.
 
     >>> utt2spk = {f"a{k}": "a" for k in range(10)} | {"b0": "b"}  # b has one utterance: kept for training
     >>> durations = dict.fromkeys(utt2spk, 5.0)
@@ -79,13 +68,6 @@ def subsample_training(
     dev_speakers=(),
 ) -> set[str]:
     """The training utterances kept at ``fraction`` of the training set (``utt2spk``: the training ones).
-
-    ``by="utterances"``: every speaker stays, with ``ceil(fraction * n)`` of its ``n`` utterances;
-    ``by="speakers"``: ``ceil(fraction * S)`` of the ``S`` speakers of each stratum (gender from
-    ``spk2gender``, and whether the speaker is in ``dev_speakers``) stay, with all their utterances.
-    Each speaker's utterances, and each stratum's speakers, are taken in one order drawn from
-    ``(seed, speaker)`` (``(seed, stratum)``) alone: the subsets of every fraction are nested, and
-    the same on every run.
 
     >>> utt2spk = {f"{s}-{k}": s for s in "abcd" for k in range(4)}
     >>> half = subsample_training(utt2spk, 0.5, seed=1)

@@ -1,13 +1,4 @@
-"""The training step's embedding of a model on waveforms (the ``ecapa_ssl`` attacker): the YAML's ``embed_batch``.
-
-``recipes/train.py`` embeds a batch with the YAML's ``embed_batch`` hook when it has one, instead of
-features -> normalization -> ``embedding_model``. :class:`EcapaSSLBatchEmbedder` runs the batch through
-:meth:`~segreconcat_aug.models.ecapa_ssl.EcapaSSLEncoder.embed_batch`: the training modules'
-``compute_features``, ``mean_var_norm`` and ``embedding_model`` (the only one trained and
-checkpointed) with the frozen WavLM of ``wavlm_checkpoint`` (eval mode, not a module of the Brain:
-in no optimizer and no checkpoint). ``ssl_input`` chooses WavLM's input: ``same_window`` (the batch
-rows, SegReConcat's audio) or ``file_window`` (each row's file re-read, the VPC 2026 toolkit's).
-"""
+"""The training step's embedding of a model on waveforms (the ``ecapa_ssl`` attacker): the YAML's ``embed_batch``."""
 
 from __future__ import annotations
 
@@ -15,17 +6,12 @@ import functools
 
 import torch
 
-from ..data.audio import read_audio
+from ..data.audio import read_training_audio
 from ..models.ecapa_ssl import SSL_INPUTS, EcapaSSLEncoder, wavlm_for
 
 
 class EcapaSSLBatchEmbedder:
-    """``embed_batch(modules, wavs, lengths, *, batch, epoch)`` for the ``ecapa_ssl`` training YAML.
-
-    The WavLM is read (and checked against ``embedding_model``) when the YAML is loaded, so a
-    wrong file stops the run before training. ``batch`` must carry ``id`` and ``wav`` (the rows'
-    files) under ``file_window``; ``seed`` and ``epoch`` seed its windows.
-    """
+    """``embed_batch(modules, wavs, lengths, *, batch, epoch)`` for the ``ecapa_ssl`` training YAML."""
 
     def __init__(
         self,
@@ -39,10 +25,13 @@ class EcapaSSLBatchEmbedder:
     ):
         if ssl_input not in SSL_INPUTS:
             raise ValueError(f"ssl_input {ssl_input!r}: one of {SSL_INPUTS}")
-        self.wavlm = wavlm_for(embedding_model, wavlm_checkpoint, trusted=trusted)
+        # None: no WavLM (an evaluation, which embeds with its model folder's own); training refuses it first.
+        self.wavlm = (
+            wavlm_for(embedding_model, wavlm_checkpoint, trusted=trusted) if wavlm_checkpoint else None
+        )
         self.ssl_input = ssl_input
         self.seed = int(seed)
-        self.read = functools.partial(read_audio, sample_rate=sample_rate)
+        self.read = functools.partial(read_training_audio, sample_rate=sample_rate)
 
     def __call__(self, modules, wavs: torch.Tensor, lengths: torch.Tensor, *, batch, epoch: int = 0):
         model = modules["embedding_model"]

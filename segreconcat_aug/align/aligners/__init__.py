@@ -1,21 +1,7 @@
 """Word aligners: audio (16 kHz mono float32) + optional transcript -> words with times.
 
-Every aligner has the same small API, so ``recipes/align.py`` and other code can swap them:
-
-- ``name``: what the cache records as ``aligner``, backend and model
-  (``"faster-whisper:medium"``, ``"openai-whisper:medium"``,
-  ``"transformers:openai/whisper-medium"``, ``"pocketsphinx:en-us"``);
-- ``batch_size``: how many utterances :meth:`align_batch` takes at once;
-- ``needs_transcript``: whether a missing transcript is a failure;
-- ``align(audio, transcript=None) -> list[Word]`` for one utterance;
-- ``align_batch(audios, transcripts) -> list[list[Word] | Exception]``: one result per
-  utterance, an exception in place of the words of an utterance that failed (the others
-  still count);
-- ``stats``: a ``Counter`` of what had to be handled (OOV words, retries, clamped times).
-
-Returned words are cleaned (:func:`segreconcat_aug.align.cache.clean_words`): in order, inside
-``[0, duration]``, non-overlapping, non-empty. :func:`make_aligner` builds one by backend name (the
-backends: docs/alignment.md); importers of existing alignments are in :mod:`.importers`.
+Each has ``name``, ``batch_size``, ``needs_transcript``, ``align``, ``align_batch`` (an exception in
+place of a failed utterance's words) and ``stats``; the backends are in docs/alignment.md.
 
 >>> aligner = make_aligner("pocketsphinx")
 >>> aligner.name, aligner.needs_transcript

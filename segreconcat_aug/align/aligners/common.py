@@ -71,13 +71,7 @@ def finish_words(words: list[Word], duration: float, stats: Counter):
 
 
 class BatchedAligner:
-    """The batch loop every batched Whisper backend shares; a backend adds ``_decode``.
-
-    ``_decode(audios) -> list[list[Word]]`` decodes usable utterances together; a batch that fails as
-    a whole (e.g. out of memory) is retried one utterance at a time, so one bad utterance does not fail
-    its neighbours. After :meth:`align_batch`, ``languages`` holds each utterance's language (None for
-    a failed one): ``_decoded_languages`` when ``_decode`` set it (Whisper's detection), else ``language``.
-    """
+    """The batch loop every batched Whisper backend shares; a backend adds ``_decode``."""
 
     label = "whisper"
     stats: Counter

@@ -1,11 +1,5 @@
 """Whisper word timestamps with faster-whisper (CTranslate2): the default backend.
 
-faster-whisper ports openai-whisper's word timing (each word gets its own start *and* end, so a
-pause between two words stays a pause). Batching is across utterances (one encoder call and one
-batched ``generate`` per batch), the word timing per utterance, so an utterance's words do not
-depend on its batch neighbours. The decoding options, language detection and where they differ
-from openai-whisper's ``transcribe``: docs/alignment.md.
-
 >>> aligner = FasterWhisperAligner.__new__(FasterWhisperAligner)
 >>> [(offset, len(piece)) for offset, piece in aligner._windows(np.zeros(16000 * 40, np.float32))]
 [(0.0, 480000), (30.0, 160000)]
@@ -30,14 +24,7 @@ logger = logging.getLogger(__name__)
 
 
 class FasterWhisperAligner(BatchedAligner):
-    """Word timestamps from a CTranslate2 Whisper, batched across utterances.
-
-    ``model``: a size name (``medium``, the paper's) or a local CTranslate2 folder; ``compute_type``:
-    ``auto`` (float16 on GPU, int8 on CPU), ...; ``language``: None detects it per utterance (the
-    authors' script passed none); ``max_new_tokens``: per 30 s window (None: the model's limit);
-    ``num_beams`` 1: greedy, as ``transcribe`` at temperature 0; ``options``: overrides of
-    faster-whisper's ``TranscriptionOptions``; ``cpu_threads``: 0 is CTranslate2's default.
-    """
+    """Word timestamps from a CTranslate2 Whisper, batched across utterances."""
 
     label = "faster-whisper"
 

@@ -1,10 +1,6 @@
 """Import alignments users already have: Montreal Forced Aligner TextGrids and Kaldi CTM (the formats:
 docs/alignment.md).
 
-Both end in the same cache as the aligners (``aligner`` = ``"mfa"`` / ``"ctm"``), through
-:class:`segreconcat_aug.data.jobs.Job`, so imports resume, refuse duplicate ids and record failures
-like an alignment run. Empty and silence labels (:data:`SILENCE_LABELS`) are not words.
-
 >>> import tempfile, pathlib
 >>> d = pathlib.Path(tempfile.mkdtemp())
 >>> _ = (d / "a.ctm").write_text("u1 1 0.10 0.30 hello 0.9\\nu1 1 0.45 0.20 world 0.8\\n")
@@ -32,8 +28,6 @@ SILENCE_LABELS = frozenset({"", "sil", "sp", "spn", "<eps>", "<sil>"})
 class ImportFormatError(UserError, ValueError):
     """An alignment file cannot be parsed; the message names the file (and line)."""
 
-
-# --------------------------------------------------------------------------- TextGrid
 
 _TOKEN = re.compile(r'"((?:[^"]|"")*)"|([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)|(<exists>|<absent>)')
 _LABEL_LINE = re.compile(r"^\s*\w+\s*\[\d*\]\s*:?\s*$")  # "item []:", "intervals [3]:"
@@ -126,9 +120,6 @@ def textgrid_words(path, tier: str = "words") -> tuple[float, list[Word]]:
     return xmax, sorted(words, key=lambda w: w.start)
 
 
-# --------------------------------------------------------------------------- CTM
-
-
 def read_ctm(path) -> dict[str, list[Word]]:
     """``{utt: words}`` from a CTM file, in file order per utterance."""
     path = Path(path)
@@ -153,9 +144,6 @@ def read_ctm(path) -> dict[str, list[Word]]:
             # Rounded: start + duration in binary floats gives 0.8999999999999999 for 0.9.
             result.setdefault(fields[0], []).append(Word(fields[4], start, round(start + duration, 6)))
     return result
-
-
-# --------------------------------------------------------------------------- into the cache
 
 
 def _write(job: Job, utt: str, duration: float, words: list[Word], aligner: str, stats: Counter) -> None:

@@ -1,11 +1,5 @@
 """Whisper word timestamps with openai-whisper: the authors' own tool, the exact reference.
 
-The authors' timestamp script (``create_timestamps.py`` of monkeyDarefeen/SegReConcat_augmenter)
-calls ``model.transcribe(audio_path, word_timestamps=True)`` with every other option at its
-default, one file at a time; this backend does the same on the decoded 16 kHz audio (batch 1).
-``options`` adds keyword arguments to ``transcribe``. Install: ``pip install
-'segreconcat-aug[whisper]'``.
-
 >>> OpenAIWhisperAligner.batch_size, OpenAIWhisperAligner.needs_transcript
 (1, False)
 """

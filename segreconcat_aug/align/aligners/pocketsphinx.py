@@ -1,12 +1,5 @@
 """Offline forced alignment with pocketsphinx (its wheel ships a US-English model).
 
-A named alternative to Whisper for folders with transcripts: every transcript word is placed in
-order, so the segments follow what was said, not what a recognizer heard. What it handles, each
-counted in ``stats``: ``bestpath=False`` (otherwise the last word can be lost); one retry with very
-wide beams when the alignment fails or misses transcript words (``retried_wide_beam``);
-out-of-vocabulary words get a letter-to-sound guess so they keep their place and a plausible length
-(``oov="add"``, ``oov_added``) or are left out (``oov="skip"``, ``oov_skipped``).
-
 >>> normalize_transcript("IT'S A \\"Test\\", isn't it?")
 ["it's", 'a', 'test', "isn't", 'it']
 >>> letter_to_sound("northanger")
@@ -121,10 +114,6 @@ def _to_int16(audio: np.ndarray) -> bytes:
 class PocketsphinxAligner:
     """Forced alignment (or recognition) with pocketsphinx's bundled English model.
 
-    ``recognize_without_transcript``: ``None`` / empty transcripts are recognized instead of
-    failing; ``model``: the label recorded in the cache (``pocketsphinx:<model>``);
-    ``decoder_options``: extra ``pocketsphinx.Decoder`` options (``hmm``, ``dict`` for another model).
-
     >>> import soundfile, segreconcat_aug
     >>> from pathlib import Path
     >>> fixtures = Path(segreconcat_aug.__file__).parents[1] / "tests" / "fixtures" / "librispeech"
@@ -166,6 +155,7 @@ class PocketsphinxAligner:
         if kind not in self._decoders:
             from pocketsphinx import Decoder
 
+            # bestpath=True can lose the last word
             options = {"samprate": SAMPLE_RATE, "bestpath": False, "loglevel": "FATAL"}
             options.update(self.decoder_options)
             if kind == "wide":

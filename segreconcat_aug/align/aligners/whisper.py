@@ -1,12 +1,5 @@
 """Whisper word timestamps through transformers (``--backend=transformers``).
 
-Kept beside the faster-whisper default because the SR strategy's encoder features use
-transformers (>= 4.50, checked at load). Batched ``model.generate`` with
-``return_token_timestamps``, the ``attention_mask`` passed so each utterance is aligned over its
-own frames rather than the padded 30 s window. Unlike openai-whisper's timing, these words are
-contiguous: a pause is absorbed into a neighbouring word and the first word starts at 0. The
-folder's transcript is not used (Whisper transcribes).
-
 >>> import numpy as np
 >>> from segreconcat_aug.testing import tiny_whisper
 >>> aligner = WhisperAligner(bundle=tiny_whisper(), batch_size=2, max_new_tokens=8)
@@ -36,13 +29,7 @@ logger = logging.getLogger(__name__)
 
 
 def tokens_to_words(tokenizer, token_ids, times, text_limit: int) -> list[Word]:
-    """Group text tokens into words with times.
-
-    ``times[i]`` is where token ``i`` ends (transformers' convention), so token ``i``
-    spans ``[times[i-1], times[i]]``. Ids ``>= text_limit`` (end of text, special and
-    timestamp tokens) end the current word. A token whose text starts with a space starts
-    a new word.
-    """
+    """Group text tokens into words with times."""
     words: list[Word] = []
     group: list[int] = []
     start = end = 0.0
@@ -71,13 +58,7 @@ def tokens_to_words(tokenizer, token_ids, times, text_limit: int) -> list[Word]:
 
 
 class WhisperAligner(BatchedAligner):
-    """Word timestamps from Whisper, batched.
-
-    ``bundle``: a loaded model (tests pass :func:`segreconcat_aug.testing.tiny_whisper`), else
-    ``model``, ``device`` and ``dtype`` load one (:func:`load_whisper`); ``language`` None: detected
-    per utterance on its first 30 s window (as ``transcribe`` does), reported in ``languages``;
-    ``max_new_tokens``: per 30 s window (None: the model's limit).
-    """
+    """Word timestamps from Whisper, batched."""
 
     label = "whisper"
 

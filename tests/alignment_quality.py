@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from .common import normalize_word
+from segreconcat_aug.align.aligners.common import normalize_word
 
 
 def _tokens(text_or_words) -> list[str]:
@@ -52,13 +52,7 @@ def word_error_rate(references, hypotheses) -> float:
 
 
 def timing_agreement(ours: Mapping, reference: Mapping, tolerance: float = 0.01) -> dict:
-    """Compare the word times of two aligners on the utterances both aligned (utterance id -> words).
-
-    Returns ``utterances`` (both aligned), ``same_words`` (utterances whose normalized words are
-    identical), ``words`` (on those), ``within_tolerance`` (share of those words whose start and end
-    both differ by at most ``tolerance`` seconds), ``max_difference`` and ``median_start_shift``
-    (ours - reference), in seconds.
-    """
+    """Compare the word times of two aligners on the utterances both aligned (utterance id -> words)."""
     import numpy as np
 
     common = sorted(set(ours) & set(reference))
@@ -87,10 +81,8 @@ def timing_agreement(ours: Mapping, reference: Mapping, tolerance: float = 0.01)
 def transcribe_words(model, audio, *, language: str | None = None) -> list:
     """faster-whisper's own sequential ``transcribe(word_timestamps=True)``: the reference for
     the batched aligner (:class:`segreconcat_aug.align.aligners.faster_whisper.FasterWhisperAligner`).
-
-    Decoding as the aligner's, so what differs is the pipeline (sequential here, batched there).
     """
-    from ..cache import Word
+    from segreconcat_aug.align.cache import Word
 
     segments, _ = model.transcribe(
         audio,

@@ -15,7 +15,7 @@ from typing import Annotated, Literal
 
 import numpy as np
 from hyperpyyaml import load_hyperpyyaml
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from speechbrain.utils.distributed import if_main_process, infer_device, main_process_only
 
 from ..data.audio import SAMPLE_RATE
@@ -23,9 +23,8 @@ from ..data.audio_check import check_audio_files, problem_message, write_problem
 from ..data.convergence import model_convergence
 from ..data.protocols import ALL_SUBSETS, get_protocol
 from ..data.vpac import detect_layout, load_set_folder, training_folder
-from ..errors import MissingInputError, OptionError, UserError, cite
+from ..errors import MissingInputError, OptionError, UserError, cite, option_error
 from ..models.folder import MODEL_SAVEDIR, SpeakerModel, load_speaker_model, model_folder
-from ..options import Count, Natural, Seed, validate_values
 from .calibration import CALIBRATIONS, calibrate, check_calibration_set, trial_features
 from .embeddings import (
     BATCHINGS,
@@ -58,6 +57,11 @@ EVAL_HPARAMS_KEY = "eval_hparams"
 #: An evaluation YAML's key naming the evaluation YAML whose values it changes (hparams/evaluate_ecapa_ssl.yaml).
 BASE_KEY = "base_hparams"
 DEFAULT_EVAL_HPARAMS = Path(__file__).resolve().parents[2] / "hparams" / "evaluate.yaml"
+
+# The wing may not import options.py (tests/test_import_graph.py), hence its own few types.
+Count = Annotated[int, Field(ge=1)]
+Natural = Annotated[int, Field(ge=0)]
+Seed = Annotated[int, Field(ge=0, le=2**32 - 1)]  # numpy's global seed range
 
 
 class EvaluationOptions(BaseModel):
@@ -122,7 +126,10 @@ def load_evaluation_hparams(path, overrides=None) -> dict:
     """The values of an evaluation YAML (its ``base_hparams``' values first), then ``overrides``, checked
     against :class:`EvaluationOptions` (an :class:`~..errors.OptionError` names every bad one), as given."""
     values = {**_read_evaluation_yaml(Path(path)), **dict(overrides or {})}
-    validate_values(EvaluationOptions, values)
+    try:
+        EvaluationOptions.model_validate(values)
+    except ValidationError as error:
+        raise option_error(error, values) from None
     if values["eval_enroll_scoring"] == "max" and values["eval_score_norm"]:
         raise OptionError(
             f"{path}: eval_enroll_scoring: max scores each enrollment utterance, which eval_score_norm "

@@ -248,9 +248,21 @@ def _remove_new_folders(keep=()) -> dict[Path, Path]:
                     number += 1
                 shutil.move(str(where), str(target))
                 moved[Path(cited)] = target
-        logging.shutdown()  # SpeechBrain's log file handler holds <folder>/log.txt open
+        _close_log_files_in(folder)
         shutil.rmtree(folder, ignore_errors=True)
     return moved
+
+
+def _close_log_files_in(folder: Path) -> None:
+    """Detach and close the log handlers writing into ``folder`` (SpeechBrain's ``<folder>/log.txt``):
+    a closed FileHandler left attached reopens its file at the next record, which fails once the folder
+    is gone (a caller that goes on in the same process, such as a test or a notebook)."""
+    loggers = [logging.getLogger(), *logging.Logger.manager.loggerDict.values()]
+    for log in loggers:
+        for handler in list(getattr(log, "handlers", [])):
+            if isinstance(handler, logging.FileHandler) and folder in Path(handler.baseFilename).parents:
+                log.removeHandler(handler)
+                handler.close()
 
 
 def recipe_help(script: str, argv: list[str], doc: str | None, extra: str = "") -> str:

@@ -3,6 +3,7 @@ the challenge's format, resumed, exported, evaluated; what WavLM sees under each
 checkpoints refused. Tiny random models (tests/tiny_models.py) on the VPC 2026 Track 1 fixture layout."""
 
 import json
+import logging
 import types
 from pathlib import Path
 
@@ -239,6 +240,9 @@ def test_a_wavlm_that_does_not_feed_the_model_stops_the_run_with_exit_2(data_roo
     err = capsys.readouterr().err.strip().splitlines()
     assert any("width 24" in line and "wavlm_checkpoint" in line for line in err)
     assert not out.exists()
+    # The run's log file went with its folder: the caller's next record is not sent there.
+    assert not [h for h in logging.getLogger().handlers if str(out) in getattr(h, "baseFilename", "")]
+    logging.getLogger("segreconcat_aug").info("the caller goes on")
 
 
 def test_options_refuse_specaug_and_a_missing_wavlm(data_root, tmp_path):

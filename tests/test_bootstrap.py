@@ -192,13 +192,9 @@ def test_vectorized_equals_the_per_resample_loop_and_the_point_metrics():
     for name in fast:
         np.testing.assert_allclose(fast[name], slow[name], rtol=0, atol=1e-9)
 
-    class Identity:  # every trial once: the point metrics
-        resamples = 1
+    from test_measures import EveryTrialOnce
 
-        def chunk(self, start, stop):
-            return np.ones((stop - start, len(scores)), np.int32)
-
-    once = resampled_metrics(scores.astype(np.float32), targets, Identity(), (0.01,))
+    once = resampled_metrics(scores.astype(np.float32), targets, EveryTrialOnce(len(scores)), (0.01,))
     pos, neg = scores[targets].astype(np.float32), scores[~targets].astype(np.float32)
     assert once["eer"][0] == pytest.approx(100 * eer(pos, neg).eer, abs=1e-4)
     assert once["min_dcf_0.01"][0] == pytest.approx(min_dcf(pos, neg, 0.01).min_dcf, abs=1e-9)

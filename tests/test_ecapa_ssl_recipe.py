@@ -243,6 +243,7 @@ def test_a_wavlm_that_does_not_feed_the_model_stops_the_run_with_exit_2(data_roo
     # The run's log file went with its folder: the caller's next record is not sent there.
     assert not [h for h in logging.getLogger().handlers if str(out) in getattr(h, "baseFilename", "")]
     logging.getLogger("segreconcat_aug").info("the caller goes on")
+    assert "Logging error" not in capsys.readouterr().err
 
 
 def test_options_refuse_specaug_and_a_missing_wavlm(data_root, tmp_path):

@@ -368,19 +368,13 @@ def test_results_report_the_operating_points_or_why_they_are_undefined(evaluated
     text = (Path(hparams["output_folder"]) / "eval" / "results.md").read_text()
     assert "| avg | dev_f: undefined: fewer than 100 non-targets (4) |" in text
     # The rates themselves (every trial once), against a brute-force search on the fixtures' scores.
-    from test_measures import brute_force
+    from test_measures import EveryTrialOnce, brute_force
 
     from segreconcat_aug.evaluation.bootstrap import resampled_metrics
 
-    class Once:
-        resamples = 1
-
-        def chunk(self, start, stop):
-            return np.ones((stop - start, len(scores)), np.int32)
-
     scores = np.concatenate([subset.scores for subset in results.subsets.values()])
     targets = np.concatenate([subset.targets for subset in results.subsets.values()])
-    found = resampled_metrics(scores, targets, Once(), ())
+    found = resampled_metrics(scores, targets, EveryTrialOnce(len(scores)), ())
     for key, value in brute_force(scores[targets], scores[~targets]).items():
         assert found[key][0] == pytest.approx(value, abs=1e-9)
 

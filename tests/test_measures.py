@@ -21,6 +21,18 @@ from segreconcat_aug.evaluation.calibration import (
 from segreconcat_aug.evaluation.metrics import operating_points
 
 
+class EveryTrialOnce:
+    """Bootstrap weights of one resample that holds each of ``trials`` trials once: the point metrics."""
+
+    resamples = 1
+
+    def __init__(self, trials: int):
+        self.trials = trials
+
+    def chunk(self, start, stop):
+        return np.ones((stop - start, self.trials), np.int32)
+
+
 def brute_force(pos, neg):
     """Every threshold (accept a score above it), each bound checked one by one."""
     pos, neg = np.asarray(pos, float), np.asarray(neg, float)

@@ -2,7 +2,6 @@
 to 16 kHz as the evaluation does (docs/data.md's protocol table), and 16 kHz audio reads bit-identically."""
 
 import csv
-import importlib.util
 from pathlib import Path
 
 import numpy as np
@@ -77,9 +76,8 @@ def test_16k_audio_reads_bit_identically_with_resampling_on():
 
 
 def test_train_py_trains_on_22k_vpc2026_audio(track1_22k, tmp_path):
-    spec = importlib.util.spec_from_file_location("train_recipe_22k", REPO / "recipes" / "train.py")
-    train = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(train)
+    from test_train import train_recipe as train
+
     torch.set_num_threads(1)
     out = tmp_path / "out"
     argv = [str(REPO / "hparams/ecapa_segreconcat.yaml"), f"--data_folder={track1_22k}", "--system=B4"]

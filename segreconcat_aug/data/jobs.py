@@ -12,6 +12,7 @@ import json
 import logging
 import os
 import re
+import shutil
 import subprocess
 import sys
 import zlib
@@ -267,8 +268,10 @@ class Job:
         if finished and self.partial.exists():
             temporary = Path(f"{self.path}.tmp")
             with open(temporary, "wb") as out:
-                out.write(self.path.read_bytes() if self.path.is_file() else b"")
-                out.write(self.partial.read_bytes())
+                for file in (self.path, self.partial):
+                    if file.is_file():
+                        with open(file, "rb") as lines:
+                            shutil.copyfileobj(lines, out)
                 if self._fsync:
                     out.flush()
                     os.fsync(out.fileno())
@@ -290,28 +293,32 @@ def merge_jsonl(inputs: Iterable, output, *, expected_ids=None) -> int:
     if not inputs:
         raise JobError(f"{output}: no shard files to merge")
     repeated = RepeatedIds(JobError)
-    lines = []
-    for file in inputs:
-        with open(file, encoding="utf-8") as handle:
-            for number, line in enumerate(handle, start=1):
-                where = f"{file}:{number}"
-                if not line.strip():
-                    continue
-                if not line.endswith("\n"):
-                    raise JobError(
-                        f"{where}: unterminated last line (is this shard still running or was it killed? "
-                        "rerun it to completion first)"
-                    )
-                if not repeated.is_repeat(_line_id(line, where), where, line):
-                    lines.append(line)
-    missing = [utt for utt in expected_ids or () if utt not in repeated]
-    if missing:
-        raise JobError(f"{output}: {len(missing)} expected id(s) missing, first: {missing[:5]}")
+    merged = 0
     output.parent.mkdir(parents=True, exist_ok=True)
     temporary = output.with_name(output.name + ".merging")
-    temporary.write_text("".join(lines), encoding="utf-8")
-    os.replace(temporary, output)
-    return len(lines)
+    try:  # streamed: a challenge-size cache is never held whole; a failed merge leaves no .merging
+        with open(temporary, "w", encoding="utf-8") as out:
+            for file in inputs:
+                with open(file, encoding="utf-8") as handle:
+                    for number, line in enumerate(handle, start=1):
+                        where = f"{file}:{number}"
+                        if not line.strip():
+                            continue
+                        if not line.endswith("\n"):
+                            raise JobError(
+                                f"{where}: unterminated last line (is this shard still running or was it "
+                                "killed? rerun it to completion first)"
+                            )
+                        if not repeated.is_repeat(_line_id(line, where), where, line):
+                            out.write(line)
+                            merged += 1
+        missing = [utt for utt in expected_ids or () if utt not in repeated]
+        if missing:
+            raise JobError(f"{output}: {len(missing)} expected id(s) missing, first: {missing[:5]}")
+        os.replace(temporary, output)
+    finally:
+        temporary.unlink(missing_ok=True)
+    return merged
 
 
 #: submitit's cluster for ``--launcher=slurm`` (its AutoExecutor would pick SLURM by itself whenever ``srun``

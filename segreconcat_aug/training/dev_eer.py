@@ -17,7 +17,6 @@ from speechbrain.utils.metric_stats import EER
 from ..errors import UserError
 from .manifest import read_manifest
 
-SELECT_BY = ("dev_loss", "dev_eer")
 TRIALS = 10_000  # ESPnet's balanced subset
 
 

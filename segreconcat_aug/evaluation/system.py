@@ -21,6 +21,7 @@ from speechbrain.utils.distributed import if_main_process, infer_device, main_pr
 from ..data.audio import SAMPLE_RATE
 from ..data.audio_check import check_audio_files, problem_message, write_problem_list
 from ..data.convergence import model_convergence
+from ..data.hparams_text import BASE_KEY, hparams_text
 from ..data.protocols import ALL_SUBSETS, get_protocol
 from ..data.vpac import detect_layout, load_set_folder, training_folder
 from ..errors import MissingInputError, OptionError, UserError, cite, option_error
@@ -54,8 +55,6 @@ logger = logging.getLogger(__name__)
 
 #: The training YAML's key naming its evaluation YAML (hparams/evaluate.yaml), relative to its own folder.
 EVAL_HPARAMS_KEY = "eval_hparams"
-#: An evaluation YAML's key naming the evaluation YAML whose values it changes (hparams/evaluate_ecapa_ssl.yaml).
-BASE_KEY = "base_hparams"
 DEFAULT_EVAL_HPARAMS = Path(__file__).resolve().parents[2] / "hparams" / "evaluate.yaml"
 
 # The wing may not import options.py (tests/test_import_graph.py), hence its own few types.
@@ -142,14 +141,18 @@ def load_evaluation_hparams(path, overrides=None) -> dict:
 
 
 def _read_evaluation_yaml(path: Path) -> dict:
+    """Its values, composed over its ``base_hparams`` file as a training YAML is (:func:`hparams_text`)."""
     if not path.is_file():
         raise MissingInputError(
             f"{path}: no such evaluation YAML (eval_hparams names it; hparams/evaluate.yaml)"
         )
-    with open(path, encoding="utf-8") as handle:
-        values = dict(load_hyperpyyaml(handle) or {})
-    base = values.pop(BASE_KEY, None)
-    return {**(_read_evaluation_yaml(path.parent / base) if base else {}), **values}
+    try:
+        text = hparams_text(path)
+    except FileNotFoundError as error:
+        raise MissingInputError(
+            f"{error.filename}: no such evaluation YAML ({BASE_KEY} of {path} names it)"
+        ) from None
+    return dict(load_hyperpyyaml(text) or {})
 
 
 def privacy_options(hparams: dict) -> PrivacyOptions | None:

@@ -84,6 +84,8 @@ def test_merge_refuses_conflicts_and_unfinished_shards(tmp_path):
         merge_jsonl([tmp_path / "a.jsonl", tmp_path / "b.jsonl"], tmp_path / "m.jsonl")
     with pytest.raises(JobError, match="expected id"):
         merge_jsonl([tmp_path / "a.jsonl"], tmp_path / "m.jsonl", expected_ids=["x", "q"])
+    # a refused merge leaves neither the output nor its temporary file
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.jsonl", "b.jsonl"]
 
 
 def test_merge_writes_a_line_found_twice_once(tmp_path):

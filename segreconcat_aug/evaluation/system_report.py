@@ -189,7 +189,8 @@ def write_system_report(
         ]
     text += calibration_markdown(results.metrics)
     if privacy is not None:
-        text += privacy_markdown(results.metrics, intervals, point_rows, privacy)
+        privacy_rows = {metric: point_rows[metric] for metric in privacy_metrics}  # not the operating points
+        text += privacy_markdown(results.metrics, intervals, privacy_rows, privacy)
     if intervals:
         text += [bootstrap_note(settings, speaker_source), ""]
         undefined = {  # a metric without a value already says why, in the privacy section

@@ -14,6 +14,7 @@ from vpc2026_fixture import build_track1_layout
 
 from segreconcat_aug.data.audio import (
     AudioFile,
+    DecodedCache,
     read_audio,
     read_audio_and_rate,
     read_training_audio,
@@ -73,6 +74,23 @@ def test_16k_audio_reads_bit_identically_with_resampling_on():
     with AudioFile(path, resample=True) as source:
         assert source.exact_seek and source.frames == len(audio)
         np.testing.assert_array_equal(source.read(1234, 40000), audio[1234:40000])
+
+
+def test_a_resampled_file_is_decoded_and_resampled_once_through_the_decoded_cache(track1_22k, monkeypatch):
+    from segreconcat_aug.data import audio as audio_module
+
+    path = track1_22k / next(iter(read_kaldi_map(track1_22k / "data/train-clean-360_B4/wav.scp").values()))
+    assert soundfile.info(path).samplerate == 22050
+    expected = resample_wave(*read_audio_and_rate(path))
+    calls = []
+    original = audio_module.resample_wave
+    monkeypatch.setattr(audio_module, "resample_wave", lambda *a: calls.append(a[1:]) or original(*a))
+    cache = DecodedCache(max_bytes=64 * 2**20)
+    for start in (0, 1000):  # two crops of one file in an epoch
+        with AudioFile(path, resample=True, cache=cache) as source:
+            assert source.frames == len(expected) and not source.exact_seek
+            np.testing.assert_array_equal(source.read(start, start + 8000), expected[start : start + 8000])
+    assert calls == [(22050, 16000)]
 
 
 def test_train_py_trains_on_22k_vpc2026_audio(track1_22k, tmp_path):

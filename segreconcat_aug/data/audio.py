@@ -191,8 +191,9 @@ class AudioFile:
         self.frames = int(self._file.frames)
         self.exact_seek = self._file.subtype.startswith(_EXACT_SEEK_SUBTYPES)
         self._whole = None
-        if sample_rate is not None and rate != sample_rate:  # spans are sliced from the resampled file
-            self._whole = resample_wave(self._read_from(0, self.frames), rate, sample_rate)
+        self._rates = (rate, sample_rate) if sample_rate is not None and rate != sample_rate else None
+        if self._rates:  # spans are sliced from the resampled file (decoded and resampled once if cached)
+            self._whole = self._decode_whole()
             self.frames, self.exact_seek = len(self._whole), False
 
     def read(self, start: int, stop: int) -> np.ndarray:
@@ -233,12 +234,16 @@ class AudioFile:
         return out
 
     def _decode_whole(self) -> np.ndarray:
+        def decode():
+            audio = self._read_from(0, self.frames)
+            return resample_wave(audio, *self._rates) if self._rates else audio
+
         if self.cache is None:
-            return self._read_from(0, self.frames)
-        key = file_signature(self.source)
+            return decode()
+        key = (file_signature(self.source), self._rates)
         audio = self.cache.get(key)
         if audio is None:
-            audio = self._read_from(0, self.frames)
+            audio = decode()
             audio.flags.writeable = False  # shared by every later read of the file
             self.cache.put(key, audio)
         return audio

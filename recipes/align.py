@@ -154,7 +154,7 @@ def align(hparams: dict, device: str | None) -> int:
     logger.info(job.summary())
     if aligner is not None and aligner.stats:
         logger.info("%s: %s", aligner.name, dict(sorted(aligner.stats.items())))
-    return int(job.failed > 0 and not hparams["allow_failures"])
+    return job.exit_status(hparams["allow_failures"])
 
 
 def run_import(hparams: dict) -> int:
@@ -184,7 +184,7 @@ def run_import(hparams: dict) -> int:
     logger.info(job.summary())
     if stats:
         logger.info("word fixes: %s", dict(sorted(stats.items())))
-    return int(job.failed > 0 and not hparams["allow_failures"])
+    return job.exit_status(hparams["allow_failures"])
 
 
 def merge(hparams: dict) -> int:

@@ -104,7 +104,7 @@ def main(argv=None) -> int:
         resample=hparams["resample"],
     )
     logger.info("%s (input %s)", job.summary(), source)
-    return int(job.failed > 0 and not hparams["allow_failures"])
+    return job.exit_status(hparams["allow_failures"])
 
 
 if __name__ == "__main__":

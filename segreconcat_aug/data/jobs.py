@@ -256,6 +256,10 @@ class Job:
             text + f", {self.failed} failed" + (f" ({kinds}) -> {self.failures_path}" if self.failed else "")
         )
 
+    def exit_status(self, allow_failures: bool = False) -> int:
+        """The recipe's exit status: 0 when nothing failed (or failures are allowed), else 1."""
+        return 0 if allow_failures or not self.failed else 1
+
     def close(self, finished: bool = True) -> None:
         """Close; a finished shard's file is written whole and renamed into place, else its ``.partial`` stays."""
         if self._handle.closed:

@@ -126,6 +126,11 @@ pretrainer: !new:speechbrain.utils.parameter_transfer.Pretrainer
 """
 
 
+def checkpoint_key(select_by: str | None) -> str:
+    """The checkpoints' meta key the best one has the lowest of (``select_by``: dev_loss or dev_eer)."""
+    return "dev_eer" if select_by == "dev_eer" else "loss"
+
+
 def export_best_model(hparams, hparams_file, overrides) -> Path:
     """The best-dev-loss (``select_by: dev_eer``: dev-EER) checkpoint -> ``<export_folder>``, loadable by SpeechBrain's ``EncoderClassifier``
     (its files: docs/evaluation.md). ``hparams_file``, ``overrides``: the training YAML as run."""
@@ -133,9 +138,7 @@ def export_best_model(hparams, hparams_file, overrides) -> Path:
     from hyperpyyaml import resolve_references
 
     selected_by = hparams.get("select_by") or "dev_loss"
-    checkpoint = hparams["checkpointer"].find_checkpoint(
-        min_key="dev_eer" if selected_by == "dev_eer" else "loss"
-    )
+    checkpoint = hparams["checkpointer"].find_checkpoint(min_key=checkpoint_key(selected_by))
     if checkpoint is None:
         raise RuntimeError(f"{hparams['save_folder']}: no checkpoint with a dev loss to export")
     export = Path(hparams["export_folder"])

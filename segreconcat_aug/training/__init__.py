@@ -18,9 +18,10 @@ from speechbrain.utils.epoch_loop import EpochCounterWithStopper
 register_checkpoint_hooks(EpochCounterWithStopper)
 
 # The training recipe's API (recipes/train.py).
+from ..models.export import checkpoint_key  # noqa: E402
 from .augmenter import build_train_audio, warm_up_before_workers  # noqa: E402
 from .data_prep import DataPrepError, prepare_from_hparams  # noqa: E402
-from .dev_eer import DevEER, checkpoint_key  # noqa: E402
+from .dev_eer import DevEER  # noqa: E402
 from .init_from import load_init_weights, training_overrides  # noqa: E402
 from .manifest import ManifestDataset, read_manifest  # noqa: E402
 from .pipeline import SkipFailedReads, TrainAudioPipeline, chunk_audio_pipeline  # noqa: E402

@@ -20,11 +20,6 @@ from .manifest import read_manifest
 TRIALS = 10_000  # ESPnet's balanced subset
 
 
-def checkpoint_key(select_by: str | None) -> str:
-    """The checkpoints' meta key the best one has the lowest of."""
-    return "dev_eer" if select_by == "dev_eer" else "loss"
-
-
 def balanced_trials(rows, size: int = TRIALS, seed: int = 0):
     """Up to ``size`` trials over ``rows`` (``(id, utterance, speaker)``), half target (two utterances of a
     speaker), half non-target, drawn with ``seed``: ``(ids_a, ids_b, targets)``."""

@@ -19,11 +19,16 @@ from pathlib import Path
 from speechbrain.lobes.features import Fbank
 from speechbrain.lobes.models.ECAPA_TDNN import ECAPA_TDNN
 from speechbrain.processing.features import InputNormalization
+from segreconcat_aug.evaluation import embeddings
 from segreconcat_aug.evaluation.embeddings import EmbeddingExtractor
 
 out, cache, padded = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3] == "padded"
 if "RANK" in __import__("os").environ:
     torch.distributed.init_process_group("gloo")
+    if sys.argv[5] == "late" and torch.distributed.get_rank() == 1:
+        # rank 1 reads the cache only after rank 0 has written its first shard
+        load = embeddings.EmbeddingCache.load
+        embeddings.EmbeddingCache.load = lambda self: (__import__("time").sleep(3), load(self))[1]
 torch.manual_seed(0)
 model = ECAPA_TDNN(80, channels=[16, 16, 16, 16, 48], attention_channels=8, lin_neurons=16)
 extractor = EmbeddingExtractor(
@@ -39,7 +44,7 @@ if torch.distributed.is_initialized():
 """
 
 
-def _run(tmp_path, name, batching, ranks=None):
+def _run(tmp_path, name, batching, ranks=None, timing="together"):
     script = tmp_path / "embed.py"
     script.write_text(SCRIPT)
     env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
@@ -48,7 +53,7 @@ def _run(tmp_path, name, batching, ranks=None):
     )
     out, cache = tmp_path / f"{name}.npz", tmp_path / f"cache-{name}"
     done = subprocess.run(
-        [sys.executable, *launcher, str(script), str(out), str(cache), batching, str(FIXTURE)],
+        [sys.executable, *launcher, str(script), str(out), str(cache), batching, str(FIXTURE), timing],
         env=env,
         capture_output=True,
         text=True,
@@ -59,10 +64,13 @@ def _run(tmp_path, name, batching, ranks=None):
         return saved["ids"].tolist(), saved["vectors"], sorted(p.name for p in cache.glob("shard-*.npz"))
 
 
-@pytest.mark.parametrize("batching", ["exact", "padded"])
-def test_two_ranks_embed_what_one_process_does(tmp_path, batching):
+@pytest.mark.parametrize(
+    ("batching", "timing"), [("exact", "together"), ("padded", "together"), ("exact", "late")]
+)
+def test_two_ranks_embed_what_one_process_does(tmp_path, batching, timing):
+    """Also when one rank reads the cache after the other has written to it (``late``)."""
     ids, vectors, shards = _run(tmp_path, "one", batching)
-    shared_ids, shared, rank_shards = _run(tmp_path, "two", batching, ranks=2)
+    shared_ids, shared, rank_shards = _run(tmp_path, "two", batching, ranks=2, timing=timing)
     assert shared_ids == ids
     np.testing.assert_array_equal(shared, vectors)
     assert all("-rank" not in name for name in shards)

@@ -371,6 +371,9 @@ class EmbeddingExtractor:
         found = cache.load()
         signatures = {utt: source_signature(wav[utt]) for utt in wav}
         missing = [utt for utt in wav if utt not in found or cache.signatures.get(utt) != signatures[utt]]
+        rank, world = _rank_and_world()
+        if world > 1:  # all ranks split the same missing list only if none writes before all have read
+            torch.distributed.barrier()
         if missing:
             if self.padded:
                 durations = durations or {}
@@ -381,7 +384,6 @@ class EmbeddingExtractor:
             else:  # one at a time: no padding, so no embedding depends on the others
                 batches = [[utt] for utt in missing]
             # Under torchrun each rank embeds every world-th batch; the shares are gathered below.
-            rank, world = _rank_and_world()
             mine, bad, suffix = batches[rank::world], [], f"-rank{rank}" if world > 1 else ""
             with tqdm(total=sum(map(len, mine)), desc=desc, unit="utt", disable=rank != 0) as progress:
                 for number, batch in enumerate(mine, start=1):

@@ -32,7 +32,6 @@ from segreconcat_aug.cli import hold_output_folder, parse_recipe_arguments, run_
 from segreconcat_aug.grid.plan import check_grid_data, load_grid
 from segreconcat_aug.grid.results import assemble
 from segreconcat_aug.grid.runner import GRID_LOCK, describe_runs, run_all
-from segreconcat_aug.options import GridOptions, validate_hparams_file
 
 logger = logging.getLogger("run_grid")
 
@@ -47,9 +46,8 @@ def main(argv=None) -> int:
     dry_run = DRY_RUN_FLAG in argv
     argv = [a for a in argv if a != DRY_RUN_FLAG]
     grid_file, _, overrides = parse_recipe_arguments(argv)
-    validate_hparams_file(grid_file, overrides, GridOptions)  # every option value, before anything is written
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    grid = load_grid(grid_file, overrides)
+    grid = load_grid(grid_file, overrides)  # every option value, before anything is written
     if not grid.get("tables_only"):
         check_grid_data(grid)  # every cell's data folders, before any cell runs
     if dry_run:  # what would run (or be submitted), before anything is written

@@ -50,14 +50,22 @@ def option_error(error, values, source="") -> OptionError:
         # A validator's own message as written; a model validator's (no key) names its keys itself.
         text = str(item["ctx"]["error"]) if item["type"] == "value_error" else item["msg"]
         text = text[0].lower() + text[1:]
-        key = item["loc"][0] if item["loc"] else text
+        # A nested key by its path (configurations.<name>.seeds); a union's member names are not keys.
+        names, value = [], values
+        for part in item["loc"]:
+            if isinstance(part, str) and isinstance(value, dict) and part in value:
+                names.append(part)
+                value = value[part]
+        if not names and item["loc"]:
+            names, value = [item["loc"][0]], values.get(item["loc"][0])
+        key = ".".join(map(str, names)) if names else text
         if key in problems:
             continue
         if item["type"] == "missing":
             problems[key] = f"{key} is missing: give it in the YAML or as --{key}=..."
             continue
         where = "".join(f" item {part}" for part in item["loc"][1:] if isinstance(part, int))
-        problems[key] = f"{key}: {values.get(key)!r}:{where} {text}" if item["loc"] else text
+        problems[key] = f"{key}: {value!r}:{where} {text}" if item["loc"] else text
     prefix = f"{source}: " if source else ""
     if len(problems) == 1:
         return OptionError(f"{prefix}option {next(iter(problems.values()))}")

@@ -302,10 +302,60 @@ class MixedTrialsOptions(RecipeOptions):
     output_folder: Folder
 
 
+def _distinct(values: list) -> list:
+    if len(set(values)) != len(values):
+        raise ValueError("input should list each seed once")
+    return values
+
+
+def _variable_name(name: str) -> str:
+    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+        raise ValueError(f"{name!r} is not a variable name")
+    return name
+
+
+def _privacy_column(name: str) -> str:
+    from .evaluation.metrics import OPERATING_POINTS
+    from .evaluation.privacy import INTERVAL_METRICS
+
+    allowed = [metric for metric in (*INTERVAL_METRICS, *OPERATING_POINTS) if metric != "top5"]
+    if name not in allowed and not (name.startswith("top") and name[3:].isdigit()):
+        raise ValueError(f"input should be a privacy metric ({', '.join(allowed)}, top<k>)")
+    return name
+
+
+def _environment_value(value):
+    if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+        raise ValueError("input should be a string or a number")
+    return value
+
+
+Seeds = Annotated[list[Seed], Field(min_length=1), AfterValidator(_distinct)] | None
+
+
+class ConfigurationOptions(BaseModel):
+    """One entry of a grid's ``configurations`` (its other keys: :mod:`segreconcat_aug.grid.runner`)."""
+
+    model_config = ConfigDict(extra="allow", strict=True)
+    seeds: Seeds = None
+
+
 class GridOptions(RecipeOptions):
-    """hparams/grid.yaml, demo.yaml and attackers.yaml (their other keys: :func:`segreconcat_aug.grid.load_grid`)."""
+    """hparams/grid.yaml, demo.yaml and attackers.yaml (how they fit together: :func:`segreconcat_aug.grid.load_grid`)."""
 
     protocol: Protocol | None = None
+    configurations: dict[str, ConfigurationOptions | None]
+    seeds: Seeds = None
+    parallel: Count = 1
+    launcher: Literal["local", "slurm"] = "local"
+    slurm_additional_parameters: dict[str, Any] | None = None
+    environment: (
+        dict[
+            Annotated[str, AfterValidator(_variable_name)], Annotated[Any, AfterValidator(_environment_value)]
+        ]
+        | None
+    ) = None
+    privacy_columns: list[Annotated[str, AfterValidator(_privacy_column)]] = []
     bootstrap_resamples: Natural
     bootstrap_seed: Seed = 0
     output_folder: Folder
@@ -322,18 +372,19 @@ class GridOptions(RecipeOptions):
         return self
 
 
-def validate_values(schema: type[RecipeOptions], values: Mapping) -> None:
+def validate_values(schema: type[RecipeOptions], values: Mapping, source: str = "") -> None:
     """Check ``values`` against ``schema``: one :class:`OptionError` naming every bad key, its value and the fix."""
     try:
         schema.model_validate(dict(values))
     except ValidationError as error:
-        raise option_error(error, values) from None
+        raise option_error(error, values, source) from None
     check_protocol_options(values)
 
 
-def validate_hparams_file(hparams_file, overrides, schema: type[RecipeOptions]) -> dict:
+def validate_hparams_file(hparams_file, overrides, schema: type[RecipeOptions], source: str = "") -> dict:
     """The values of a YAML file with its overrides, references resolved and nothing built, checked against
-    ``schema``; a required key (``!PLACEHOLDER``) left out is an :class:`OptionError` naming it."""
+    ``schema`` (errors begin with ``source``); a required key (``!PLACEHOLDER``) left out is an
+    :class:`OptionError` naming it."""
     import ruamel.yaml
     from hyperpyyaml import resolve_references
 
@@ -347,5 +398,5 @@ def validate_hparams_file(hparams_file, overrides, schema: type[RecipeOptions]) 
             f"--{required.group(1)} is required: {hparams_file} has no default for it (--help says what it is)"
         ) from None
     values = dict(ruamel.yaml.YAML(typ="rt").load(text) or {})
-    validate_values(schema, values)
+    validate_values(schema, values, source)
     return values

@@ -259,10 +259,20 @@ def test_seeds_run_each_cell_per_seed_and_report_mean_and_std(grid_overrides, tm
 
 
 def test_bad_seeds_are_refused(grid_overrides):
-    for seeds in ([1, 1], "1", [1.5]):
+    for seeds, problem in (
+        ([1, 1], "input should list each seed once"),
+        ("1", "input should be a valid list"),
+        ([1.5], "item 0 input should be a valid integer"),
+    ):
         grid_overrides["seeds"] = seeds
-        with pytest.raises(ValueError, match="seeds must be null or a list of distinct integers"):
+        with pytest.raises(ValueError, match=rf"grid.yaml: option seeds: .+: {problem}$"):
             load_grid(REPO / "hparams" / "grid.yaml", grid_overrides)
+    grid_overrides["seeds"] = None
+    grid_overrides["configurations"] = {"baseline": {"seeds": [3, 3]}, "segreconcat": None}
+    with pytest.raises(
+        ValueError, match=r"option configurations.baseline.seeds: \[3, 3\]: input should list"
+    ):
+        load_grid(REPO / "hparams" / "grid.yaml", grid_overrides)
 
 
 def test_tables_only_runs_nothing(grid_overrides, tmp_path):
@@ -367,7 +377,7 @@ def test_parallel_runs_overlap_and_give_the_same_tables(grid_overrides, tmp_path
     serial = {**grid_overrides, "parallel": 1, "output_folder": str(tmp_path / "serial")}
     assert run_grid.main(_argv(serial)) == 0
     assert (tmp_path / "serial" / "table2_comparison.md").read_text() == parallel_table
-    with pytest.raises(ValueError, match="parallel must be an integer >= 1"):
+    with pytest.raises(ValueError, match="option parallel: 0: input should be greater than or equal to 1"):
         load_grid(REPO / "hparams" / "grid.yaml", {**grid_overrides, "parallel": 0})
 
 
@@ -398,10 +408,16 @@ def test_environment_reaches_each_run_and_the_users_own_values_win(grid_override
 @pytest.mark.parametrize(
     "environment, message",
     [
-        ({"OMP_NUM_THREADS": True}, "environment.OMP_NUM_THREADS must be a string or a number, got True"),
-        ({"OMP_NUM_THREADS": [1]}, r"environment.OMP_NUM_THREADS must be a string or a number, got \[1\]"),
-        ({"1BAD": 1}, "environment has '1BAD', which is not a variable name"),
-        (["OMP_NUM_THREADS=1"], "environment must be a mapping of variable names to values"),
+        (
+            {"OMP_NUM_THREADS": True},
+            "environment.OMP_NUM_THREADS: True: input should be a string or a number",
+        ),
+        (
+            {"OMP_NUM_THREADS": [1]},
+            r"environment.OMP_NUM_THREADS: \[1\]: input should be a string or a number",
+        ),
+        ({"1BAD": 1}, "environment.1BAD: 1: '1BAD' is not a variable name"),
+        (["OMP_NUM_THREADS=1"], "environment: .+: input should be a valid dictionary"),
     ],
 )
 def test_bad_environment_is_refused_before_anything_runs(
@@ -414,7 +430,7 @@ def test_bad_environment_is_refused_before_anything_runs(
         run_grid.run_main(run_grid.main, _argv(grid_overrides))
     assert stopped.value.code == 2
     error = capsys.readouterr().err.strip().splitlines()
-    assert len(error) == 1 and "grid.yaml: environment" in error[0]
+    assert len(error) == 1 and "grid.yaml: option environment" in error[0]
     assert _calls(tmp_path) == [] and not (tmp_path / "grid").exists()
 
 

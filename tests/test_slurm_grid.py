@@ -125,9 +125,9 @@ def test_dry_run_lists_each_step_it_would_run_and_runs_and_writes_nothing(tmp_pa
 @pytest.mark.parametrize(
     "overrides, message",
     [
-        ({"launcher": "cloud"}, "launcher must be local or slurm, got 'cloud'"),
+        ({"launcher": "cloud"}, "option launcher: 'cloud': input should be 'local' or 'slurm'"),
         ({"launcher": "slurm", "slurm_mem_gb": "lots"}, 'slurm_mem_gb: Parameter "mem_gb" expected type'),
-        ({"slurm_additional_parameters": ["--qos=high"]}, "slurm_additional_parameters must be a mapping"),
+        ({"slurm_additional_parameters": ["--qos=high"]}, "slurm_additional_parameters: .+ valid dictionary"),
         (
             {"launcher": "slurm", "slurm_cpus_per_task": 1.5},
             'slurm_cpus_per_task: Parameter "cpus_per_task" expected',

@@ -389,7 +389,7 @@ def table(vpac_root, tmp_path_factory):
             "grid", [*grid, f"--output_folder={a_file}"], ["output_folder: ", "is a file, not a folder"], [a_file]),
         "run_grid: a seed out of range": (
             "grid", [*grid, f"--output_folder={new('grid')}/out", "--seeds=[-1]"],
-            ["seeds must be null or a list of distinct integers"], [world / "grid"]),
+            ["option seeds: [-1]: item 0 input should be greater than or equal to 0"], [world / "grid"]),
         "run_grid: a second grid runner on its output folder": (
             "grid", [*grid, f"--output_folder={busy_grid}", "--systems=[B3]"],
             [f"{busy_grid} is in use by a grid run (pid {os.getpid()}, since "], [busy_grid]),

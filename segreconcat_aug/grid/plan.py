@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import logging
 import os
-import re
 from pathlib import Path
 
 from hyperpyyaml import load_hyperpyyaml
@@ -15,19 +14,19 @@ from ..data.jobs import SLURM_KEYS, slurm_parameters
 from ..data.protocols import get_protocol
 from ..data.vpac import VPACLayoutError, detect_layout, system_folders, training_folder
 from ..errors import OptionError, UserError
-from ..evaluation.intervals import BOOTSTRAP_DEFAULTS
-from ..evaluation.metrics import OPERATING_POINTS
-from ..evaluation.privacy import INTERVAL_METRICS
+from ..options import GridOptions, validate_hparams_file
 from .learning_curve import check_learning_curve, curve_configurations, curve_enabled
 
 logger = logging.getLogger(__name__)
 
 
 def load_grid(path, overrides=None) -> dict:
-    """The grid YAML, with command-line overrides, checked for consistency."""
+    """The grid YAML, with command-line overrides: its values checked (:class:`~segreconcat_aug.options.GridOptions`),
+    then how they fit together."""
+    validate_hparams_file(path, overrides, GridOptions, source=str(path))
     with open(path, encoding="utf-8") as fin:
         grid = load_hyperpyyaml(fin, overrides or {})
-    configs = grid.get("configurations") or {}
+    configs = grid["configurations"]
     named = [grid["comparison"]["baseline"], *grid["comparison"].get("compared", [])]
     named += grid.get("ablation", {}).get("configurations", []) if grid.get("ablation") else []
     unknown = sorted({name for name in named if name not in configs})
@@ -40,18 +39,6 @@ def load_grid(path, overrides=None) -> dict:
                 f"{path}: configurations.{name}.model_of must name a configuration that trains its own model, "
                 f"got {source!r}"
             )
-    for where, seeds in [("seeds", grid.get("seeds"))] + [
-        (f"configurations.{name}.seeds", spec.get("seeds")) for name, spec in configs.items()
-    ]:
-        if seeds is not None and (
-            not isinstance(seeds, list)
-            or not seeds
-            or not all(type(s) is int and 0 <= s < 2**32 for s in seeds)
-            or len(set(seeds)) != len(seeds)
-        ):
-            raise OptionError(
-                f"{path}: {where} must be null or a list of distinct integers from 0 to 4294967295, got {seeds!r}"
-            )
     if any(run_seeds(grid, name) for name in configs) and "seed" in (grid.get("extra_overrides") or {}):
         raise OptionError(f"{path}: extra_overrides sets seed while seeds lists them; keep one of the two")
     protocol = get_protocol(grid.get("protocol"))
@@ -63,69 +50,25 @@ def load_grid(path, overrides=None) -> dict:
             )
         for language in languages:
             protocol.check_language(language)
-    columns = grid.get("privacy_columns") or []
-    allowed = [name for name in (*INTERVAL_METRICS, *OPERATING_POINTS) if name != "top5"]
-    if not isinstance(columns, list) or any(
-        not isinstance(c, str) or (c not in allowed and not (c.startswith("top") and c[3:].isdigit()))
-        for c in columns
-    ):
-        raise OptionError(
-            f"{path}: privacy_columns must be a list of privacy metrics ({', '.join(allowed)}, top<k>), "
-            f"got {columns!r}"
-        )
-    parallel = grid.get("parallel", 1)
-    if parallel is not None and (not isinstance(parallel, int) or isinstance(parallel, bool) or parallel < 1):
-        raise OptionError(f"{path}: parallel must be an integer >= 1 (runs at once), got {parallel!r}")
-    resamples = grid.get("bootstrap_resamples", BOOTSTRAP_DEFAULTS["resamples"])
-    if not isinstance(resamples, int) or resamples < 0:
-        raise OptionError(
-            f"{path}: bootstrap_resamples must be an integer >= 0 (0: no intervals), got {resamples!r}"
-        )
-    check_environment(grid.get("environment"), path)
-    check_launcher(grid, path)
+    check_slurm_parameters(grid, path)
     check_learning_curve(grid, path)
     if curve_enabled(grid):  # each curve point is a configuration of its own (learning_curve.py)
         grid["configurations"] = {**configs, **curve_configurations(grid)}
     return grid
 
 
-def check_launcher(grid, where="grid") -> None:
-    """``launcher``: ``local`` or ``slurm``; under ``slurm``, each ``slurm_*`` key as submitit takes it."""
-    launcher = grid.setdefault("launcher", "local")
-    if launcher not in ("local", "slurm"):
-        raise OptionError(f"{where}: launcher must be local or slurm, got {launcher!r}")
-    extra = grid.get("slurm_additional_parameters")
-    if extra is not None and not isinstance(extra, dict):
-        raise OptionError(
-            f"{where}: slurm_additional_parameters must be a mapping of sbatch options, got {extra!r}"
-        )
-    if launcher == "slurm":
-        import submitit
-
-        executor = submitit.AutoExecutor(folder=grid["output_folder"], cluster="slurm")  # writes nothing
-        for key in SLURM_KEYS:
-            try:
-                executor.update_parameters(**slurm_parameters({key: grid.get(key)}))
-            except (AssertionError, TypeError, ValueError) as error:
-                raise OptionError(f"{where}: {key}: {str(error).splitlines()[0]}") from None
-
-
-_VARIABLE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
-
-
-def check_environment(environment, where="grid") -> None:
-    """``environment``: null, or a mapping of variable names to strings or numbers."""
-    if environment is None:
+def check_slurm_parameters(grid, where="grid") -> None:
+    """Under ``launcher: slurm``, each ``slurm_*`` key as submitit takes it."""
+    if grid.setdefault("launcher", "local") != "slurm":
         return
-    if not isinstance(environment, dict):
-        raise OptionError(
-            f"{where}: environment must be a mapping of variable names to values, got {environment!r}"
-        )
-    for name, value in environment.items():
-        if not isinstance(name, str) or not _VARIABLE_NAME.match(name):
-            raise OptionError(f"{where}: environment has {name!r}, which is not a variable name")
-        if isinstance(value, bool) or not isinstance(value, (str, int, float)):
-            raise OptionError(f"{where}: environment.{name} must be a string or a number, got {value!r}")
+    import submitit
+
+    executor = submitit.AutoExecutor(folder=grid["output_folder"], cluster="slurm")  # writes nothing
+    for key in SLURM_KEYS:
+        try:
+            executor.update_parameters(**slurm_parameters({key: grid.get(key)}))
+        except (AssertionError, TypeError, ValueError) as error:
+            raise OptionError(f"{where}: {key}: {str(error).splitlines()[0]}") from None
 
 
 def run_environment(grid, base=None) -> dict:

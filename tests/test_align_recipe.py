@@ -13,7 +13,7 @@ from vpac_fixture import FIXTURES, kill_when_written
 
 from segreconcat_aug.align.cache import load_alignments
 from segreconcat_aug.data import jobs
-from segreconcat_aug.data.audio import resample_audio
+from segreconcat_aug.data.audio import resample_wave
 from segreconcat_aug.data.jobs import jsonl_ids, read_failures
 from segreconcat_aug.data.kaldi import read_kaldi_map, write_kaldi_map
 
@@ -49,7 +49,7 @@ def _run(recipe, *args):
 def test_bad_input_lands_in_failures_and_sets_exit_status(recipe, tmp_path):
     audio, _ = soundfile.read(FIXTURES / "26-495-0018.flac", dtype="float32")
     (tmp_path / "audio").mkdir()
-    soundfile.write(tmp_path / "audio" / "rate8k.wav", resample_audio(audio, 16000, 8000), 8000)
+    soundfile.write(tmp_path / "audio" / "rate8k.wav", resample_wave(audio, 16000, 8000), 8000)
     soundfile.write(tmp_path / "audio" / "empty.wav", np.zeros(0, np.float32), 16000)
     (tmp_path / "audio" / "garbage.wav").write_text("not audio")
     flac = FIXTURES / "26-495-0007.flac"

@@ -172,7 +172,7 @@ def test_segreconcat_audio_not_the_file_reaches_wavlm(data_root, challenge, tmp_
 
     monkeypatch.setattr(WavLMLayers, "forward", spy_forward)
     monkeypatch.setattr(EcapaSSLEncoder, "embed_batch", spy_embed)
-    monkeypatch.setattr(waveform_embedding, "read_training_audio", no_read)
+    monkeypatch.setattr(waveform_embedding, "read_audio", no_read)
     out = tmp_path / "run"
     train_recipe.main(_argv(data_root, out, challenge / "WavLM-Large.pt", "--number_of_epochs=1"))
     assert rows and len(seen) == len(rows)

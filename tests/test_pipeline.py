@@ -7,7 +7,7 @@ import speechbrain as sb
 import torch
 
 from segreconcat_aug.align.cache import load_alignments
-from segreconcat_aug.data.audio import AudioFile, read_audio, read_training_audio, write_audio
+from segreconcat_aug.data.audio import AudioFile, read_audio, write_audio
 from segreconcat_aug.data.kaldi import read_wav_scp
 from segreconcat_aug.method.augment import COUNT_KEYS, SegReConcat
 from segreconcat_aug.method.render import render
@@ -189,9 +189,7 @@ def test_sr_with_the_cached_peaks_reads_only_each_crops_samples(vpac_root, train
     monkeypatch.setattr(
         AudioFile, "_read_from", lambda self, a, b: spans.append(b - a) or read_from(self, a, b)
     )
-    monkeypatch.setattr(
-        pipeline_module, "read_training_audio", lambda *a, **k: full.append(a) or read_training_audio(*a, **k)
-    )
+    monkeypatch.setattr(pipeline_module, "read_audio", lambda *a, **k: full.append(a) or read_audio(*a, **k))
     crops, read = {}, {}
     for augmenter in (whole, cached):
         pipeline = TrainAudioPipeline(augmenter, seed=5)

@@ -38,7 +38,8 @@ def _mono(audio: np.ndarray) -> np.ndarray:
 
 
 def read_audio(source, *, sample_rate: int | None = SAMPLE_RATE, resample: bool = False):
-    """Read a mono float32 waveform (channels averaged) from a path or a ``wav.scp`` pipe command.
+    """Read a mono float32 waveform (channels averaged) from a path or a ``wav.scp`` pipe command; another
+    rate than ``sample_rate`` is an error, or with ``resample`` resampled (:func:`resample_wave`).
 
     >>> import tempfile, os, numpy as np
     >>> path = os.path.join(tempfile.mkdtemp(), "x.wav")
@@ -53,7 +54,7 @@ def read_audio(source, *, sample_rate: int | None = SAMPLE_RATE, resample: bool 
                 f"{source}: sample rate {rate} Hz, expected {sample_rate} Hz "
                 "(enable resampling or convert the data)"
             )
-        audio = resample_audio(audio, rate, sample_rate)
+        audio = resample_wave(audio, rate, sample_rate)
     return np.ascontiguousarray(audio, dtype=np.float32)
 
 
@@ -108,13 +109,6 @@ def resample_wave(audio: np.ndarray, rate: int, target: int = SAMPLE_RATE) -> np
 
     tensor = torch.from_numpy(np.ascontiguousarray(audio, dtype=np.float32))
     return torchaudio.functional.resample(tensor, int(rate), int(target)).numpy()
-
-
-def read_training_audio(source, sample_rate: int = SAMPLE_RATE) -> np.ndarray:
-    """A training file's mono float32 waveform at ``sample_rate``: another rate (VPC 2026's 22.05 kHz
-    systems) is resampled as the evaluation resamples it (:func:`resample_wave`)."""
-    audio, rate = read_audio_and_rate(source)
-    return resample_wave(audio, rate, sample_rate)
 
 
 # Subtypes whose samples libsndfile addresses exactly: integer PCM of any width (WAV,
@@ -269,16 +263,6 @@ class AudioFile:
 
     def __exit__(self, *exc):
         self.close()
-
-
-def resample_audio(audio: np.ndarray, rate: int, target: int) -> np.ndarray:
-    """Polyphase resampling (scipy), exact for integer rate ratios."""
-    from math import gcd
-
-    from scipy.signal import resample_poly
-
-    divisor = gcd(rate, target)
-    return resample_poly(audio, target // divisor, rate // divisor).astype(np.float32)
 
 
 def audio_duration(source) -> float:

@@ -22,7 +22,7 @@ import numpy as np
 import soundfile
 from tqdm import tqdm
 
-from ..data.audio import SAMPLE_RATE, read_training_audio
+from ..data.audio import SAMPLE_RATE, read_audio
 from ..data.audio_check import (
     check_audio_files,
     measure_file,
@@ -225,10 +225,10 @@ def _at_training_rate(
     wav: dict[str, str], frames: dict, chunk_means: dict, rates: dict, options: PrepOptions
 ):
     """``frames`` and ``chunk_means``, those of files at another rate measured on their resampled audio
-    (what the training reads: :func:`~segreconcat_aug.data.audio.read_training_audio`)."""
+    (what the training reads: :func:`~segreconcat_aug.data.audio.read_audio` with ``resample``)."""
     frames, chunk_means, chunk = dict(frames), dict(chunk_means), options.chunk
     for utt in [utt for utt in frames if rates[utt] != options.sample_rate]:
-        audio = read_training_audio(wav[utt], options.sample_rate)
+        audio = read_audio(wav[utt], sample_rate=options.sample_rate, resample=True)
         frames[utt] = len(audio)
         if options.amplitude_threshold > 0:
             whole = np.abs(audio[: len(audio) // chunk * chunk]).astype(np.float64)

@@ -17,7 +17,7 @@ import speechbrain as sb
 import torch
 from speechbrain.dataio.batch import PaddedBatch
 
-from ..data.audio import SAMPLE_RATE, AudioFile, AudioReadError, DecodedCache, read_training_audio
+from ..data.audio import SAMPLE_RATE, AudioFile, AudioReadError, DecodedCache, read_audio
 from ..method.augment import COUNT_KEYS, SegReConcat
 from ..method.render import render
 from ..seeding import KeyedRandom
@@ -177,7 +177,7 @@ class TrainAudioPipeline:
     def _crop_after_full_read(self, epoch, rng, key, wav, system) -> torch.Tensor:
         # A plan that looks at the samples (SR's peak, a plug-in strategy) is made from the
         # whole file; same draws, same crop.
-        audio = read_training_audio(wav, self.sample_rate)
+        audio = read_audio(wav, sample_rate=self.sample_rate, resample=True)
         plan = self._plan(audio, key, epoch, system)
         if plan is None:
             crop = random_crop(audio, self.crop_samples, rng)

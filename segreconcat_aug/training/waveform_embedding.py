@@ -6,7 +6,7 @@ import functools
 
 import torch
 
-from ..data.audio import read_training_audio
+from ..data.audio import read_audio
 from ..models.ecapa_ssl import SSL_INPUTS, EcapaSSLEncoder, wavlm_for
 
 
@@ -31,7 +31,7 @@ class EcapaSSLBatchEmbedder:
         )
         self.ssl_input = ssl_input
         self.seed = int(seed)
-        self.read = functools.partial(read_training_audio, sample_rate=sample_rate)
+        self.read = functools.partial(read_audio, sample_rate=sample_rate, resample=True)
 
     def __call__(self, modules, wavs: torch.Tensor, lengths: torch.Tensor, *, batch, epoch: int = 0):
         model = modules["embedding_model"]

@@ -17,7 +17,7 @@ from sklearn.preprocessing import StandardScaler
 
 from ..errors import UserError
 from .metrics import eer
-from .privacy import cllr, min_cllr
+from .privacy import CalibrationMetrics, cllr
 from .scoring import speaker_models
 
 CALIBRATIONS = ("none", "qmf")
@@ -110,7 +110,7 @@ def calibrated_metrics(llr: np.ndarray, targets: np.ndarray) -> dict:
     tar, non = llr[targets], llr[~targets]
     return {
         "qmf_cllr": cllr(tar, non),
-        "qmf_min_cllr": min_cllr(tar, non),
+        "qmf_min_cllr": CalibrationMetrics(llr, targets).point["min_cllr"],
         "qmf_eer": 100.0 * eer(tar, non).eer,
     }
 

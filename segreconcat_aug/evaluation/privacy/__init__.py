@@ -5,20 +5,19 @@ Every PAV-based metric adds the references' ``1e-6 * position / N`` to the calib
 "monotonicity epsilon"), so the values are theirs to rounding, not just to the epsilon. Intervals:
 :meth:`ListPrivacy.resampled`, under the speaker-bootstrap weights of :mod:`..bootstrap`.
 
-The functions ``linkability``, ``cllr`` and ``zebra`` share their names with their modules: the
-package's attribute is the function; import a module's other names from the module itself.
+The functions ``linkability`` and ``cllr`` share their names with their modules: the package's
+attribute is the function; import a module's other names from the module itself. minCllr, ROCCH-EER
+and ZEBRA of a list: :class:`CalibrationMetrics` (its ``point``, or any resamples' trial weights).
 
->>> tar, non = [0.9, 0.8, 0.4], [0.5, 0.3, 0.2, 0.1]
->>> round(min_cllr(tar, non), 4), round(rocch_eer(tar, non), 4)  # PAV pools 0.4 (target) with 0.5
-(0.2874, 0.1429)
->>> zebra(tar, non).tag
-'A'
+>>> found = CalibrationMetrics([0.9, 0.8, 0.4, 0.5, 0.3, 0.2, 0.1], [1, 1, 1, 0, 0, 0, 0]).point
+>>> round(found["min_cllr"], 4), round(found["rocch_eer"], 2), zebra_tag(found["zebra_max_abs_log10_lr"])
+(0.2874, 14.29, 'A')
 """
 
 from __future__ import annotations
 
 from .calibration import CalibrationMetrics
-from .cllr import cllr, min_cllr, rocch_eer
+from .cllr import cllr
 from .identification import Identification
 from .linkability import LINKABILITY_MIN_TARGETS, Linkability, linkability, linkability_bins
 from .list_privacy import INTERVAL_METRICS, ListPrivacy, interval_names, topk_key
@@ -28,7 +27,7 @@ from .settings import PrivacyOptions, population_sizes, saved_options
 from .singling_out import SinglingOut
 from .speaker_risk import SpeakerRisk
 from .structure import ListStructure, list_structure
-from .zebra import ZEBRA_TAGS, ZEBRA_ZERO, Zebra, zebra, zebra_tag
+from .zebra import ZEBRA_TAGS, ZEBRA_ZERO, zebra_tag
 
 __all__ = [
     "INTERVAL_METRICS",
@@ -44,18 +43,14 @@ __all__ = [
     "PrivacyOptions",
     "SinglingOut",
     "SpeakerRisk",
-    "Zebra",
     "cllr",
     "interval_names",
     "linkability",
     "linkability_bins",
     "list_structure",
-    "min_cllr",
     "pi_link_sweep",
     "population_sizes",
-    "rocch_eer",
     "saved_options",
     "topk_key",
-    "zebra",
     "zebra_tag",
 ]

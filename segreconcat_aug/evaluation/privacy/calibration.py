@@ -1,10 +1,17 @@
-"""minCllr, ROCCH-EER and ZEBRA of one trial list under many resamples' trial weights at once.
+"""minCllr, ROCCH-EER and ZEBRA of one trial list, itself or under many resamples' trial weights at once.
 
 The three share their PAV fits (:mod:`.pav`): :class:`CalibrationMetrics` fits each resample's runs
-once per tie order and hands them to :mod:`.cllr` and :mod:`.zebra`.
+once per tie order and hands them to :mod:`.cllr` and :mod:`.zebra`. The list's own values are the
+resample that draws every trial once, so the point values and the intervals come from the same code.
+
+>>> found = CalibrationMetrics([0.9, 0.8, 0.4, 0.5, 0.3, 0.2, 0.1], [1, 1, 1, 0, 0, 0, 0]).point
+>>> round(found["min_cllr"], 4), round(found["rocch_eer"], 2)  # PAV pools 0.4 (target) with 0.5
+(0.2874, 14.29)
 """
 
 from __future__ import annotations
+
+from functools import cached_property
 
 import numpy as np
 
@@ -43,3 +50,9 @@ class CalibrationMetrics:
         out["zebra_max_abs_log10_lr"][fits.resamples] = _max_abs_log10(smoothed)
         out["zebra_dece_bits"][pooled.resamples] = _dece(pooled)
         return out
+
+    @cached_property
+    def point(self) -> dict[str, float]:
+        """The list's own values (every trial once), as :meth:`__call__` names them; NaN where undefined."""
+        found = self(np.ones((1, len(self.targets)), dtype=np.int64))
+        return {name: float(values[0]) for name, values in found.items()}

@@ -1,10 +1,7 @@
 """Cllr, minCllr and ROCCH-EER (Brummer and du Preez 2006) as VoicePrivacy 2024's ``metrics/cllr.py``
 computes them: Cllr of the raw scores taken as LLRs, minCllr of the PAV LLRs (:mod:`.pav`, no
-smoothing), and the EER where the ROC convex hull of those PAV bins meets the diagonal.
-
->>> tar, non = np.array([0.9, 0.8, 0.4]), np.array([0.5, 0.3, 0.2, 0.1])
->>> round(min_cllr(tar, non), 4), round(rocch_eer(tar, non), 4)  # PAV pools 0.4 (target) with 0.5
-(0.2874, 0.1429)
+smoothing), and the EER where the ROC convex hull of those PAV bins meets the diagonal. minCllr and
+ROCCH-EER are read from PAV fits: :class:`.calibration.CalibrationMetrics` gives them.
 """
 
 from __future__ import annotations
@@ -12,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 from scipy.special import expit
 
-from .pav import _Fits, point_fits
+from .pav import _Fits
 
 _LN2 = np.log(2.0)
 
@@ -52,18 +49,6 @@ def _rocch_eer(fits: _Fits) -> np.ndarray:
     with np.errstate(invalid="ignore", divide="ignore"):
         crossing = np.where(sloped, det / (x0 - x1 + y1 - y0), 0.0)
     return np.maximum(np.maximum.reduceat(crossing, first_block), 0.0)
-
-
-def min_cllr(tar, non) -> float:
-    """minCllr (bits) of VPC 2024's ``cllr.min_cllr``: Cllr of the PAV LLRs (non-targets first on ties)."""
-    fits, _ = point_fits(tar, non)
-    return float(_min_cllr(fits)[0]) if len(fits.resamples) else float("nan")
-
-
-def rocch_eer(tar, non) -> float:
-    """The ROCCH-EER (a fraction) of VPC 2024's ``cllr.min_cllr(compute_eer=True)``."""
-    fits, _ = point_fits(tar, non)
-    return float(_rocch_eer(fits)[0]) if len(fits.resamples) else float("nan")
 
 
 def _cllr_terms(scores, targets) -> np.ndarray:

@@ -66,14 +66,6 @@ class ListPrivacy:
         self.singling = SinglingOut(self.structure, self.options)
         self.speaker_risk = SpeakerRisk(self.scores, self.targets, design)
 
-    @property
-    def _calibrated_point(self) -> dict[str, float]:
-        """minCllr, ROCCH-EER (%) and ZEBRA of the list itself (every trial once)."""
-        if not hasattr(self, "_calibrated"):
-            found = self.calibration(np.ones((1, len(self.scores)), dtype=np.int64))
-            self._calibrated = {name: float(values[0]) for name, values in found.items()}
-        return self._calibrated
-
     def problems(self) -> dict[str, str]:
         """Metric -> why it is undefined on this list (for points and intervals alike)."""
         n_target, n_nontarget = int(self.targets.sum()), int((~self.targets).sum())
@@ -91,7 +83,7 @@ class ListPrivacy:
             )
             problems.update(dict.fromkeys(PAV_METRICS, reason))
         elif np.all(self.scores == self.scores[0]):
-            found = self._calibrated_point
+            found = self.calibration.point
             reason = (
                 f"every score is the same ({float(self.scores[0]):g}): the scores carry no information (a model "
                 "that learned nothing). The reference code breaks the ties (non-targets before targets) and "
@@ -132,7 +124,7 @@ class ListPrivacy:
         tar, non = self.scores[self.targets], self.scores[~self.targets]
         link = linkability(tar, non)
         ones = np.ones((1, len(self.design.speakers)), dtype=np.int64)
-        calibrated = self._calibrated_point
+        calibrated = self.calibration.point
         per_speaker = self.speaker_risk.per_speaker()
         worst = sorted(per_speaker.items(), key=lambda item: (item[1], item[0]))[: o.worst_speakers]
         values = {

@@ -140,11 +140,3 @@ def _fit_runs(labels, run_weights, laplace: bool = False) -> tuple[_Fits, _Fits 
         )
 
     return fits(fitted), fits(smoothed) if laplace else None
-
-
-def point_fits(tar, non, targets_first: bool = False, laplace: bool = False) -> tuple[_Fits, _Fits | None]:
-    """:func:`_fit_runs` of one list (every trial once): target scores ``tar``, non-target scores ``non``."""
-    tar, non = np.asarray(tar, dtype=np.float64).ravel(), np.asarray(non, dtype=np.float64).ravel()
-    targets = np.arange(len(tar) + len(non)) < len(tar)
-    runs = _Runs(np.concatenate([tar, non]), targets, targets_first)
-    return _fit_runs(runs.labels, runs.weights(np.ones((1, len(targets)), dtype=np.int64)), laplace)

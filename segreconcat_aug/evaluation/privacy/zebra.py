@@ -2,18 +2,14 @@
 ``D_ECE`` in bits from the PAV-calibrated LLRs (:mod:`.pav`; scores sorted with targets before
 non-targets on ties, no Laplace smoothing) and the worst case ``max |log10 LR|`` from the
 Laplace-smoothed PAV LLRs (non-targets first on ties), with its categorical tag ``0``, ``A`` ... ``F``.
-
->>> zebra([0.9, 0.8, 0.4], [0.5, 0.3, 0.2, 0.1]).tag
-'A'
+Both are read from PAV fits: :class:`.calibration.CalibrationMetrics` gives them.
 """
 
 from __future__ import annotations
 
-from typing import NamedTuple
-
 import numpy as np
 
-from .pav import _Fits, point_fits
+from .pav import _Fits
 
 #: ZEBRA's categorical tags of max |log10 LR| (upper bounds of the intervals (lower, upper]).
 ZEBRA_TAGS = (
@@ -90,25 +86,3 @@ def zebra_tag(max_abs_log10_lr: float) -> str | None:
         if max_abs_log10_lr <= upper:
             return tag
     return None  # NaN (no targets or no non-targets): no value, so no tag
-
-
-class Zebra(NamedTuple):
-    """ZEBRA's population (bits) and individual (max |log10 LR|) disclosure, and its tag."""
-
-    dece_bits: float
-    max_abs_log10_lr: float
-    tag: str | None
-
-
-def zebra(tar, non) -> Zebra:
-    """ZEBRA as ``zebra_framework`` computes it (D_ECE in bits, max |log10 LR| and its tag).
-
-    >>> zebra([0.9, 0.8], [0.1, 0.2, 0.3]).dece_bits == zebra([0.7, 0.6], [0.1, 0.2, 0.3]).dece_bits
-    True
-    """
-    nontarget_first, smoothed = point_fits(tar, non, laplace=True)
-    if not len(nontarget_first.resamples):
-        return Zebra(float("nan"), float("nan"), zebra_tag(float("nan")))
-    worst = float(_max_abs_log10(smoothed)[0])
-    dece = float(_dece(point_fits(tar, non, targets_first=True)[0])[0])
-    return Zebra(dece, worst, zebra_tag(worst))

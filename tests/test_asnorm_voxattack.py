@@ -9,7 +9,6 @@ import pytest
 
 from segreconcat_aug.evaluation.scoring import (
     DEFAULT_TOP_K,
-    CohortTooSmallError,
     cohort_utterance_draw,
     cosine_scores,
     normalize_scores,
@@ -41,13 +40,16 @@ def test_differs_from_our_as_norm_by_its_unbiased_std():
     )
 
 
-def test_default_top_k_is_voxattacks_and_a_small_cohort_is_refused():
+def test_default_top_k_is_voxattacks_and_a_small_cohort_is_taken_whole():
+    """A cohort under eval_cohort_min_size is refused where it is drawn (tests/test_evaluation.py)."""
     assert DEFAULT_TOP_K == {"as-norm": 200, "as-norm-voxattack": 1000}
-    cohort = np.random.default_rng(0).normal(size=(5, 4))
-    with pytest.raises(CohortTooSmallError, match="eval_cohort_min_size"):
-        normalize_scores_voxattack(
-            np.zeros(1), np.ones((1, 4)), np.ones((1, 4)), cohort, 3, min_cohort_size=6
-        )
+    rng = np.random.default_rng(0)
+    cohort, enroll, test = rng.normal(size=(5, 4)), rng.normal(size=(3, 4)), rng.normal(size=(3, 4))
+    scores = cosine_scores(enroll, test)
+    np.testing.assert_array_equal(
+        normalize_scores_voxattack(scores, enroll, test, cohort),
+        normalize_scores_voxattack(scores, enroll, test, cohort, 5),
+    )
 
 
 def fake_training_set(speakers=4, per_speaker=10):

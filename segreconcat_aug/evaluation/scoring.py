@@ -136,7 +136,6 @@ def normalize_scores_voxattack(
     test_vectors: np.ndarray,
     cohort: np.ndarray,
     top_k: int | None = None,
-    min_cohort_size: int = 0,
 ) -> np.ndarray:
     """AS-norm as VoxATtack computes it (``AS_norm`` in its src/modules/metrics/metrics.py, 9fe67f1).
 
@@ -144,15 +143,10 @@ def normalize_scores_voxattack(
     cohort utterance embedding; of its ``top_k`` highest (all of them when the cohort is
     smaller) the mean and the *unbiased* (``ddof=1``) standard deviation give
     ``s = ((s - mu_e) / (sd_e + 1e-9) + (s - mu_t) / (sd_t + 1e-9)) / 2``. A trial whose
-    normalized score is not finite keeps its raw score, as there. A cohort smaller than
-    ``min_cohort_size`` is refused (:class:`CohortTooSmallError`), as VoxATtack refuses it.
+    normalized score is not finite keeps its raw score, as there. VoxATtack's refusal of a cohort under
+    ``eval_cohort_min_size`` is the evaluation's, where the cohort is drawn (:mod:`.system`).
     """
     cohort = np.asarray(cohort, dtype=np.float64)
-    if cohort.shape[0] < min_cohort_size:
-        raise CohortTooSmallError(
-            f"eval_cohort_min_size: the cohort has {cohort.shape[0]} utterances, fewer than "
-            f"{min_cohort_size}; lower eval_cohort_min_size or use a larger training set"
-        )
     k = min(int(top_k or DEFAULT_TOP_K["as-norm-voxattack"]), cohort.shape[0])
     cohort_unit = cohort / np.maximum(np.linalg.norm(cohort, axis=1, keepdims=True), 1e-8)
 

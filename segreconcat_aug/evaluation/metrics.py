@@ -122,15 +122,12 @@ def min_dcf(
     positive_scores,
     negative_scores,
     p_target: float = 0.01,
-    c_miss: float = 1.0,
-    c_fa: float = 1.0,
-    normalize: bool = True,
 ) -> DCFResult:
-    """Minimum detection cost over SpeechBrain's thresholds, normalized by default.
+    """Normalized minimum detection cost over SpeechBrain's thresholds (c_miss = c_fa = 1).
 
-    ``C(t) = c_miss * P_miss(t) * p_target + c_fa * P_fa(t) * (1 - p_target)`` (float64), normalized
-    by ``min(c_miss * p_target, c_fa * (1 - p_target))`` as in NIST SRE. ``normalize=False`` gives
-    SpeechBrain's ``minDCF`` (up to its float32 rounding).
+    ``C(t) = P_miss(t) * p_target + P_fa(t) * (1 - p_target)`` (float64), normalized by
+    ``min(p_target, 1 - p_target)`` as in NIST SRE; times that, it is SpeechBrain's ``minDCF`` (up to its
+    float32 rounding). Other costs are the effective prior ``c_miss p / (c_miss p + c_fa (1 - p))``.
 
     >>> round(min_dcf([0.9, 0.8, 0.3], [0.1, 0.4, 0.2, 0.85], p_target=0.5).min_dcf, 4)
     0.5
@@ -140,12 +137,9 @@ def min_dcf(
     pos, neg = _pair(positive_scores, negative_scores)
     thresholds = candidate_thresholds(pos, neg)
     misses, false_alarms = error_counts(pos, neg, thresholds)
-    cost = c_miss * p_target * (misses / len(pos)) + c_fa * (1 - p_target) * (false_alarms / len(neg))
+    cost = p_target * (misses / len(pos)) + (1 - p_target) * (false_alarms / len(neg))
     best = int(np.argmin(cost))
-    value = float(cost[best])
-    if normalize:
-        value /= min(c_miss * p_target, c_fa * (1 - p_target))
-    return DCFResult(value, float(thresholds[best]))
+    return DCFResult(float(cost[best]) / min(p_target, 1 - p_target), float(thresholds[best]))
 
 
 def det_curve(positive_scores, negative_scores, max_points: int | None = 2000):

@@ -45,21 +45,21 @@ def _linkability_undefined(n_target: float, bins: int) -> str:
     )
 
 
-def _linkability_of_counts(edges, mated_counts, nonmated_counts, omega: float):
+def _linkability_of_counts(edges, mated_counts, nonmated_counts):
     """``(D<->sys, local D)`` from histogram counts along the last axis (VPC's normalized histograms and
     trapezoidal integral; rows of a 2-D input are resamples)."""
     widths = np.diff(edges, axis=-1)
     y1 = mated_counts / widths / mated_counts.sum(axis=-1, keepdims=True)
     y2 = nonmated_counts / widths / nonmated_counts.sum(axis=-1, keepdims=True)
     lr = np.divide(y1, y2, out=np.ones_like(y1), where=y2 != 0)
-    local = 2 * (omega * lr / (1 + omega * lr)) - 1
-    local[omega * lr <= 1] = 0
+    local = 2 * (lr / (1 + lr)) - 1  # omega = 1: VPC's and the reference values' prior odds
+    local[lr <= 1] = 0
     local[(y2 == 0) & (y1 != 0)] = 1
     centers = (edges[..., 1:] + edges[..., :-1]) / 2
     return _trapezoid(local * y1, x=centers, axis=-1), local
 
 
-def linkability(mated_scores, non_mated_scores, omega: float = 1.0) -> Linkability:
+def linkability(mated_scores, non_mated_scores) -> Linkability:
     """Global linkability ``D<->sys`` and its local curve, as VPC 2024's ``linkability`` computes them.
 
     Undefined (``value`` None, with the reason) below 20 target trials, where VPC's single bin makes
@@ -82,7 +82,7 @@ def linkability(mated_scores, non_mated_scores, omega: float = 1.0) -> Linkabili
         return Linkability(None, empty, empty, empty, "every score is the same: no histogram")
     edges = np.linspace(low, high, num=bins + 1, endpoint=True)
     value, local = _linkability_of_counts(
-        edges, np.histogram(mated, bins=edges)[0], np.histogram(non_mated, bins=edges)[0], omega
+        edges, np.histogram(mated, bins=edges)[0], np.histogram(non_mated, bins=edges)[0]
     )
     return Linkability(float(value), local, (edges[1:] + edges[:-1]) / 2, edges)
 
@@ -99,7 +99,7 @@ class _SortedTrials:
         self.target_scores = scores[self.target_trials]
         self.nontarget_scores = scores[self.nontarget_trials]
 
-    def linkability(self, w: np.ndarray, omega: float = 1.0) -> np.ndarray:
+    def linkability(self, w: np.ndarray) -> np.ndarray:
         """Linkability of the trials repeated by ``w`` (rows: resamples; columns: trials in list order),
         as :func:`linkability` of each resample's repeated list; NaN where undefined."""
         rows_all = np.arange(len(w))
@@ -138,5 +138,5 @@ class _SortedTrials:
                     axis=1,
                 )
                 counts.append(np.diff(cumulative[rows[:, None], ends], axis=1).astype(np.float64))
-            out[rows] = _linkability_of_counts(edges, counts[0], counts[1], omega)[0]
+            out[rows] = _linkability_of_counts(edges, counts[0], counts[1])[0]
         return out

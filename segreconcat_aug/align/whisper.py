@@ -13,6 +13,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import torch
 
 from ..data.audio import SAMPLE_RATE
@@ -171,15 +172,37 @@ def _is_openai_checkpoint(path: Path) -> bool:
     return isinstance(checkpoint, dict) and {"dims", "model_state_dict"} <= set(checkpoint)
 
 
-def resolve_compute_type(compute_type: str, device: str) -> str:
-    """CTranslate2 compute type: ``auto`` = float16 on CUDA, int8 on the CPU.
+def resolve_compute_type(compute_type: str, device: str, cpu: str = "int8") -> str:
+    """CTranslate2 compute type: ``auto`` = float16 on CUDA, ``cpu`` on the CPU (the aligner's int8 by default).
 
     >>> resolve_compute_type("auto", "cpu"), resolve_compute_type("auto", "cuda:0")
     ('int8', 'float16')
+    >>> resolve_compute_type("auto", "cpu", cpu="float32"), resolve_compute_type("int8", "cpu", cpu="float32")
+    ('float32', 'int8')
     """
     if compute_type in (None, "auto"):
-        return "float16" if str(device).startswith("cuda") else "int8"
+        return "float16" if str(device).startswith("cuda") else cpu
     return str(compute_type)
+
+
+def split_windows(audios) -> tuple[list[np.ndarray], list[int], list[int]]:
+    """Each audio's consecutive 30 s windows (the last one shorter), the index of the audio each window
+    belongs to, and the window's first sample in that audio.
+
+    >>> pieces, owners, starts = split_windows([np.zeros(16000 * 40, np.float32), np.ones(100, np.float32)])
+    >>> [len(piece) for piece in pieces], owners, starts
+    ([480000, 160000, 100], [0, 0, 1], [0, 480000, 0])
+    """
+    windows, owners, starts = [], [], []
+    for k, audio in enumerate(audios):
+        audio = np.asarray(audio, dtype=np.float32)
+        if len(audio) == 0:
+            raise ValueError(f"utterance {k}: empty audio has no encoder frames")
+        for start in range(0, len(audio), WINDOW_SAMPLES):
+            windows.append(audio[start : start + WINDOW_SAMPLES])
+            owners.append(k)
+            starts.append(start)
+    return windows, owners, starts
 
 
 def load_faster_whisper(
@@ -187,7 +210,6 @@ def load_faster_whisper(
     *,
     device: str | None = None,
     compute_type: str = "auto",
-    cpu_threads: int = 0,
 ):
     """A ``faster_whisper.WhisperModel`` (CTranslate2) on ``device``."""
     from faster_whisper import WhisperModel
@@ -210,9 +232,7 @@ def load_faster_whisper(
     index = int(index or 0)
     compute = resolve_compute_type(compute_type, device)
     try:
-        loaded = WhisperModel(
-            model, device=kind, device_index=index, compute_type=compute, cpu_threads=cpu_threads
-        )
+        loaded = WhisperModel(model, device=kind, device_index=index, compute_type=compute)
     except (OSError, ValueError, RuntimeError) as err:  # no hub (offline), a compute type the device lacks
         raise WhisperLoadError(
             f"{model}: cannot load for faster-whisper with compute_type={compute} on {device}: "

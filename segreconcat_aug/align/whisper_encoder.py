@@ -21,7 +21,14 @@ import numpy as np
 import torch
 
 from ..data.audio import SAMPLE_RATE
-from .whisper import DEFAULT_MODELS, WINDOW_SAMPLES, WhisperLoadError, load_faster_whisper, load_whisper
+from .whisper import (
+    DEFAULT_MODELS,
+    WhisperLoadError,
+    load_faster_whisper,
+    load_whisper,
+    resolve_compute_type,
+    split_windows,
+)
 
 FRAME_SECONDS = 0.02  # one encoder frame: 2 mel hops of 10 ms
 SAMPLES_PER_FRAME = int(SAMPLE_RATE * FRAME_SECONDS)
@@ -58,36 +65,24 @@ class CTranslate2Encoder:
         return torch.from_numpy(np.array(output, dtype=np.float32))
 
 
-def resolve_encoder_compute_type(compute_type: str, device: str) -> str:
-    """SR's CTranslate2 compute type: ``auto`` = float16 on CUDA (the authors' SR precision), float32 on the CPU.
-
-    >>> resolve_encoder_compute_type("auto", "cpu"), resolve_encoder_compute_type("auto", "cuda:0")
-    ('float32', 'float16')
-    """
-    if compute_type in (None, "auto"):
-        # Not int8 on the CPU: it changed 8 of 10 SR orders of the demo (docs/rearrangement.md).
-        return "float16" if str(device).startswith("cuda") else "float32"
-    return str(compute_type)
-
-
 def load_ctranslate2_encoder(
     model: str = DEFAULT_MODELS["faster-whisper"],
     *,
     device: str | None = None,
     compute_type: str = "auto",
-    cpu_threads: int = 0,
 ) -> CTranslate2Encoder:
     """SR's encoder from a faster-whisper model (size name or CTranslate2 folder), as
     :func:`load_faster_whisper` loads it for the aligner: the same model, the same backend
-    (``compute_type``: :func:`resolve_encoder_compute_type`).
+    (``compute_type``: ``auto`` = float16 on CUDA, the authors' SR precision, float32 on the CPU).
     """
     from transformers import WhisperFeatureExtractor
 
     from ..data.jobs import default_device
 
     device = device or default_device()
-    compute_type = resolve_encoder_compute_type(compute_type, device)
-    loaded = load_faster_whisper(model, device=device, compute_type=compute_type, cpu_threads=cpu_threads)
+    # Not the aligner's int8 on the CPU: it changed 8 of 10 SR orders of the demo (docs/rearrangement.md).
+    compute_type = resolve_compute_type(compute_type, device, cpu="float32")
+    loaded = load_faster_whisper(model, device=device, compute_type=compute_type)
     extractor = WhisperFeatureExtractor(feature_size=int(loaded.model.n_mels))
     return CTranslate2Encoder(loaded, extractor, str(model), device, compute_type)
 
@@ -122,23 +117,10 @@ def n_frames(n_samples: int) -> int:
     return math.ceil(n_samples / SAMPLES_PER_FRAME)
 
 
-def _windows(audios):
-    """Each audio's consecutive 30 s windows, and the index of the audio each window belongs to."""
-    windows, owners = [], []
-    for k, audio in enumerate(audios):
-        audio = np.asarray(audio, dtype=np.float32)
-        if len(audio) == 0:
-            raise ValueError(f"utterance {k}: empty audio has no encoder frames")
-        for start in range(0, len(audio), WINDOW_SAMPLES):
-            windows.append(audio[start : start + WINDOW_SAMPLES])
-            owners.append(k)
-    return windows, owners
-
-
 @torch.inference_mode()
 def encoder_pooled(bundle, audios, *, batch_size: int = 8, padded: bool = False) -> np.ndarray:
     """``concat(mean, max)`` of the last encoder layer over each audio, ``(len(audios), 2 * d_model)``."""
-    windows, owners = _windows(audios)
+    windows, owners, _ = split_windows(audios)
     sums = maxima = None
     counts = np.zeros(len(audios), dtype=np.int64)
     for lo in range(0, len(windows), batch_size):
@@ -167,7 +149,7 @@ def encoder_pooled(bundle, audios, *, batch_size: int = 8, padded: bool = False)
 @torch.inference_mode()
 def encoder_features(bundle, audios, *, batch_size: int = 8) -> list[np.ndarray]:
     """Last encoder layer, ``(frames, d_model)`` float32 per utterance, 50 frames/s."""
-    windows, owners = _windows(audios)
+    windows, owners, _ = split_windows(audios)
     pieces: list[list[np.ndarray]] = [[] for _ in audios]
     for lo in range(0, len(windows), batch_size):
         chunk = windows[lo : lo + batch_size]

@@ -1,9 +1,4 @@
-"""Whisper word timestamps with faster-whisper (CTranslate2): the default backend.
-
->>> aligner = FasterWhisperAligner.__new__(FasterWhisperAligner)
->>> [(offset, len(piece)) for offset, piece in aligner._windows(np.zeros(16000 * 40, np.float32))]
-[(0.0, 480000), (30.0, 160000)]
-"""
+"""Whisper word timestamps with faster-whisper (CTranslate2): the default backend."""
 
 from __future__ import annotations
 
@@ -17,7 +12,7 @@ import numpy as np
 from ...data.audio import SAMPLE_RATE
 from ...errors import UserError
 from ..cache import Word
-from ..whisper import DEFAULT_MODELS, WINDOW_SAMPLES, load_faster_whisper
+from ..whisper import DEFAULT_MODELS, WINDOW_SAMPLES, load_faster_whisper, split_windows
 from .common import BatchedAligner, words_of
 
 logger = logging.getLogger(__name__)
@@ -41,15 +36,12 @@ class FasterWhisperAligner(BatchedAligner):
         max_new_tokens: int | None = None,
         num_beams: int = 1,
         options: dict | None = None,
-        cpu_threads: int = 0,
     ):
         from faster_whisper import BatchedInferencePipeline
         from faster_whisper.tokenizer import Tokenizer
         from faster_whisper.transcribe import TranscriptionOptions, get_suppressed_tokens
 
-        self.model = load_faster_whisper(
-            model, device=device, compute_type=compute_type, cpu_threads=cpu_threads
-        )
+        self.model = load_faster_whisper(model, device=device, compute_type=compute_type)
         self.pipeline = BatchedInferencePipeline(self.model)
         multilingual = bool(self.model.model.is_multilingual)
         if not multilingual and language not in (None, "en"):
@@ -118,28 +110,18 @@ class FasterWhisperAligner(BatchedAligner):
             return False
         return logprob is None or output["avg_logprob"] <= logprob
 
-    @staticmethod
-    def _windows(audio: np.ndarray) -> list[tuple[float, np.ndarray]]:
-        """``(offset seconds, samples)`` of the 30 s windows of one utterance."""
-        return [
-            (start / SAMPLE_RATE, audio[start : start + WINDOW_SAMPLES])
-            for start in range(0, len(audio), WINDOW_SAMPLES)
-        ]
-
     def _decode(self, audios: list[np.ndarray]) -> list[list[Word]]:
         from faster_whisper.audio import pad_or_trim
 
         model, tokenizer = self.model, self.tokenizer
-        chunks, owners = [], []
-        for k, audio in enumerate(audios):
-            windows = self._windows(audio)
-            if len(windows) > 1:
-                self.stats["long_form_utterances"] += 1
-            for offset, piece in windows:
-                chunks.append((offset, piece))
-                owners.append(k)
+        pieces, owners, starts = split_windows(audios)
+        offsets = [start / SAMPLE_RATE for start in starts]
+        # An utterance's second window starts at WINDOW_SAMPLES: one per utterance over 30 s (no key
+        # when there is none: the stats list only what happened).
+        if WINDOW_SAMPLES in starts:
+            self.stats["long_form_utterances"] += starts.count(WINDOW_SAMPLES)
         # As the batched pipeline prepares a chunk: features without the last frame, padded to 30 s.
-        features = np.stack([pad_or_trim(model.feature_extractor(piece)[..., :-1]) for _, piece in chunks])
+        features = np.stack([pad_or_trim(model.feature_extractor(piece)[..., :-1]) for piece in pieces])
         encoder_output, outputs = self.pipeline.generate_segment_batched(features, tokenizer, self.options)
         if self.options.multilingual:
             # The detection generate_segment_batched made for each window's prompt (the same encoder
@@ -149,7 +131,7 @@ class FasterWhisperAligner(BatchedAligner):
         else:
             self._decoded_languages = [self.language] * len(audios)
         segments, sizes = [], []
-        for (offset, piece), output in zip(chunks, outputs):
+        for offset, piece, output in zip(offsets, pieces, outputs):
             if self._no_speech(output):
                 output = dict(output, tokens=[])
                 self.stats["no_speech_windows"] += 1
@@ -180,7 +162,7 @@ class FasterWhisperAligner(BatchedAligner):
             # Timing per utterance: faster-whisper carries "the last speech time" from one chunk
             # to the next, which must start at 0 for each utterance.
             encoded, keep = (
-                (encoder_output, None) if len(rows) == len(chunks) else _rows(encoder_output, rows)
+                (encoder_output, None) if len(rows) == len(pieces) else _rows(encoder_output, rows)
             )
             model.add_word_timestamps(
                 mine,

@@ -31,6 +31,7 @@ from .jsonl_files import (
     shard_files,
     truncate_partial_tail,
 )
+from .result_files import atomic_writer
 
 logger = logging.getLogger(__name__)
 
@@ -270,8 +271,7 @@ class Job:
             if file.stat().st_size == 0:
                 file.unlink()
         if finished and self.partial.exists():
-            temporary = Path(f"{self.path}.tmp")
-            with open(temporary, "wb") as out:
+            with atomic_writer(self.path, "wb") as out:
                 for file in (self.path, self.partial):
                     if file.is_file():
                         with open(file, "rb") as lines:
@@ -279,7 +279,6 @@ class Job:
                 if self._fsync:
                     out.flush()
                     os.fsync(out.fileno())
-            os.replace(temporary, self.path)
             self.partial.unlink()
         self._lock.close()
 
@@ -299,29 +298,24 @@ def merge_jsonl(inputs: Iterable, output, *, expected_ids=None) -> int:
     repeated = RepeatedIds(JobError)
     merged = 0
     output.parent.mkdir(parents=True, exist_ok=True)
-    temporary = output.with_name(output.name + ".merging")
-    try:  # streamed: a challenge-size cache is never held whole; a failed merge leaves no .merging
-        with open(temporary, "w", encoding="utf-8") as out:
-            for file in inputs:
-                with open(file, encoding="utf-8") as handle:
-                    for number, line in enumerate(handle, start=1):
-                        where = f"{file}:{number}"
-                        if not line.strip():
-                            continue
-                        if not line.endswith("\n"):
-                            raise JobError(
-                                f"{where}: unterminated last line (is this shard still running or was it "
-                                "killed? rerun it to completion first)"
-                            )
-                        if not repeated.is_repeat(_line_id(line, where), where, line):
-                            out.write(line)
-                            merged += 1
+    with atomic_writer(output) as out:  # streamed: a challenge-size cache is never held whole
+        for file in inputs:
+            with open(file, encoding="utf-8") as handle:
+                for number, line in enumerate(handle, start=1):
+                    where = f"{file}:{number}"
+                    if not line.strip():
+                        continue
+                    if not line.endswith("\n"):
+                        raise JobError(
+                            f"{where}: unterminated last line (is this shard still running or was it "
+                            "killed? rerun it to completion first)"
+                        )
+                    if not repeated.is_repeat(_line_id(line, where), where, line):
+                        out.write(line)
+                        merged += 1
         missing = [utt for utt in expected_ids or () if utt not in repeated]
         if missing:
             raise JobError(f"{output}: {len(missing)} expected id(s) missing, first: {missing[:5]}")
-        os.replace(temporary, output)
-    finally:
-        temporary.unlink(missing_ok=True)
     return merged
 
 

@@ -2,12 +2,8 @@
 
 An anonymizer has ``sample_rate``, ``__call__(audio, utt_id) -> np.ndarray`` (float32; keep the length
 for the original's word times to stay valid) and ``parameters(utt_id) -> dict[str, float]``.
+``hparams/anonymize.yaml`` names the class to run with ``!new:``.
 
->>> sorted(ANONYMIZERS)
-['mcadams']
->>> anonymizer = get_anonymizer("mcadams", seed=3)
->>> anonymizer.sample_rate, sorted(anonymizer.parameters("19-198-0001"))
-(16000, ['alpha'])
 >>> check_anonymizer(object())
 Traceback (most recent call last):
 ...
@@ -20,7 +16,7 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
-__all__ = ["ANONYMIZERS", "Anonymizer", "check_anonymizer", "get_anonymizer", "register_anonymizer"]
+__all__ = ["Anonymizer", "check_anonymizer"]
 
 
 @runtime_checkable
@@ -32,21 +28,6 @@ class Anonymizer(Protocol):
     def __call__(self, audio: np.ndarray, utt_id: str) -> np.ndarray: ...
 
     def parameters(self, utt_id: str) -> dict[str, float]: ...
-
-
-ANONYMIZERS: dict[str, type] = {}
-
-
-def register_anonymizer(name: str):
-    """Class decorator: make an anonymizer available as ``get_anonymizer(name)``."""
-
-    def register(cls):
-        if name in ANONYMIZERS and ANONYMIZERS[name] is not cls:
-            raise ValueError(f"anonymizer {name!r} is already registered ({ANONYMIZERS[name].__qualname__})")
-        ANONYMIZERS[name] = cls
-        return cls
-
-    return register
 
 
 def check_anonymizer(anonymizer) -> None:
@@ -62,13 +43,3 @@ def check_anonymizer(anonymizer) -> None:
     ]
     if missing:
         raise TypeError(f"{type(anonymizer).__name__} is not an anonymizer: it lacks {', '.join(missing)}")
-
-
-def get_anonymizer(name: str, **options):
-    """A registered anonymizer built with ``options``."""
-    if name not in ANONYMIZERS:
-        raise ValueError(f"unknown anonymizer {name!r}; registered: {sorted(ANONYMIZERS)}")
-    return ANONYMIZERS[name](**options)
-
-
-from . import mcadams  # noqa: E402,F401  (registers the bundled anonymizer)

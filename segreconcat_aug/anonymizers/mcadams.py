@@ -21,7 +21,6 @@ import numpy as np
 
 from ..data.audio import SAMPLE_RATE
 from ..seeding import seeded_rng
-from . import register_anonymizer
 
 _ALPHA_STREAM = 7  # keeps the McAdams draw independent of other draws keyed by the same utterance id
 _MAX_RADIUS = 0.9999  # pole radius cap: a synthesis filter that rings for seconds is no speech filter
@@ -155,7 +154,6 @@ def mcadams(
     return out.astype(np.float32)
 
 
-@register_anonymizer("mcadams")
 @dataclass
 class McAdamsAnonymizer:
     """McAdams anonymization with a per-utterance coefficient ``alpha ~ U[alpha_low, alpha_high]``

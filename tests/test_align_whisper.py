@@ -94,8 +94,9 @@ def test_encoder_features_frames_and_windows():
     long = np.concatenate([fixture_audio("19-198-0001")] * 3)  # 35.3 s: two windows
     short = long[: 30 * 16000]
     features_long, features_short = encoder_features(bundle, [long, short], batch_size=2)
-    assert features_long.shape == (n_frames(len(long)), bundle.hidden_size)
-    assert features_short.shape == (1500, bundle.hidden_size)
+    width = bundle.model.config.d_model
+    assert features_long.shape == (n_frames(len(long)), width)
+    assert features_short.shape == (1500, width)
     np.testing.assert_allclose(features_long[:1500], features_short, atol=1e-4)
     with pytest.raises(ValueError, match="empty"):
         encoder_features(bundle, [np.zeros(0, np.float32)])

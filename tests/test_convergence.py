@@ -13,7 +13,6 @@ from segreconcat_aug.data.convergence import (
     EPOCHS_LOG,
     FALLBACK_REASONS,
     convergence,
-    flag_names,
     model_convergence,
     read_epochs,
     run_convergence,
@@ -29,14 +28,18 @@ def _epoch(epoch, dev, train=2.0, stop=False, **counts):
     return {"epoch": epoch, "train": {"loss": train, **counts}, "valid": {"loss": dev}, "should_stop": stop}
 
 
+def _flag_names(found):
+    return [flag["name"] for flag in found["flags"]]
+
+
 def test_best_epoch_last_is_raised_only_when_the_run_ended_on_its_best_epoch_without_stopping():
-    assert flag_names(convergence([_epoch(1, 3.0)], limit=1)) == ["best_epoch_last"]
-    assert "best_epoch_last" in flag_names(convergence([_epoch(1, 3.0), _epoch(2, 2.9)]))
+    assert _flag_names(convergence([_epoch(1, 3.0)], limit=1)) == ["best_epoch_last"]
+    assert "best_epoch_last" in _flag_names(convergence([_epoch(1, 3.0), _epoch(2, 2.9)]))
     # Early stopping ended it: the best epoch is behind (patience), whatever the last loss did.
     stopped = convergence([_epoch(1, 3.0), _epoch(2, 2.0), _epoch(3, 2.5), _epoch(4, 2.4, stop=True)])
-    assert stopped["best_epoch"] == 2 and flag_names(stopped) == []
+    assert stopped["best_epoch"] == 2 and _flag_names(stopped) == []
     # The limit, reached on a worse epoch: no flag either.
-    assert "best_epoch_last" not in flag_names(convergence([_epoch(1, 2.0), _epoch(2, 2.1)], limit=2))
+    assert "best_epoch_last" not in _flag_names(convergence([_epoch(1, 2.0), _epoch(2, 2.1)], limit=2))
     # Equal losses: the first is the best (what the checkpointer keeps).
     assert convergence([_epoch(1, 2.0), _epoch(2, 2.0)])["best_epoch"] == 1
 
@@ -47,12 +50,12 @@ def test_dev_loss_slope_over_the_last_epochs_against_its_threshold():
     # Three equally spaced epochs: the log-linear fit's rate is sqrt(last / first) - 1 per epoch.
     assert late_flat["slope_window"] == 3
     assert late_flat["dev_loss_slope"] == pytest.approx((1.99 / 2.0) ** 0.5 - 1)
-    assert "dev_loss_falling" not in flag_names(late_flat)  # -0.25 % per epoch: above -1 %
+    assert "dev_loss_falling" not in _flag_names(late_flat)  # -0.25 % per epoch: above -1 %
     falling = convergence([_epoch(1, 2.0), _epoch(2, 1.9), _epoch(3, 1.8)])
-    assert "dev_loss_falling" in flag_names(falling)  # -5.1 % per epoch
+    assert "dev_loss_falling" in _flag_names(falling)  # -5.1 % per epoch
     # However fast the loss falls, the rate stays above -100 % per epoch (a geometric rate).
     assert -1 < convergence([_epoch(1, 9.8), _epoch(2, 2.5), _epoch(3, 0.01)])["dev_loss_slope"] < -0.9
-    assert "dev_loss_falling" not in flag_names(convergence([_epoch(1, 2.0), _epoch(2, 1.9)], min_drop=0.06))
+    assert "dev_loss_falling" not in _flag_names(convergence([_epoch(1, 2.0), _epoch(2, 1.9)], min_drop=0.06))
     assert convergence([_epoch(1, 2.0)])["dev_loss_slope"] is None
     assert convergence([_epoch(k, 10.0 - k) for k in range(1, 7)], window=6)["slope_window"] == 6
 
@@ -60,9 +63,9 @@ def test_dev_loss_slope_over_the_last_epochs_against_its_threshold():
 def test_train_dev_gap_is_measured_at_the_best_epoch():
     found = convergence([_epoch(1, 4.0, train=2.0), _epoch(2, 5.0, train=1.0, stop=True)])
     assert (found["train_dev_gap"], found["relative_gap"]) == (2.0, 1.0)  # epoch 1, not the last
-    assert "train_dev_gap" in flag_names(found)
-    assert "train_dev_gap" not in flag_names(convergence([_epoch(1, 2.9, train=2.0)]))  # 45 % < 50 %
-    assert "train_dev_gap" not in flag_names(convergence([_epoch(1, 1.0, train=2.0)]))  # dev below train
+    assert "train_dev_gap" in _flag_names(found)
+    assert "train_dev_gap" not in _flag_names(convergence([_epoch(1, 2.9, train=2.0)]))  # 45 % < 50 %
+    assert "train_dev_gap" not in _flag_names(convergence([_epoch(1, 1.0, train=2.0)]))  # dev below train
 
 
 def test_augmentation_coverage_counts_the_last_whole_epoch():
@@ -78,7 +81,7 @@ def test_augmentation_coverage_counts_the_last_whole_epoch():
     }
     (flag,) = [f for f in found["flags"] if f["name"] == "augmentation_fallback"]
     assert "10 of 100 training rows (10.0 %)" in flag["text"] and "no alignment 6" in flag["text"]
-    assert "augmentation_fallback" not in flag_names(
+    assert "augmentation_fallback" not in _flag_names(
         convergence([_epoch(1, 2.0, augmented=999, no_segments=1)])
     )
     assert convergence([_epoch(1, 2.0)])["coverage"] is None  # the baseline: nothing asked

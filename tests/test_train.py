@@ -20,7 +20,7 @@ from hyperpyyaml import load_hyperpyyaml
 from speechbrain.utils.checkpoints import Checkpointer
 
 from segreconcat_aug.align.cache import iter_cache, load_alignments
-from segreconcat_aug.data.convergence import CONVERGENCE_FILE, flag_names
+from segreconcat_aug.data.convergence import CONVERGENCE_FILE
 from segreconcat_aug.data.vpac import VPACLayoutError
 from segreconcat_aug.method.augment import MissingAlignmentError, SegReConcat
 from segreconcat_aug.training.data_prep import (
@@ -144,7 +144,7 @@ def test_two_epochs_keep_and_export_the_best_dev_loss_model(vpac_root, tmp_path)
     found = json.loads((out / "export" / CONVERGENCE_FILE).read_text())
     assert results["convergence"] == found == json.loads((out / CONVERGENCE_FILE).read_text())
     assert found["best_epoch"] == info["epoch"] and found["last_epoch"] == 2 and found["limit"] == 2
-    assert ("best_epoch_last" in flag_names(found)) == (info["epoch"] == 2)
+    assert ("best_epoch_last" in [flag["name"] for flag in found["flags"]]) == (info["epoch"] == 2)
     assert "## Convergence of the attacker's training" in (out / "eval" / "results.md").read_text()
 
 
@@ -202,7 +202,7 @@ def test_early_stopping_after_patience_keeps_the_lowest_loss(vpac_root, tmp_path
     assert (info["epoch"], info["dev_loss"]) == (1, 1.0)
     # Stopped early on a rising dev loss, every crop augmented: no convergence flag (issue 31).
     found = json.loads((out / CONVERGENCE_FILE).read_text())
-    assert flag_names(found) == [] and found["stopped_early"] and found["best_epoch"] == 1
+    assert found["flags"] == [] and found["stopped_early"] and found["best_epoch"] == 1
     assert found["dev_loss_slope"] > 0 and found["relative_gap"] < 0
     assert (
         found["coverage"]["fell_back"] == 0
@@ -416,7 +416,8 @@ def test_a_rerun_with_other_method_settings_does_not_resume_the_folder(vpac_root
     train_recipe.main(_args(vpac_root, out, "--number_of_epochs=1"))
     # One epoch: the best epoch is the last (issue 31); one dev loss gives no slope.
     found = json.loads((out / CONVERGENCE_FILE).read_text())
-    assert "best_epoch_last" in flag_names(found) and "dev_loss_falling" not in flag_names(found)
+    names = [flag["name"] for flag in found["flags"]]
+    assert "best_epoch_last" in names and "dev_loss_falling" not in names
     assert found["dev_loss_slope"] is None
     saved = saved_hparams(out)  # SpeechBrain's hyperparams.yaml: what the rerun is checked against
     assert saved["crossfade"] == 0.0 and saved["rr_redraw"] == "once" and saved["segment_policy"] == "authors"
@@ -498,7 +499,7 @@ def test_a_run_still_improving_carries_every_convergence_flag(vpac_root, tmp_pat
     )
     found = json.loads((out / CONVERGENCE_FILE).read_text())
     assert found == json.loads((out / "export" / CONVERGENCE_FILE).read_text())
-    assert flag_names(found) == [
+    assert [flag["name"] for flag in found["flags"]] == [
         "best_epoch_last",
         "dev_loss_falling",
         "train_dev_gap",

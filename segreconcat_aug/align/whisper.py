@@ -55,10 +55,6 @@ class WhisperBundle:
     #: Which library runs the encoder (part of an SR order's key when it is not this one).
     backend = "transformers"
 
-    @property
-    def hidden_size(self) -> int:
-        return int(self.model.config.d_model)
-
     def encode(self, chunk) -> torch.Tensor:
         """Last encoder layer of a list of windows (each zero-padded to 30 s), on the bundle's device."""
         on_gpu = str(self.device).startswith("cuda")

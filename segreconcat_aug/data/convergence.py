@@ -169,8 +169,3 @@ def model_convergence(model_folder, run_folder=None, export_folder=None) -> dict
         except (OSError, json.JSONDecodeError):
             continue
     return run_convergence(run_folder) if own_export else None
-
-
-def flag_names(found: dict | None) -> list[str]:
-    """The names of the flags ``found`` raises (none for None)."""
-    return [flag["name"] for flag in (found or {}).get("flags") or []]

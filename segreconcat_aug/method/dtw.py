@@ -6,8 +6,6 @@ multiply-add, as scipy's ``cdist``); how the kernel is laid out is in docs/rearr
 >>> import numpy as np
 >>> x = np.array([[0.0, 1.0, 2.0]])
 >>> y = np.array([[0.0, 2.0]])
->>> float(dtw_distance(x, y))
-1.0
 >>> pairwise_dtw([x, y, x]).tolist()
 [[0.0, 1.0, 0.0], [1.0, 0.0, 1.0], [0.0, 1.0, 0.0]]
 """
@@ -19,7 +17,7 @@ from collections.abc import Sequence
 import numba
 import numpy as np
 
-__all__ = ["dtw_distance", "pairwise_dtw"]
+__all__ = ["pairwise_dtw"]
 
 
 @numba.njit(cache=True, nogil=True)
@@ -225,8 +223,3 @@ def pairwise_dtw(features: Sequence[np.ndarray]) -> np.ndarray:
         _all_pairs(packed, offsets, out, (0,) * packed.shape[0])  # d as a type: see _cost_rows
         out += out.T  # mirror: the lower triangle and the diagonal are still 0
     return out
-
-
-def dtw_distance(x: np.ndarray, y: np.ndarray) -> float:
-    """DTW distance between two ``(d, T)`` matrices (librosa's last cell, Euclidean cost)."""
-    return float(pairwise_dtw([x, y])[0, 1])

@@ -29,12 +29,11 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tqdm import tqdm
-
-from segreconcat_aug.align.cache import UtteranceAlignment, completed_ids
+from segreconcat_aug.align.cache import UtteranceAlignment
 from segreconcat_aug.anonymizers.folder import SourceFolder, anonymize_folder, read_source
 from segreconcat_aug.anonymizers.mcadams import McAdamsAnonymizer
 from segreconcat_aug.data.audio import read_audio
+from segreconcat_aug.data.jobs import Job
 from segreconcat_aug.data.kaldi import group_by_speaker, load_kaldi_folder
 
 logger = logging.getLogger("build_demo_corpus")
@@ -123,14 +122,12 @@ def align_training_pocketsphinx(train_folder: Path, cache: Path) -> None:
 
     folder = load_kaldi_folder(train_folder)
     text = folder.text or {}
-    done = completed_ids(cache)
     forced = PocketsphinxAligner()
     recognizer = PocketsphinxAligner(
         recognize_without_transcript=True, model="en-us-recognition", decoder_options=RECOGNITION_OPTIONS
     )
-    # Line-buffered: a kill leaves at most a half-written last line, which completed_ids cuts.
-    with open(cache, "a", encoding="utf-8", buffering=1) as writer:
-        for utt in tqdm([utt for utt in folder.utterances if utt not in done], desc="pocketsphinx"):
+    with Job(cache, desc="pocketsphinx") as job:
+        for utt in job.track(job.pending(folder.utterances)):
             audio = read_audio(folder.wav[utt])
             aligner = forced if text.get(utt) else recognizer
             try:
@@ -140,7 +137,7 @@ def align_training_pocketsphinx(train_folder: Path, cache: Path) -> None:
                 logger.warning("%s: %s; using recognition", utt, err)
                 aligner = recognizer
                 words = recognizer.align(audio, None)
-            writer.write(UtteranceAlignment(utt, len(audio) / 16000, words, aligner.name).to_json() + "\n")
+            job.write(utt, UtteranceAlignment(utt, len(audio) / 16000, words, aligner.name).to_json())
     logger.info("%s: forced %s; recognized %s", cache, dict(forced.stats), dict(recognizer.stats))
 
 

@@ -13,10 +13,9 @@ from segreconcat_aug.align.cache import (
     UtteranceAlignment,
     Word,
     clean_words,
-    completed_ids,
     load_alignments,
 )
-from segreconcat_aug.data.jobs import Shard, merge_jsonl, shard_path
+from segreconcat_aug.data.jobs import Job, Shard, merge_jsonl, shard_path
 from segreconcat_aug.data.jsonl_files import truncate_partial_tail
 
 
@@ -137,10 +136,9 @@ def test_half_written_tail_is_detected_truncated_and_redone(tmp_path):
     path.write_text(complete + "\n" + _record("u2", [("b", 0, 1)])[:25])
     with pytest.raises(AlignmentCacheError, match="cache.jsonl:2"):
         load_alignments(path)
-    assert completed_ids(path) == {"u1"}
-    assert path.read_text() == complete + "\n"
-    with open(path, "a", encoding="utf-8") as handle:
-        handle.write(UtteranceAlignment("u2", 3.0, [Word("b", 0, 1)]).to_json() + "\n")
+    with Job(path, progress=False) as job:
+        assert job.done == {"u1"} and path.read_text() == complete + "\n"
+        job.write("u2", UtteranceAlignment("u2", 3.0, [Word("b", 0, 1)]).to_json())
     assert load_alignments(path).ids == ["u1", "u2"]
 
 

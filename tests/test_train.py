@@ -19,7 +19,7 @@ import torch
 from hyperpyyaml import load_hyperpyyaml
 from speechbrain.utils.checkpoints import Checkpointer
 
-from segreconcat_aug.align.cache import iter_cache, load_alignments
+from segreconcat_aug.align.cache import load_alignments
 from segreconcat_aug.data.convergence import CONVERGENCE_FILE
 from segreconcat_aug.data.vpac import VPACLayoutError
 from segreconcat_aug.method.augment import MissingAlignmentError, SegReConcat
@@ -318,8 +318,8 @@ def test_bad_inputs_stop_before_training(vpac_root, tmp_path):
         train_recipe.main(_args(vpac_root, tmp_path / "a", system="X1"))
     # An alignment cache missing one training utterance: an error naming the count, before epoch 1.
     partial = tmp_path / "partial.jsonl"
-    records = [alignment for _, alignment in iter_cache(vpac_root / "alignments" / "T8-5.jsonl")]
-    partial.write_text("".join(alignment.to_json() + "\n" for alignment in records[1:]), encoding="utf-8")
+    lines = (vpac_root / "alignments" / "T8-5.jsonl").read_text(encoding="utf-8").splitlines(keepends=True)
+    partial.write_text("".join(lines[1:]), encoding="utf-8")
     args = _args(vpac_root, tmp_path / "b", f"--alignment_cache={partial}", "--number_of_epochs=1")
     with pytest.raises(MissingAlignmentError, match=r"1 of \d+ training utterances have no alignment"):
         train_recipe.main(args)
@@ -483,8 +483,8 @@ def test_a_run_still_improving_carries_every_convergence_flag(vpac_root, tmp_pat
     utterance SegReConcat passed through (no alignment): all four flags, beside the checkpoints and the export."""
     scripted_dev_loss.update({1: 60.0, 2: 50.0, 3: 40.0})
     partial = tmp_path / "partial.jsonl"
-    records = [alignment for _, alignment in iter_cache(vpac_root / "alignments" / "T8-5.jsonl")]
-    partial.write_text("".join(alignment.to_json() + "\n" for alignment in records[1:]), encoding="utf-8")
+    lines = (vpac_root / "alignments" / "T8-5.jsonl").read_text(encoding="utf-8").splitlines(keepends=True)
+    partial.write_text("".join(lines[1:]), encoding="utf-8")
     out = tmp_path / "out"
     train_recipe.main(
         _args(

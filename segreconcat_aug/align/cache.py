@@ -26,7 +26,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ..data.jsonl_files import RepeatedIds, cache_files, truncate_partial_tail
+from ..data.jsonl_files import RepeatedIds, cache_files
 from ..errors import UserError
 
 logger = logging.getLogger(__name__)
@@ -151,20 +151,6 @@ def iter_jsonl(path, *, partial_tail: str = "error", error=None):
         except json.JSONDecodeError as err:
             raise error(f"{where}: not valid JSON ({err.msg})") from None
         yield where, record, line
-
-
-def iter_cache(path):
-    """Yield ``(line_number, UtteranceAlignment)`` from one alignment cache file (see :func:`iter_jsonl`)."""
-    for where, record, _ in iter_jsonl(path):
-        yield int(where.rsplit(":", 1)[1]), UtteranceAlignment.from_record(record, where)
-
-
-def completed_ids(path) -> set[str]:
-    """Ids already in a cache, after truncating a half-written tail (for resuming)."""
-    if not Path(path).exists():
-        return set()
-    truncate_partial_tail(path)
-    return {alignment.id for _, alignment in iter_cache(path)}
 
 
 @dataclasses.dataclass(eq=False, repr=False)

@@ -4,6 +4,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -201,10 +202,14 @@ def test_read_only_folder_still_loads(tmp_path, monkeypatch):
     path = _messy_cache(tmp_path / "data" / "b3.jsonl", count=30)
     expected = load_alignments(path, use_index=False)
 
-    def no_write_access(*args, dir=None, **kwargs):
-        raise PermissionError(13, "Permission denied", str(dir))
+    real_open = open
 
-    monkeypatch.setattr(alignment.tempfile, "mkstemp", no_write_access)
+    def no_write_access(file, mode="r", *args, **kwargs):  # the index's temporary cannot be made there
+        if "w" in mode and Path(file).parent == path.parent:
+            raise PermissionError(13, "Permission denied", str(file))
+        return real_open(file, mode, *args, **kwargs)
+
+    monkeypatch.setattr("builtins.open", no_write_access)
     _same(expected, load_alignments(path))
     assert sorted(p.name for p in path.parent.iterdir()) == ["b3.jsonl"]
     _same(expected, load_alignments(path))

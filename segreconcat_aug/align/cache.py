@@ -15,9 +15,7 @@ import hashlib
 import json
 import logging
 import math
-import os
 import sys
-import tempfile
 import zipfile
 from collections import Counter
 from collections.abc import Iterable
@@ -27,6 +25,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ..data.jsonl_files import RepeatedIds, cache_files
+from ..data.result_files import atomic_writer
 from ..errors import UserError
 
 logger = logging.getLogger(__name__)
@@ -291,8 +290,8 @@ def _digest(files: list[Path]) -> str:
 
 
 def _save_index(path, index: AlignmentIndex, key: str) -> None:
-    """Save the index beside the cache, as a unique temporary file renamed into place: concurrent loaders
-    see the old index or the new one, never a half-written file. A folder we cannot write to gets none."""
+    """Save the index beside the cache, whole or not at all: concurrent loaders see the old index or the
+    new one, never a half-written file. A folder we cannot write to gets none."""
     location = index_path(path)
     meta = {
         "key": key,
@@ -301,17 +300,11 @@ def _save_index(path, index: AlignmentIndex, key: str) -> None:
         "stats": index.stats,
         "repaired": [index.repaired_ids, index.repaired_count],
     }
-    tmp = None
     try:
-        handle, tmp = tempfile.mkstemp(prefix=location.name + ".", suffix=".tmp", dir=location.parent)
-        with os.fdopen(handle, "wb") as out:
+        with atomic_writer(location, "wb") as out:
             arrays = {name: getattr(index, name) for name in _ARRAYS}
             np.savez(out, meta=_bytes(meta), words=_bytes(index.words), **arrays)
-        os.chmod(tmp, 0o644)  # readable by whoever reads the cache
-        os.replace(tmp, location)
     except OSError as err:
-        if tmp is not None:
-            Path(tmp).unlink(missing_ok=True)
         logger.info("%s: cannot write the binary index (%s); the cache is parsed at every load", path, err)
 
 

@@ -32,7 +32,6 @@ from segreconcat_aug.data.audio import SAMPLE_RATE, AudioReadError, ItemError, a
 from segreconcat_aug.data.jobs import (
     Job,
     JobError,
-    array_shards,
     merge_jsonl,
     read_failures,
     resolve_shard,
@@ -221,7 +220,7 @@ def main(argv=None) -> int:
     # SpeechBrain's own --device wins over the YAML key when given.
     device = run_opts.get("device") or hparams["device"]
     backend = hparams["backend"]
-    shards = array_shards(hparams)
+    shards = hparams["shards"] if hparams["launcher"] == "slurm" else None  # a SLURM job array's size
     if hparams["merge"]:
         return merge(hparams)
     if backend in ("mfa", "ctm"):  # files another aligner wrote

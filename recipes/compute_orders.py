@@ -20,7 +20,7 @@ from pathlib import Path
 
 from segreconcat_aug.align.cache import load_alignments
 from segreconcat_aug.cli import load_recipe_hparams, run_main
-from segreconcat_aug.data.jobs import array_shards, merge_jsonl, resolve_shard, run_array
+from segreconcat_aug.data.jobs import merge_jsonl, resolve_shard, run_array
 from segreconcat_aug.data.jsonl_files import shard_files
 from segreconcat_aug.data.vpac import read_inputs, training_folder
 from segreconcat_aug.method.order_computer import OrderComputer, OrderOptionError, run_order_job
@@ -71,7 +71,7 @@ def main(argv=None) -> int:
         import numba
 
         numba.set_num_threads(int(hparams["dtw_threads"]))
-    shards = array_shards(hparams)
+    shards = hparams["shards"] if hparams["launcher"] == "slurm" else None  # a SLURM job array's size
     # input, else the system's training folder under its protocol (the layout present)
     source = hparams.get("input") or training_folder(
         hparams["data_folder"],

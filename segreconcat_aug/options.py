@@ -234,7 +234,52 @@ class TrainingRunOptions(TrainingOptions):
         return self
 
 
-class AlignOptions(RecipeOptions):
+class SlurmOptions(RecipeOptions):
+    """``launcher`` and, under ``launcher: slurm``, the ``slurm_*`` resources, each as submitit takes it."""
+
+    launcher: Literal["local", "slurm"] = "local"
+    slurm_additional_parameters: dict[str, Any] | None = None
+
+    @model_validator(mode="after")
+    def _slurm_parameters_as_submitit_takes_them(self):
+        if self.launcher != "slurm":
+            return self
+        import submitit
+
+        from .data.jobs import SLURM_KEYS, slurm_parameters
+
+        executor = submitit.AutoExecutor(folder=".", cluster="slurm")  # writes nothing
+        for key in SLURM_KEYS:
+            try:
+                executor.update_parameters(**slurm_parameters({key: getattr(self, key, None)}))
+            except (AssertionError, TypeError, ValueError) as error:
+                raise ValueError(f"{key}: {str(error).splitlines()[0]}") from None
+        return self
+
+
+class ArrayOptions(SlurmOptions):
+    """A job over utterances: one ``--shard`` here (``launcher: local``), or ``--shards`` as a SLURM job array."""
+
+    shard: Shard = None
+    shards: Count | None = None
+
+    @model_validator(mode="after")
+    def _shard_or_shards(self):
+        if self.launcher == "local" and self.shards is not None:
+            raise ValueError(
+                f"shards: {self.shards} is the size of a --launcher=slurm job array; here give --shard=i/n "
+                "(or torchrun)"
+            )
+        if self.launcher == "slurm" and self.shards is None:
+            raise ValueError("shards: --launcher=slurm needs the number of array tasks, e.g. --shards=8")
+        if self.launcher == "slurm" and self.shard is not None:
+            raise ValueError(
+                "shard: --shard=i/n runs one shard here; --launcher=slurm runs all --shards: give one of them"
+            )
+        return self
+
+
+class AlignOptions(ArrayOptions):
     """hparams/align.yaml."""
 
     backend: Literal[
@@ -249,12 +294,11 @@ class AlignOptions(RecipeOptions):
     fsync: bool
     batch_size: Count
     num_beams: Count
-    shard: Shard
     output: FileOrFolder
     merge_output: File
 
 
-class OrdersOptions(RecipeOptions):
+class OrdersOptions(ArrayOptions):
     """hparams/orders.yaml."""
 
     protocol: Protocol
@@ -269,7 +313,6 @@ class OrdersOptions(RecipeOptions):
     allow_failures: bool
     batch_size: Count
     encoder_batch_size: Count
-    shard: Shard
     orders_cache: FileOrFolder
 
 
@@ -340,15 +383,13 @@ class ConfigurationOptions(BaseModel):
     seeds: Seeds = None
 
 
-class GridOptions(RecipeOptions):
+class GridOptions(SlurmOptions):
     """hparams/grid.yaml, demo.yaml and attackers.yaml (how they fit together: :func:`segreconcat_aug.grid.load_grid`)."""
 
     protocol: Protocol | None = None
     configurations: dict[str, ConfigurationOptions | None]
     seeds: Seeds = None
     parallel: Count = 1
-    launcher: Literal["local", "slurm"] = "local"
-    slurm_additional_parameters: dict[str, Any] | None = None
     environment: (
         dict[
             Annotated[str, AfterValidator(_variable_name)], Annotated[Any, AfterValidator(_environment_value)]

@@ -16,6 +16,7 @@ from segreconcat_aug.data import jobs
 from segreconcat_aug.data.audio import resample_wave
 from segreconcat_aug.data.jobs import jsonl_ids, read_failures
 from segreconcat_aug.data.kaldi import read_kaldi_map, write_kaldi_map
+from segreconcat_aug.errors import OptionError
 
 REPO = Path(__file__).resolve().parents[1]
 RECIPE = REPO / "recipes" / "align.py"
@@ -237,11 +238,15 @@ def test_a_job_array_merges_into_the_cache_one_process_writes(
 def test_array_options_are_checked_before_anything_runs(recipe, tmp_path):
     base = [f"--data_folder={tmp_path}", f"--output={tmp_path / 'x.jsonl'}"]
     for args, message in [
-        (["--launcher=pbs"], "expected local"),
+        (["--launcher=pbs"], "option launcher: 'pbs': input should be 'local' or 'slurm'"),
         (["--shards=3"], "size of a --launcher=slurm job array"),
         (["--launcher=slurm"], "needs the number of array tasks"),
         (["--launcher=slurm", "--shards=3", "--shard=0/2"], "give one of them"),
+        (
+            ["--launcher=slurm", "--shards=3", "--slurm_mem_gb=lots"],
+            'slurm_mem_gb: Parameter "mem_gb" expected',
+        ),
     ]:
-        with pytest.raises(jobs.ShardError, match=message):
+        with pytest.raises(OptionError, match=message):
             _run(recipe, *base, *args)
     assert sorted(tmp_path.iterdir()) == []

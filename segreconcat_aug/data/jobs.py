@@ -350,30 +350,6 @@ def slurm_executor(folder, settings, name: str, cluster: str = "slurm"):
     return executor
 
 
-def array_shards(hparams) -> int | None:
-    """``shards`` when ``launcher: slurm`` asks for a job array; None for a run here (``launcher: local``)."""
-    launcher, shards = hparams.get("launcher", "local"), hparams.get("shards")
-    if launcher not in ("local", "slurm"):
-        raise ShardError(
-            f"--launcher={launcher!r}: expected local (this process) or slurm (a SLURM job array)"
-        )
-    if launcher == "local":
-        if shards is not None:
-            raise ShardError(
-                f"--shards={shards} is the size of a --launcher=slurm job array; here give --shard=i/n (or torchrun)"
-            )
-        return None
-    if isinstance(shards, bool) or not isinstance(shards, int) or shards < 1:
-        raise ShardError(
-            f"--shards={shards!r}: --launcher=slurm needs the number of array tasks, e.g. --shards=8"
-        )
-    if hparams.get("shard") not in (None, "", "None"):
-        raise ShardError(
-            "--shard=i/n runs one shard here; --launcher=slurm runs all --shards: give one of them"
-        )
-    return shards
-
-
 def run_array(
     script, argv: list[str], output, ids: Iterable[str], *, shards: int, hparams: dict, name: str
 ) -> int:

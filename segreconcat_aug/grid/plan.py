@@ -10,7 +10,6 @@ from pathlib import Path
 
 from hyperpyyaml import load_hyperpyyaml
 
-from ..data.jobs import SLURM_KEYS, slurm_parameters
 from ..data.protocols import get_protocol
 from ..data.vpac import VPACLayoutError, detect_layout, system_folders, training_folder
 from ..errors import OptionError, UserError
@@ -50,25 +49,11 @@ def load_grid(path, overrides=None) -> dict:
             )
         for language in languages:
             protocol.check_language(language)
-    check_slurm_parameters(grid, path)
+    grid.setdefault("launcher", "local")
     check_learning_curve(grid, path)
     if curve_enabled(grid):  # each curve point is a configuration of its own (learning_curve.py)
         grid["configurations"] = {**configs, **curve_configurations(grid)}
     return grid
-
-
-def check_slurm_parameters(grid, where="grid") -> None:
-    """Under ``launcher: slurm``, each ``slurm_*`` key as submitit takes it."""
-    if grid.setdefault("launcher", "local") != "slurm":
-        return
-    import submitit
-
-    executor = submitit.AutoExecutor(folder=grid["output_folder"], cluster="slurm")  # writes nothing
-    for key in SLURM_KEYS:
-        try:
-            executor.update_parameters(**slurm_parameters({key: grid.get(key)}))
-        except (AssertionError, TypeError, ValueError) as error:
-            raise OptionError(f"{where}: {key}: {str(error).splitlines()[0]}") from None
 
 
 def run_environment(grid, base=None) -> dict:

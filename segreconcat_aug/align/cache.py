@@ -24,7 +24,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ..data.jsonl_files import RepeatedIds, cache_files
+from ..data.jsonl_files import RepeatedIds, cache_files, iter_jsonl
 from ..data.result_files import atomic_writer
 from ..errors import UserError
 
@@ -133,25 +133,6 @@ def clean_words(words: Iterable[Word], duration: float, stats: Counter | None = 
     return result
 
 
-def iter_jsonl(path, *, partial_tail: str = "error", error=None):
-    """Yield ``(where, record, line)`` for each JSON line of an append-only cache file."""
-    error = error or AlignmentCacheError
-    with open(path, encoding="utf-8") as handle:
-        lines = handle.readlines()
-    for number, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        where = f"{path}:{number}"
-        if partial_tail == "ignore" and number == len(lines) and not line.endswith("\n"):
-            logger.warning("%s: ignoring an unterminated last line (a writer killed or still running)", where)
-            return
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as err:
-            raise error(f"{where}: not valid JSON ({err.msg})") from None
-        yield where, record, line
-
-
 @dataclasses.dataclass(eq=False, repr=False)
 class AlignmentIndex:
     """All alignments of a cache in flat arrays (small, quick to load, shared by forked workers), by id."""
@@ -238,7 +219,7 @@ def _parse(files: list[Path], path) -> AlignmentIndex:
     repaired: list[str] = []  # the first utterances whose words needed a fix (logged by training)
     repaired_count = 0
     for file in files:
-        for where, record, line in iter_jsonl(file):
+        for where, record, line in iter_jsonl(file, error=AlignmentCacheError):
             alignment = UtteranceAlignment.from_record(record, where)
             if repeated.is_repeat(alignment.id, where, line):
                 continue

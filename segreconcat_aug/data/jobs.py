@@ -8,7 +8,6 @@ place; a rerun skips the ids any file of the output holds. docs/alignment.md des
 from __future__ import annotations
 
 import functools
-import json
 import logging
 import os
 import re
@@ -28,6 +27,7 @@ from .jsonl_files import (
     RepeatedIds,
     _is_folder_target,
     cache_files,
+    iter_jsonl,
     shard_files,
     truncate_partial_tail,
 )
@@ -124,21 +124,21 @@ def read_failures(output) -> dict[str, str]:
     return result
 
 
-def _line_id(line: str, where: str) -> str:
-    """The ``id`` of one JSON line; a clear error naming ``file:line`` otherwise."""
-    try:
-        return json.loads(line)["id"]
-    except (json.JSONDecodeError, KeyError, TypeError):
-        raise JobError(f"{where}: not a JSON object with key 'id'") from None
+def _record_id(record, where: str) -> str:
+    """The ``id`` of one JSON record; a clear error naming ``file:line`` otherwise."""
+    if not isinstance(record, dict) or "id" not in record:
+        raise JobError(f"{where}: not a JSON object with key 'id'")
+    return record["id"]
 
 
 def jsonl_ids(path) -> list[str]:
     """The ids of a JSON Lines file, in order; an unterminated last line (still being written) is left out."""
     if not Path(path).exists():
         return []
-    with open(path, encoding="utf-8") as handle:
-        lines = enumerate(handle, start=1)
-        return [_line_id(line, f"{path}:{n}") for n, line in lines if line.strip() and line.endswith("\n")]
+    return [
+        _record_id(record, where)
+        for where, record, _ in iter_jsonl(path, error=JobError, partial_tail="skip")
+    ]
 
 
 def written_ids(output) -> set[str]:
@@ -300,19 +300,10 @@ def merge_jsonl(inputs: Iterable, output, *, expected_ids=None) -> int:
     output.parent.mkdir(parents=True, exist_ok=True)
     with atomic_writer(output) as out:  # streamed: a challenge-size cache is never held whole
         for file in inputs:
-            with open(file, encoding="utf-8") as handle:
-                for number, line in enumerate(handle, start=1):
-                    where = f"{file}:{number}"
-                    if not line.strip():
-                        continue
-                    if not line.endswith("\n"):
-                        raise JobError(
-                            f"{where}: unterminated last line (is this shard still running or was it "
-                            "killed? rerun it to completion first)"
-                        )
-                    if not repeated.is_repeat(_line_id(line, where), where, line):
-                        out.write(line)
-                        merged += 1
+            for where, record, line in iter_jsonl(file, error=JobError, partial_tail="refuse"):
+                if not repeated.is_repeat(_record_id(record, where), where, line):
+                    out.write(line)
+                    merged += 1
         missing = [utt for utt in expected_ids or () if utt not in repeated]
         if missing:
             raise JobError(f"{output}: {len(missing)} expected id(s) missing, first: {missing[:5]}")

@@ -1,9 +1,10 @@
-"""The files of a JSON Lines cache (shards, ``.partial`` files of unfinished ones), a half-written tail,
-and an id read twice; shared by the alignment and order caches and the jobs that write them.
+"""The files of a JSON Lines cache (shards, ``.partial`` files of unfinished ones), their records, a
+half-written tail, and an id read twice; shared by the alignment and order caches and the jobs that write them.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 from pathlib import Path
@@ -61,6 +62,33 @@ def truncate_partial_tail(path) -> bool:
         len(data) - kept,
     )
     return True
+
+
+def iter_jsonl(path, *, error: type[Exception], partial_tail: str = "parse"):
+    """Yield ``(where, record, line)`` for each JSON line of an append-only file, streamed. An unterminated
+    last line (its writer killed or still running) is parsed like the others (``parse``), left out
+    with a warning (``ignore``) or silently (``skip``), or refused (``refuse``: a shard to finish first)."""
+    with open(path, encoding="utf-8") as handle:
+        for number, line in enumerate(handle, start=1):
+            if not line.strip():
+                continue
+            where = f"{path}:{number}"
+            if not line.endswith("\n") and partial_tail != "parse":  # only the last line can lack one
+                if partial_tail == "refuse":
+                    raise error(
+                        f"{where}: unterminated last line (is this shard still running or was it killed? "
+                        "rerun it to completion first)"
+                    )
+                if partial_tail == "ignore":
+                    logger.warning(
+                        "%s: ignoring an unterminated last line (a writer killed or still running)", where
+                    )
+                return
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError as err:
+                raise error(f"{where}: not valid JSON ({err.msg})") from None
+            yield where, record, line
 
 
 class RepeatedIds:

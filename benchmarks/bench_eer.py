@@ -8,7 +8,7 @@ set during each call (Linux ``/proc/self/clear_refs`` + ``VmHWM``, which sees
 torch's allocations too); elsewhere it falls back to ``tracemalloc`` (numpy only).
 
 Bootstrap part: :func:`segreconcat_aug.evaluation.bootstrap.resampled_metrics` (all resamples
-at once) vs ``tests/test_bootstrap.py``'s ``resampled_metrics_loop`` (each
+at once) vs ``tests/bootstrap_reference.py``'s ``resampled_metrics_loop`` (each
 resample's trial set built and scored on its own), EER and minDCF of every
 resample, on 100k trials of 400 speakers x 1000 resamples, the process pinned to
 one core. Target: at most 5 s, the same values (to 1e-9).
@@ -59,7 +59,7 @@ from segreconcat_aug.evaluation.bootstrap import (
 from segreconcat_aug.evaluation.metrics import eer
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-from test_bootstrap import resampled_metrics_loop  # noqa: E402  (the one-resample-at-a-time reference)
+from bootstrap_reference import resampled_metrics_loop  # noqa: E402  (the one-resample-at-a-time reference)
 
 STATUS = Path("/proc/self/status")
 CLEAR_REFS = Path("/proc/self/clear_refs")

@@ -2,12 +2,11 @@
 
 import numpy as np
 import pytest
+from bootstrap_reference import resampled_metrics_loop
 from scipy.stats import kstest, norm
 
 from segreconcat_aug.evaluation.bootstrap import (
     SpeakerWeights,
-    _accept_all,
-    _metric_names,
     infer_test_speakers,
     paired_difference,
     percentile_interval,
@@ -16,11 +15,8 @@ from segreconcat_aug.evaluation.bootstrap import (
     trial_design,
 )
 from segreconcat_aug.evaluation.metrics import (
-    candidate_thresholds,
     eer,
-    error_counts,
     min_dcf,
-    rates_at_operating_points,
 )
 
 # Scores of a crossed design (every enrollment model x every test utterance, as the challenge's lists):
@@ -47,29 +43,6 @@ def simulate(rng, speakers=30, utterances=3, speaker_sd=(SD_TARGET_SPEAKER, SD_N
     names = np.array([f"spk{k:03d}" for k in range(speakers)])
     utts = [f"{names[u // utterances]}-{u % utterances}" for u in utterance]
     return list(names[enroll]), list(names[test]), utts, targets, scores, (enroll, utterance)
-
-
-def resampled_metrics_loop(scores, targets, weights, p_targets=(0.01, 0.05)) -> dict[str, np.ndarray]:
-    """The same as :func:`resampled_metrics`, one resample at a time on the repeated trials (the reference)."""
-    scores = np.asarray(scores, dtype=np.float64)
-    targets = np.asarray(targets, dtype=bool)
-    names = _metric_names(p_targets)
-    out = {name: np.full(weights.resamples, np.nan) for name in names}
-    for b in range(weights.resamples):
-        w = weights.chunk(b, b + 1)[0]
-        pos = np.sort(np.repeat(scores[targets], w[targets]))
-        neg = np.sort(np.repeat(scores[~targets], w[~targets]))
-        if len(pos) == 0 or len(neg) == 0:
-            continue
-        misses, false_alarms = error_counts(pos, neg, candidate_thresholds(pos, neg))
-        frr, far = misses / len(pos), false_alarms / len(neg)
-        best = int(np.argmin(np.abs(far - frr)))
-        out["eer"][b] = 50.0 * (far[best] + frr[best])
-        for p, name in zip(p_targets, names[1:]):
-            out[name][b] = (p * frr + (1 - p) * far).min() / min(p, 1 - p)
-        for name, value in rates_at_operating_points(*_accept_all(frr, far)).items():
-            out[name][b] = value
-    return out
 
 
 def speaker_interval(enroll, test_speakers, targets, scores, resamples, seed):

@@ -9,12 +9,12 @@ which nothing here measures: log enrollment and test durations and both embeddin
 from __future__ import annotations
 
 import numpy as np
-import soundfile
 from sklearn.linear_model import LogisticRegression
 from sklearn.model_selection import GroupKFold
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
+from ..data.audio import audio_duration
 from ..errors import UserError
 from .metrics import eer
 from .privacy import CalibrationMetrics, cllr
@@ -58,9 +58,10 @@ def quality_features(scores, enroll_models, test_vectors, enroll_seconds, test_s
 
 
 def _seconds(utts, wav: dict, utt2dur: dict | None) -> np.ndarray:
-    return np.array(
-        [utt2dur[u] if utt2dur and u in utt2dur else soundfile.info(wav[u]).duration for u in utts]
-    )
+    """Durations of ``utts`` (a test utterance is in many trials: each header is read once)."""
+    known = utt2dur or {}
+    seconds = {u: known[u] if u in known else audio_duration(wav[u]) for u in dict.fromkeys(utts)}
+    return np.array([seconds[u] for u in utts])
 
 
 def trial_features(trials, scores, enrollment, enroll_embeddings, test_embeddings, mean="raw") -> np.ndarray:

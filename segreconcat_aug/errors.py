@@ -50,21 +50,26 @@ def option_error(error, values, source="") -> OptionError:
         # A validator's own message as written; a model validator's (no key) names its keys itself.
         text = str(item["ctx"]["error"]) if item["type"] == "value_error" else item["msg"]
         text = text[0].lower() + text[1:]
-        # A nested key by its path (configurations.<name>.seeds); a union's member names are not keys.
+        # A nested key by its path (configurations.<name>.seeds); a union's member names are not keys; a
+        # refused mapping key (its location ends in "[key]") is shown itself, under its mapping's path.
+        loc = list(item["loc"])
+        refused_key = loc[-2] if loc[-1:] == ["[key]"] and len(loc) > 1 else None
+        loc = loc[:-2] if refused_key is not None else loc
         names, value = [], values
-        for part in item["loc"]:
+        for part in loc:
             if isinstance(part, str) and isinstance(value, dict) and part in value:
                 names.append(part)
                 value = value[part]
-        if not names and item["loc"]:
-            names, value = [item["loc"][0]], values.get(item["loc"][0])
+        if not names and loc:
+            names, value = [loc[0]], values.get(loc[0])
+        value = refused_key if refused_key is not None else value
         key = ".".join(map(str, names)) if names else text
         if key in problems:
             continue
         if item["type"] == "missing":
             problems[key] = f"{key} is missing: give it in the YAML or as --{key}=..."
             continue
-        where = "".join(f" item {part}" for part in item["loc"][1:] if isinstance(part, int))
+        where = "".join(f" item {part}" for part in loc[1:] if isinstance(part, int))
         problems[key] = f"{key}: {value!r}:{where} {text}" if item["loc"] else text
     prefix = f"{source}: " if source else ""
     if len(problems) == 1:

@@ -260,8 +260,9 @@ class SlurmOptions(RecipeOptions):
 class ArrayOptions(SlurmOptions):
     """A job over utterances: one ``--shard`` here (``launcher: local``), or ``--shards`` as a SLURM job array."""
 
-    shard: Shard = None
-    shards: Count | None = None
+    launcher: Literal["local", "slurm"]
+    shard: Shard
+    shards: Count | None
 
     @model_validator(mode="after")
     def _shard_or_shards(self):
@@ -389,14 +390,14 @@ class GridOptions(SlurmOptions):
     protocol: Protocol | None = None
     configurations: dict[str, ConfigurationOptions | None]
     seeds: Seeds = None
-    parallel: Count = 1
+    parallel: Count | None = 1
     environment: (
         dict[
             Annotated[str, AfterValidator(_variable_name)], Annotated[Any, AfterValidator(_environment_value)]
         ]
         | None
     ) = None
-    privacy_columns: list[Annotated[str, AfterValidator(_privacy_column)]] = []
+    privacy_columns: list[Annotated[str, AfterValidator(_privacy_column)]] | None = []
     bootstrap_resamples: Natural
     bootstrap_seed: Seed = 0
     output_folder: Folder

@@ -416,7 +416,7 @@ def test_environment_reaches_each_run_and_the_users_own_values_win(grid_override
             {"OMP_NUM_THREADS": [1]},
             r"environment.OMP_NUM_THREADS: \[1\]: input should be a string or a number",
         ),
-        ({"1BAD": 1}, "environment.1BAD: 1: '1BAD' is not a variable name"),
+        ({"1BAD": 1}, "environment: '1BAD': '1BAD' is not a variable name"),
         (["OMP_NUM_THREADS=1"], "environment: .+: input should be a valid dictionary"),
     ],
 )

@@ -14,6 +14,7 @@ import hashlib
 import json
 import math
 import os
+import uuid
 from pathlib import Path
 
 import numpy as np
@@ -61,7 +62,8 @@ def atomic_writer(path, mode: str = "w", **open_options):
     full disk is raised as :class:`DiskFullError`.
     """
     path = Path(path)
-    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    # Unique across processes and hosts: writers on several nodes may share a pid.
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
     if "b" not in mode:
         open_options.setdefault("encoding", "utf-8")
     try:

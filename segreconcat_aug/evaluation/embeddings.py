@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from speechbrain.utils.distributed import ddp_prevent_block
+from speechbrain.utils.distributed import ddp_barrier, ddp_prevent_block
 from tqdm import tqdm
 
 from ..data.audio import SAMPLE_RATE, AudioReadError, audio_duration, read_audio_and_rate, resample_wave
@@ -373,7 +373,7 @@ class EmbeddingExtractor:
         missing = [utt for utt in wav if utt not in found or cache.signatures.get(utt) != signatures[utt]]
         rank, world = _rank_and_world()
         if world > 1:  # all ranks split the same missing list only if none writes before all have read
-            torch.distributed.barrier()
+            ddp_barrier()
         if missing:
             if self.padded:
                 durations = durations or {}

@@ -220,7 +220,7 @@ def main(argv=None) -> int:
     # SpeechBrain's own --device wins over the YAML key when given.
     device = run_opts.get("device") or hparams["device"]
     backend = hparams["backend"]
-    shards = hparams["shards"] if hparams["launcher"] == "slurm" else None  # a SLURM job array's size
+    shards = hparams["shards"]  # a SLURM job array's size; null under launcher: local (ArrayOptions)
     if hparams["merge"]:
         return merge(hparams)
     if backend in ("mfa", "ctm"):  # files another aligner wrote

@@ -71,7 +71,7 @@ def main(argv=None) -> int:
         import numba
 
         numba.set_num_threads(int(hparams["dtw_threads"]))
-    shards = hparams["shards"] if hparams["launcher"] == "slurm" else None  # a SLURM job array's size
+    shards = hparams["shards"]  # a SLURM job array's size; null under launcher: local (ArrayOptions)
     # input, else the system's training folder under its protocol (the layout present)
     source = hparams.get("input") or training_folder(
         hparams["data_folder"],

@@ -49,7 +49,6 @@ def load_grid(path, overrides=None) -> dict:
             )
         for language in languages:
             protocol.check_language(language)
-    grid.setdefault("launcher", "local")
     check_learning_curve(grid, path)
     if curve_enabled(grid):  # each curve point is a configuration of its own (learning_curve.py)
         grid["configurations"] = {**configs, **curve_configurations(grid)}

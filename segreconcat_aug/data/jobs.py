@@ -20,7 +20,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import UserError
+from ..errors import OptionError, UserError
 from .folder_lock import FolderInUseError, lock_folder
 from .jsonl_files import (
     PARTIAL,
@@ -40,10 +40,6 @@ class JobError(UserError, RuntimeError):
     """A job cannot start or a merge cannot proceed; the message names the file and the fix."""
 
 
-class ShardError(UserError, ValueError):
-    """A ``--shard`` that is not ``i/n`` with ``0 <= i < n``."""
-
-
 @dataclass(frozen=True)
 class Shard:
     """Shard ``index`` of ``count`` (0-based)."""
@@ -53,7 +49,7 @@ class Shard:
 
     def __post_init__(self):
         if self.count < 1 or not 0 <= self.index < self.count:
-            raise ShardError(
+            raise OptionError(
                 f"--shard {self.index}/{self.count}: need 0 <= i < n in i/n, e.g. 0/{max(self.count, 2)}"
             )
 
@@ -77,7 +73,7 @@ def resolve_shard(spec: str | None = None, *, env=None) -> Shard:
     if spec not in (None, "", "None"):
         match = re.fullmatch(r"\s*(\d+)\s*/\s*(\d+)\s*", str(spec))
         if not match:
-            raise ShardError(f"--shard {spec!r}: expected 'i/n' with 0 <= i < n, e.g. 0/4")
+            raise OptionError(f"--shard {spec!r}: expected 'i/n' with 0 <= i < n, e.g. 0/4")
         index, count = int(match.group(1)), int(match.group(2))
         Shard(index, count)  # validates
     world = int(env.get("WORLD_SIZE", "1") or 1)

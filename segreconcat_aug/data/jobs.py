@@ -81,13 +81,12 @@ def resolve_shard(spec: str | None = None, *, env=None) -> Shard:
     return Shard(index * world + rank, count * world)
 
 
-def default_device(env=None) -> str:
+def default_device() -> str:
     """``cuda:<LOCAL_RANK>`` when CUDA is available (one GPU per torchrun rank), else ``cpu``."""
     import torch
 
-    env = os.environ if env is None else env
     if torch.cuda.is_available():
-        return f"cuda:{int(env.get('LOCAL_RANK', '0') or 0) % torch.cuda.device_count()}"
+        return f"cuda:{int(os.environ.get('LOCAL_RANK', '0') or 0) % torch.cuda.device_count()}"
     return "cpu"
 
 

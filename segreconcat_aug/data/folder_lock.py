@@ -21,8 +21,6 @@ _HELD: dict = {}
 class FolderInUseError(UserError, RuntimeError):
     """Another process holds the lock of the folder this run would write; ``holder`` names it."""
 
-    holder = "another process"
-
 
 def lock_folder(folder, what: str = "a run", name: str = LOCK_FILE):
     """Lock ``folder`` (made if missing) while the returned file is open."""

@@ -349,12 +349,11 @@ def run_array(
     executor = slurm_executor(f"{output}.submitit", hparams, name, ARRAY_CLUSTER)
     from submitit.core.utils import FailedJobError, UncompletedJobError
 
-    # Each task is this command, run here: without the array's own options (a key given twice is refused).
-    kept, skip = [], False
-    for arg in argv:
-        if not skip and arg.split("=", 1)[0] not in ("--launcher", "--shards"):
-            kept.append(arg)
-        skip = arg in ("--launcher", "--shards")  # the value follows as its own argument
+    # Each task is this command, run here: without the array's own options (a key given twice is refused),
+    # each as ``--key=value`` or as ``--key value``.
+    own = ("--launcher", "--shards")
+    pairs = zip(["", *argv], argv)  # (the argument before, the argument)
+    kept = [arg for before, arg in pairs if before not in own and arg.split("=", 1)[0] not in own]
     command = [sys.executable, str(Path(script).resolve()), *kept, "--launcher=local", "--shards=null"]
     tasks = [[*command, f"--shard={k}/{shards}"] for k in todo]
     # A task's exit status is its command's; its output goes to the task's log.

@@ -139,14 +139,12 @@ class CheckpointDamagedError(UserError, RuntimeError):
 
 def damaged_file_problem(path) -> str | None:
     """Why a checkpoint file cannot be whole (empty, or a ``torch.save`` zip cut short), or None."""
-    path = Path(path)
-    size = path.stat().st_size
+    size = Path(path).stat().st_size
     if size == 0:
         return "empty"
     with open(path, "rb") as handle:
-        zipped = handle.read(4) == b"PK\x03\x04"
-    if zipped and not zipfile.is_zipfile(path):
-        return f"cut short ({size} bytes; a torch.save file whose end is missing)"
+        if handle.read(4) == b"PK\x03\x04" and not zipfile.is_zipfile(handle):
+            return f"cut short ({size} bytes; a torch.save file whose end is missing)"
     return None
 
 

@@ -16,12 +16,12 @@ from segreconcat_aug.data.convergence import (
     model_convergence,
     read_epochs,
     run_convergence,
-    write_convergence,
 )
 from segreconcat_aug.evaluation.references import load_reference_results
 from segreconcat_aug.evaluation.system_report import convergence_markdown
 from segreconcat_aug.evaluation.tables import ablation_table, comparison_table, convergence_notes
 from segreconcat_aug.method.augment import COUNT_KEYS
+from segreconcat_aug.training.progress import record_convergence
 
 
 def _epoch(epoch, dev, train=2.0, stop=False, **counts):
@@ -104,10 +104,12 @@ def test_epochs_file_read_back_and_written_beside_the_export(tmp_path):
     assert [(e["epoch"], e["valid"]["loss"]) for e in read_epochs(run)] == [(1, 3.0), (2, 2.4)]
     found = run_convergence(run, limit=5)
     assert found["source"] == str(run / EPOCHS_LOG) and found["limit"] == 5 and found["best_epoch"] == 2
-    assert write_convergence(found, run, run / "export", tmp_path / "absent") == [
-        run / CONVERGENCE_FILE,
-        run / "export" / CONVERGENCE_FILE,
-    ]
+    hparams = {"output_folder": str(run), "export_folder": str(run / "export"), "number_of_epochs": 5}
+    record_convergence(hparams)
+    written = json.loads((run / "export" / CONVERGENCE_FILE).read_text())
+    assert written == {**found, "selected_by": "dev_loss"} and (run / CONVERGENCE_FILE).is_file()
+    record_convergence({**hparams, "export_folder": str(tmp_path / "absent")})
+    assert not (tmp_path / "absent").exists()  # an export folder that is not there is left out
     assert run_convergence(tmp_path / "nothing") is None
     with pytest.raises(TypeError, match="unexpected keyword argument 'windows'"):
         convergence([], windows=3)
@@ -125,7 +127,7 @@ def test_the_report_finds_the_convergence_of_the_models_own_run_only(tmp_path):
     other.mkdir()
     assert model_convergence(other, run, run / "export") is None
     # The file beside a model travels with it, wherever it is evaluated from.
-    write_convergence({"flags": [], "moved": True}, other)
+    (other / CONVERGENCE_FILE).write_text(json.dumps({"flags": [], "moved": True}))
     assert model_convergence(other, run, run / "export")["moved"]
 
 

@@ -8,8 +8,6 @@ import json
 import math
 from pathlib import Path
 
-from .result_files import json_text, write_text
-
 EPOCHS_LOG = "epochs.jsonl"  # one JSON line per finished epoch, exact values (train_log.txt rounds)
 CONVERGENCE_FILE = "convergence.json"
 #: The flags, in the order reports list them: name -> what it says in a word.
@@ -141,19 +139,12 @@ def convergence(
     return found
 
 
-def run_convergence(folder, limit: int | None = None, **settings) -> dict | None:
+def run_convergence(folder, limit: int | None = None) -> dict | None:
     """:func:`convergence` of the run in ``folder`` (its ``epochs.jsonl``); None when it has none."""
     epochs = read_epochs(folder)
     if not epochs:
         return None
-    return {"source": str(Path(folder) / EPOCHS_LOG), **convergence(epochs, limit=limit, **settings)}
-
-
-def write_convergence(found: dict, *folders) -> list[Path]:
-    """Write ``found`` as :data:`CONVERGENCE_FILE` into each of ``folders`` that exists, whole or not at
-    all, as strict JSON (a NaN loss is ``null``)."""
-    text = json_text(found, indent=2) + "\n"
-    return [write_text(Path(f) / CONVERGENCE_FILE, text) for f in folders if f and Path(f).is_dir()]
+    return {"source": str(Path(folder) / EPOCHS_LOG), **convergence(epochs, limit=limit)}
 
 
 def model_convergence(model_folder, run_folder=None, export_folder=None) -> dict | None:

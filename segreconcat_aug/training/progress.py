@@ -10,8 +10,8 @@ from pathlib import Path
 import torch
 from speechbrain.utils.distributed import ddp_all_reduce
 
-from segreconcat_aug.data.convergence import EPOCHS_LOG, run_convergence, write_convergence
-from segreconcat_aug.data.result_files import json_text
+from segreconcat_aug.data.convergence import CONVERGENCE_FILE, EPOCHS_LOG, run_convergence
+from segreconcat_aug.data.result_files import json_text, write_text
 from segreconcat_aug.method.augment import COUNT_KEYS
 
 logger = logging.getLogger(__name__)
@@ -106,12 +106,15 @@ def log_epoch(output_folder, epoch: int, lr: float, train: dict, valid: dict, co
 
 
 def record_convergence(hparams) -> str:
-    """The finished run's convergence flags, logged and written to its output and export folders; returns
-    the console's line for them."""
+    """The finished run's convergence flags, logged and written to its output and export folders (those that
+    exist) as :data:`CONVERGENCE_FILE`, whole or not at all; returns the console's line for them."""
     found = run_convergence(hparams["output_folder"], limit=hparams.get("number_of_epochs"))
     if found is not None:
         found["selected_by"] = hparams.get("select_by") or "dev_loss"  # which checkpoint was exported
-        write_convergence(found, hparams["output_folder"], hparams.get("export_folder"))
+        text = json_text(found, indent=2) + "\n"  # strict JSON: a NaN loss is null
+        for folder in hparams["output_folder"], hparams.get("export_folder"):
+            if folder and Path(folder).is_dir():
+                write_text(Path(folder) / CONVERGENCE_FILE, text)
         for flag in found["flags"]:
             logger.warning("Convergence flag: %s", flag["text"])
     return convergence_line(found)

@@ -12,7 +12,6 @@ from speechbrain.utils.distributed import ddp_all_reduce
 
 from segreconcat_aug.data.convergence import CONVERGENCE_FILE, EPOCHS_LOG, run_convergence
 from segreconcat_aug.data.result_files import json_text, write_text
-from segreconcat_aug.method.augment import COUNT_KEYS
 
 logger = logging.getLogger(__name__)
 
@@ -59,8 +58,8 @@ def epoch_line(record: dict, counter, epoch_seconds: list[float]) -> str:
 def train_stats(epoch, loss, counts, seconds, resumed_at_batch=0, augmenter=None, device="cpu") -> dict:
     """The epoch's ``train`` statistics from this process's ``counts`` (samples, rows whose audio failed) in
     ``seconds``, summed over DDP processes and logged; SegReConcat's counts restart."""
-    counted = list(augmenter.counts().values()) if augmenter is not None else []  # COUNT_KEYS order
-    totals = torch.tensor([*counts, *counted], dtype=torch.float64, device=device)
+    own = augmenter.counts() if augmenter is not None else {}
+    totals = torch.tensor([*counts, *own.values()], dtype=torch.float64, device=device)
     samples, failed, *counted = ddp_all_reduce(totals, torch.distributed.ReduceOp.SUM).tolist()
     stats = {
         "loss": float(loss),
@@ -82,7 +81,7 @@ def train_stats(epoch, loss, counts, seconds, resumed_at_batch=0, augmenter=None
             stats["failed_reads"],
         )
     if augmenter is not None:
-        summed = dict(zip(COUNT_KEYS, map(int, counted)))
+        summed = dict(zip(own, map(int, counted)))
         stats.update({key: value for key, value in summed.items() if value or key == "augmented"})
         logger.info("Epoch %s SegReConcat: %s (this process: %s)", epoch, summed, augmenter.report())
         augmenter.reset_counts()

@@ -25,7 +25,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ..data.jsonl_files import RepeatedIds, cache_files, iter_jsonl
-from ..data.result_files import atomic_writer
+from ..data.result_files import atomic_writer, file_digest
 from ..errors import UserError
 
 logger = logging.getLogger(__name__)
@@ -263,10 +263,7 @@ def _digest(files: list[Path]) -> str:
     """What the index is valid for: the cache files' names and bytes, and this module's code."""
     digest = hashlib.sha256(_CODE_DIGEST.encode())
     for file in files:
-        digest.update(f"\0{file.name}\0".encode())
-        with open(file, "rb") as handle:
-            for block in iter(lambda: handle.read(1 << 22), b""):
-                digest.update(block)
+        digest.update(f"\0{file.name}\0{file_digest(file)}".encode())
     return digest.hexdigest()
 
 

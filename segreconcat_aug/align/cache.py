@@ -151,6 +151,8 @@ class AlignmentIndex:
 
     def __post_init__(self):
         self._row = {utt: k for k, utt in enumerate(self.ids)}
+        self.aligners = [sys.intern(name) for name in self.aligners]  # one str object per aligner name
+        self.stats = Counter(self.stats)
         self.offsets = np.asarray(self.offsets, dtype=np.int64)
         self.durations, self.starts, self.ends = (
             np.asarray(values, dtype=np.float64) for values in (self.durations, self.starts, self.ends)
@@ -232,7 +234,7 @@ def _parse(files: list[Path], path) -> AlignmentIndex:
                     repaired.append(alignment.id)
             ids.append(alignment.id)
             durations.append(alignment.duration)
-            aligners.append(sys.intern(alignment.aligner))  # one str object per aligner name
+            aligners.append(alignment.aligner)
             starts.extend(w.start for w in cleaned)
             ends.extend(w.end for w in cleaned)
             words.extend(w.word for w in cleaned)
@@ -251,6 +253,7 @@ _INDEX_SUFFIX = ".segreconcat-index.npz"
 # Any change to this module (cleaning rules, record parsing) invalidates every index it wrote.
 _CODE_DIGEST = hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:16]
 _ARRAYS = ("durations", "offsets", "starts", "ends")
+_META = ("ids", "aligners", "stats", "repaired_ids", "repaired_count")  # saved as JSON
 
 
 def index_path(path) -> Path:
@@ -271,17 +274,11 @@ def _save_index(path, index: AlignmentIndex, key: str) -> None:
     """Save the index beside the cache, whole or not at all: concurrent loaders see the old index or the
     new one, never a half-written file. A folder we cannot write to gets none."""
     location = index_path(path)
-    meta = {
-        "key": key,
-        "ids": index.ids,
-        "aligners": index.aligners,
-        "stats": index.stats,
-        "repaired": [index.repaired_ids, index.repaired_count],
-    }
+    meta = {name: getattr(index, name) for name in _META}
     try:
         with atomic_writer(location, "wb") as out:
             arrays = {name: getattr(index, name) for name in _ARRAYS}
-            np.savez(out, meta=_bytes(meta), words=_bytes(index.words), **arrays)
+            np.savez(out, key=_bytes(key), meta=_bytes(meta), words=_bytes(index.words), **arrays)
     except OSError as err:
         logger.info("%s: cannot write the binary index (%s); the cache is parsed at every load", path, err)
 
@@ -297,17 +294,11 @@ def _load_index(path, key: str, keep_words: bool) -> AlignmentIndex | None:
         return None
     try:
         with np.load(location) as saved:
-            meta = json.loads(saved["meta"].tobytes())
-            if meta["key"] != key:
+            if json.loads(saved["key"].tobytes()) != key:
                 return None
-            return AlignmentIndex(
-                meta["ids"],
-                *(saved[name] for name in _ARRAYS),
-                [sys.intern(name) for name in meta["aligners"]],  # one str object per aligner name
-                json.loads(saved["words"].tobytes()) if keep_words else None,
-                Counter(meta["stats"]),
-                *meta["repaired"],
-            )
+            meta = json.loads(saved["meta"].tobytes())
+            words = json.loads(saved["words"].tobytes()) if keep_words else None
+            return AlignmentIndex(**meta, **{name: saved[name] for name in _ARRAYS}, words=words)
     except (OSError, ValueError, KeyError, IndexError, TypeError, EOFError, zipfile.BadZipFile) as err:
         logger.info("%s: unreadable alignment index ignored, rebuilding it (%s)", location, err)
         return None

@@ -274,11 +274,11 @@ def _save_index(path, index: AlignmentIndex, key: str) -> None:
     """Save the index beside the cache, whole or not at all: concurrent loaders see the old index or the
     new one, never a half-written file. A folder we cannot write to gets none."""
     location = index_path(path)
-    meta = {name: getattr(index, name) for name in _META}
+    meta = {"key": key, "fields": {name: getattr(index, name) for name in _META}}
     try:
         with atomic_writer(location, "wb") as out:
             arrays = {name: getattr(index, name) for name in _ARRAYS}
-            np.savez(out, key=_bytes(key), meta=_bytes(meta), words=_bytes(index.words), **arrays)
+            np.savez(out, meta=_bytes(meta), words=_bytes(index.words), **arrays)
     except OSError as err:
         logger.info("%s: cannot write the binary index (%s); the cache is parsed at every load", path, err)
 
@@ -294,11 +294,11 @@ def _load_index(path, key: str, keep_words: bool) -> AlignmentIndex | None:
         return None
     try:
         with np.load(location) as saved:
-            if json.loads(saved["key"].tobytes()) != key:
-                return None
             meta = json.loads(saved["meta"].tobytes())
+            if meta["key"] != key:
+                return None
             words = json.loads(saved["words"].tobytes()) if keep_words else None
-            return AlignmentIndex(**meta, **{name: saved[name] for name in _ARRAYS}, words=words)
+            return AlignmentIndex(**meta["fields"], **{name: saved[name] for name in _ARRAYS}, words=words)
     except (OSError, ValueError, KeyError, IndexError, TypeError, EOFError, zipfile.BadZipFile) as err:
         logger.info("%s: unreadable alignment index ignored, rebuilding it (%s)", location, err)
         return None

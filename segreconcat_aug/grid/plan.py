@@ -8,11 +8,14 @@ import logging
 import os
 from pathlib import Path
 
+import ruamel.yaml
 from hyperpyyaml import load_hyperpyyaml
 
+from ..cli import checkout_path
+from ..data.hparams_text import hparams_text
 from ..data.protocols import get_protocol
 from ..data.vpac import VPACLayoutError, detect_layout, system_folders, training_folder
-from ..errors import OptionError, UserError
+from ..errors import MissingInputError, OptionError
 from ..options import GridOptions, validate_hparams_file
 from .learning_curve import check_learning_curve, curve_configurations, curve_enabled
 
@@ -131,26 +134,16 @@ def cell_folder(grid, system: str, config: str, seed: int | None = None) -> Path
     return folder if seed is None else folder / f"seed{seed}"
 
 
-class GridDataError(UserError, FileNotFoundError):
-    """Some of the grid's units have no data folders: nothing is run."""
-
-
 def _folder_overrides(grid) -> dict:
     """The runs' ``folder_overrides``: the training YAML's, unless ``extra_overrides`` gives its own."""
     extra = grid.get("extra_overrides") or {}
     if isinstance(extra, dict) and "folder_overrides" in extra:
         return extra["folder_overrides"] or {}
-    import ruamel.yaml
-
-    from ..cli import checkout_path
-    from ..data.hparams_text import hparams_text
-
     path = Path(checkout_path(grid["train_hparams"]))
     if not path.is_file():
         return {}
     document = ruamel.yaml.YAML().load(hparams_text(path)) or {}
-    found = document.get("folder_overrides") or {}
-    return {key: dict(value) if hasattr(value, "items") else value for key, value in found.items()}
+    return document.get("folder_overrides") or {}
 
 
 def check_grid_data(grid) -> None:
@@ -176,7 +169,7 @@ def check_grid_data(grid) -> None:
         except VPACLayoutError as error:
             missing.append(f"{unit}: {error}")
     if missing:
-        raise GridDataError(
+        raise MissingInputError(
             f"{grid['data_folder']}: {len(missing)} of {len(units)} unit(s) of this grid have no data, so no cell "
             f"was run (fix the data, or leave those units out of systems/languages): {' | '.join(missing)}"
         )

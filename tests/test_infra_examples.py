@@ -12,7 +12,7 @@ from segreconcat_aug.data.jobs import Job, Shard, merge_jsonl, read_failures, re
 from segreconcat_aug.data.jsonl_files import RepeatedIds, shard_files
 from segreconcat_aug.data.vpac import JobItem, read_inputs
 from segreconcat_aug.grid.plan import cell_folder, run_environment, split_unit
-from segreconcat_aug.grid.runner import config_setting, format_command, model_of_override, overrides_string
+from segreconcat_aug.grid.runner import config_setting, format_command, overrides_string, step_command
 from segreconcat_aug.training.progress import convergence_line, format_duration
 from segreconcat_aug.training.run_settings import damaged_file_problem, run_settings
 
@@ -126,9 +126,15 @@ def test_grid_command_helpers():
         "train",
         "",
     )
-    grid = {"output_folder": "g", "configurations": {"ft": {}, "ft_asnorm": {"model_of": "ft"}}}
-    assert model_of_override(grid, "B4", "ft_asnorm", None) == "--eval_model_folder=g/B4/ft/export"
-    assert model_of_override(grid, "B4", "ft", None) == ""
+    grid = {
+        "output_folder": "g",
+        "train_hparams": "t.yaml",
+        "data_folder": "d",
+        "eval_command": "{overrides}",
+        "configurations": {"ft": {}, "ft_asnorm": {"model_of": "ft"}},
+    }
+    assert step_command(grid, "B4", "ft_asnorm", None, "eval") == (["--eval_model_folder=g/B4/ft/export"], "")
+    assert step_command(grid, "B4", "ft", 3, "eval") == (["--seed=3"], "")
 
 
 def test_progress_texts():

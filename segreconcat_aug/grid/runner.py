@@ -93,14 +93,6 @@ def config_setting(grid, config: str, key: str):
     return spec[key] if key in spec and spec[key] is not None else grid[key]
 
 
-def model_of_override(grid, system: str, config: str, seed: int | None) -> str:
-    """``--eval_model_folder=<that cell's export>`` for a configuration with ``model_of``, else ``""``."""
-    source = (grid["configurations"][config] or {}).get("model_of")
-    if not source:
-        return ""
-    return f"--eval_model_folder={(cell_folder(grid, system, source, seed) / 'export').as_posix()}"
-
-
 def unit_command(
     grid, template: str, unit: str, folder, spec: dict, *overrides: str, configuration=""
 ) -> list[str]:
@@ -130,15 +122,18 @@ def unit_command(
 
 def step_command(grid, system: str, config: str, seed: int | None, step: str) -> tuple[list[str], str]:
     """A run's ``train`` or ``eval`` command, and the grid's variables as its processes get them
-    (``NAME=value ...``, written before the logged command so that it reruns as it ran)."""
+    (``NAME=value ...``, written before the logged command so that it reruns as it ran); a ``model_of``
+    configuration evaluates that cell's export."""
+    spec = grid["configurations"][config] or {}
+    model = cell_folder(grid, system, spec["model_of"], seed) / "export" if spec.get("model_of") else None
     command = unit_command(
         grid,
         config_setting(grid, config, f"{step}_command"),
         system,
         cell_folder(grid, system, config, seed),
-        grid["configurations"][config] or {},
+        spec,
         f"--seed={seed}" if seed is not None else "",
-        model_of_override(grid, system, config, seed),
+        f"--eval_model_folder={model.as_posix()}" if model else "",
         configuration=config,
     )
     environment = run_environment(grid)

@@ -162,7 +162,7 @@ def run_step(grid, system: str, config: str, seed: int | None, step: str) -> str
     prefix = f"{split_unit(system)[0]}/{config} {step}"
     logger.info("%s: %s%s", prefix, assignments, shlex.join(command))
     log_path = folder / f"grid_{step}.log"
-    errors = []
+    error = ""  # the last line a recipe printed as its error
     with open(log_path, "a", encoding="utf-8") as log:
         log.write(f"$ {assignments}{shlex.join(command)}\n")
         log.flush()
@@ -180,13 +180,13 @@ def run_step(grid, system: str, config: str, seed: int | None, step: str) -> str
             for line in process.stdout:
                 log.write(line)
                 if ".py: error: " in line:
-                    errors.append(line.strip())
+                    error = line.strip()
                 if line.startswith(PROGRESS_PREFIX):
                     log.flush()
                     print(f"{prefix}: {line[len(PROGRESS_PREFIX) :].rstrip()}", flush=True)
     returncode = process.wait()
     if returncode != 0:
-        return f"{step} failed (exit {returncode}){f': {errors[-1]}' if errors else ''}, see {log_path}"
+        return f"{step} failed (exit {returncode}){f': {error}' if error else ''}, see {log_path}"
     status = {**_status(folder), step: "done"}
     (folder / STATUS_FILE).write_text(json.dumps(status, indent=2) + "\n", encoding="utf-8")
     return None
@@ -224,7 +224,7 @@ def run_here(grid, batch, step: str, failed: list[str]):
         if not (failed and grid.get("stop_on_error")):
             return one, run_step(grid, *one, step)
 
-    with ThreadPoolExecutor(max(1, int(grid.get("parallel") or 1))) as pool:
+    with ThreadPoolExecutor(grid.get("parallel") or 1) as pool:
         for done in as_completed([pool.submit(run, one) for one in batch]):
             if done.result():  # None: not started, another run failed first
                 yield done.result()

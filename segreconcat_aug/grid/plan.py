@@ -41,7 +41,8 @@ def load_grid(path, overrides=None) -> dict:
                 f"{path}: configurations.{name}.model_of must name a configuration that trains its own model, "
                 f"got {source!r}"
             )
-    if any(run_seeds(grid, name) for name in configs) and "seed" in (grid.get("extra_overrides") or {}):
+    seeded = any(run_seeds(grid, name) != [None] for name in configs)
+    if seeded and "seed" in (grid.get("extra_overrides") or {}):
         raise OptionError(f"{path}: extra_overrides sets seed while seeds lists them; keep one of the two")
     protocol = get_protocol(grid.get("protocol"))
     languages = grid.get("languages")
@@ -70,7 +71,7 @@ def run_seeds(grid, config: str) -> list:
     """The training seeds of a configuration: its own ``seeds``, else the grid's; ``[None]``: one default run."""
     seeds = (grid["configurations"][config] or {}).get("seeds")
     seeds = grid.get("seeds") if seeds is None else seeds
-    return list(seeds) if seeds else []
+    return list(seeds) if seeds else [None]
 
 
 def grid_languages(grid) -> list[str]:
@@ -121,11 +122,7 @@ def grid_cells(grid) -> list[tuple[str, str]]:
 
 def grid_runs(grid) -> list[tuple[str, str, int | None]]:
     """Every (system, configuration, seed) to run; seed None: the training YAML's own seed."""
-    return [
-        (system, config, seed)
-        for system, config in grid_cells(grid)
-        for seed in run_seeds(grid, config) or [None]
-    ]
+    return [(system, config, seed) for system, config in grid_cells(grid) for seed in run_seeds(grid, config)]
 
 
 def cell_folder(grid, system: str, config: str, seed: int | None = None) -> Path:

@@ -152,6 +152,17 @@ def test_failures_file_counts_and_retry(tmp_path):
     assert job.written == 2 and job.failed == 0 and read_failures(tmp_path / "out") == {}
 
 
+@pytest.mark.parametrize("target", ["out", "out.jsonl"])
+def test_failures_of_a_shard_that_wrote_nothing_are_read(tmp_path, target):
+    ids = _ids(8)
+    mine = [utt for utt in ids if Shard(0, 2).owns(utt)]
+    _run(tmp_path / target, ids, shard=Shard(0, 2), fail=set(mine))  # every one of its utterances fails
+    _run(tmp_path / target, ids, shard=Shard(1, 2), fail={next(u for u in ids if Shard(1, 2).owns(u))})
+    assert not shard_path(tmp_path / target, Shard(0, 2)).exists()  # no line written: no part file
+    failed = read_failures(tmp_path / target)
+    assert set(mine) < set(failed) and len(failed) == len(mine) + 1
+
+
 def test_same_shard_twice_at_once_is_refused(tmp_path):
     with Job(tmp_path / "out", progress=False):
         with pytest.raises(JobError, match="another process"):

@@ -14,7 +14,6 @@ import numpy as np
 from ..data.convergence import FLAGS as FLAG_NAMES
 from ..data.protocols import get_protocol
 from ..data.result_files import atomic_writer, file_digest, json_text, write_text
-from ..errors import UserError
 from ..evaluation.bootstrap import format_interval
 from ..evaluation.comparison import compare_runs, seed_mean_std
 from ..evaluation.figures import plot_det_panels, plot_forest, plot_privacy, privacy_panel
@@ -39,31 +38,27 @@ from .plan import cell_folder, grid_ablation, grid_languages, grid_runs, grid_un
 logger = logging.getLogger(__name__)
 
 
-class GridResultsError(UserError, ValueError):
-    """A finished cell's evaluation cannot be read back as it was written (a score file missing, damaged,
-    or changed since its results.json); the message names the file and the fix."""
-
-
 def cell_scores(folder: Path, results: dict, rescore: bool = False) -> tuple[dict, bool]:
     """``(subset -> ScoreFile, changed)``: a finished cell's score files, each checked against its
     results.json (present, readable, finite, the digest it recorded); ``changed``: some differ from
-    their digest, and ``rescore`` asked for the cell to be rescored rather than refused."""
+    their digest, and ``rescore`` asked for the cell to be rescored rather than refused. A file that
+    fails a check is a :class:`ScoreFileError` naming it and the fix."""
     again = f"delete {folder} and rerun the grid to evaluate the cell again"
     scores, changed = {}, False
     digests = results.get("score_digests") or {}  # none: written before digests were recorded
     for name, relative in results.get("scores", {}).items():
         path = folder / relative
         if not path.is_file():
-            raise GridResultsError(f"{path}: missing, but {folder / 'results.json'} lists it: {again}")
+            raise ScoreFileError(f"{path}: missing, but {folder / 'results.json'} lists it: {again}")
         try:
             found = read_score_file(path)
         except ScoreFileError as error:
-            raise GridResultsError(f"{error}: a score file of a finished cell; {again}") from None
+            raise ScoreFileError(f"{error}: a score file of a finished cell; {again}") from None
         if not len(found.targets):
-            raise GridResultsError(f"{path}: empty, a score file of a finished cell; {again}")
+            raise ScoreFileError(f"{path}: empty, a score file of a finished cell; {again}")
         if name in digests and file_digest(path) != digests[name]:
             if not rescore:
-                raise GridResultsError(
+                raise ScoreFileError(
                     f"{path}: changed since {folder / 'results.json'} was computed from it, so the tables would "
                     "mix its intervals with the old point values: rescore the cell from its score files "
                     f"(--rescore_changed_scores=True, or rescore_folder; docs/evaluation.md), or {again}"

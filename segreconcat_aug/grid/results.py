@@ -19,7 +19,7 @@ from ..evaluation.comparison import compare_runs, seed_mean_std
 from ..evaluation.figures import plot_det_panels, plot_forest, plot_privacy, privacy_panel
 from ..evaluation.intervals import privacy_table
 from ..evaluation.metrics import det_curve, operating_points
-from ..evaluation.privacy import PrivacyOptions, saved_options
+from ..evaluation.privacy import saved_options
 from ..evaluation.references import load_reference_results
 from ..evaluation.rescore import rescore_folder
 from ..evaluation.score_files import ScoreFileError, read_score_file
@@ -106,7 +106,9 @@ def analyse(grid, results: dict) -> dict[tuple[str, str], dict]:
     for system in dict.fromkeys(system for system, _ in results):
         runs = {config: found for (cell_system, config), found in results.items() if cell_system == system}
         if resamples:
-            options = privacy_settings(results, system)
+            # The privacy metrics' settings its evaluations recorded (privacy_options in results.json).
+            saved = [run["results"].get("privacy_options") for found in runs.values() for run in found]
+            options = saved_options(next(filter(None, saved), None))
             for config, summary in compare_runs(
                 runs,
                 baseline,
@@ -142,38 +144,19 @@ def _plain_cell(tables: list[dict], runs: list[dict], columns) -> dict:
     }
 
 
-def convergence_flags(results: dict) -> dict[tuple[str, str], list[dict]]:
-    """``(system, configuration) -> flags`` of its runs' attackers (``{"seed", "name", "text"}``), flagged cells only."""
-    flagged = {}
-    for key, runs in results.items():
-        flags = [
-            {"seed": run["seed"], **flag}
-            for run in runs
-            for flag in (run["results"].get("convergence") or {}).get("flags") or []
-        ]
-        if flags:
-            flagged[key] = flags
-    return flagged
-
-
-def privacy_settings(results: dict, system: str) -> PrivacyOptions:
-    """The privacy metrics' settings its evaluations recorded (``privacy_options`` in results.json)."""
-    for (cell_system, _), runs in results.items():
-        for run in runs:
-            saved = run["results"].get("privacy_options") if cell_system == system else None
-            if saved:
-                return saved_options(saved)
-    return PrivacyOptions()
-
-
 def assemble(grid) -> dict[str, Path]:
     """Write the tables, the per-system DET and forest figures and ``grid_results.csv/.json``."""
     out = Path(grid["output_folder"])
     out.mkdir(parents=True, exist_ok=True)
     results = collect(grid)
     cells = analyse(grid, results)
-    for key, flags in convergence_flags(results).items():
-        if key in cells:
+    for key, runs in results.items():  # a flagged cell's attackers' flags: {"seed", "name", "text"}
+        flags = [
+            {"seed": run["seed"], **flag}
+            for run in runs
+            for flag in (run["results"].get("convergence") or {}).get("flags") or []
+        ]
+        if flags:
             cells[key]["flags"] = flags
     configs = grid["configurations"]
     protocol = get_protocol(grid.get("protocol"))

@@ -337,15 +337,13 @@ def grid_privacy_panels(results: dict, system: str, configs, labels: dict) -> di
         found = results.get((system, config)) or []
         if not found or "per_speaker_eer" not in next(iter(found[0]["metrics"].values()), {}):
             continue
-        run = found[0]
-        panels = {}
+        run, panels = found[0], {}
         for name, values in run["metrics"].items():
-            scores = run["scores"].get(name)
-            if scores is None:
-                continue
-            panels[name] = privacy_panel(
-                values, scores.scores[scores.targets], scores.scores[~scores.targets]
-            )
+            if name in run["scores"]:
+                scores = run["scores"][name]
+                panels[name] = privacy_panel(
+                    values, scores.scores[scores.targets], scores.scores[~scores.targets]
+                )
         runs[labels.get(config, config)] = panels
     return runs
 
@@ -429,12 +427,11 @@ def write_grid_results(out: Path, cells: dict, columns, privacy_columns=()) -> d
                 )
                 for m in privacy_columns
             ]
-            for index, (seed, table, intervals, std, difference) in enumerate(rows_of(cell)):
+            for (seed, table, intervals, std, difference), *privacy in zip(rows_of(cell), *privacy_rows):
                 avg = intervals.get("avg") or {}
                 diff = difference.get("avg") or {}
                 extra = []
-                for rows in privacy_rows:
-                    _, p_table, p_intervals, _, p_difference = rows[index] if index < len(rows) else rows[-1]
+                for _, p_table, p_intervals, _, p_difference in privacy:
                     p_avg, p_diff = p_intervals.get("avg") or {}, p_difference.get("avg") or {}
                     extra += [blank(p_table.get("avg")), blank(p_avg.get("low")), blank(p_avg.get("high"))]
                     extra += [blank(p_diff.get("difference")), blank(p_diff.get("p_value"))]

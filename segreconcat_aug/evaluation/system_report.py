@@ -62,8 +62,8 @@ def write_system_report(
     training run's :func:`segreconcat_aug.data.convergence.model_convergence` (None: unknown).
     Returns the written paths by kind.
     """
-    protocol = get_protocol(getattr(results, "protocol", None))
-    language = getattr(results, "language", None)
+    protocol = get_protocol(results.protocol)
+    language = results.language
     table = protocol.table
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
@@ -77,7 +77,7 @@ def write_system_report(
         for key in next(iter(results.metrics.values()), {})
         if key.startswith("min_dcf_")
     )
-    privacy = getattr(results, "privacy", None)
+    privacy = results.privacy
     intervals, speaker_source = {}, None
     if settings["resamples"] and results.subsets:
         found = system_intervals(
@@ -87,8 +87,19 @@ def write_system_report(
     privacy_metrics = interval_names(privacy) if privacy is not None else []
     dcf_metrics = [f"min_dcf_{p:g}" for p in p_targets]
     ci_metrics = ["eer", *dcf_metrics, *OPERATING_POINTS, *privacy_metrics]
+    average_ci_metrics = ["eer", *OPERATING_POINTS, *privacy_metrics]
     point_rows = {m: privacy_table(results.metrics, m, table) for m in [*OPERATING_POINTS, *privacy_metrics]}
-    _note_points_outside(intervals, results.metrics, row, point_rows)
+    # Each column's values: a subset's metrics; an average's EER (the table row) and the other metrics' averages.
+    averages = {
+        column: {
+            "eer": row[column],
+            **{m: found[column] for m, found in point_rows.items() if column in found},
+        }
+        for column in table.averages
+        if column in row
+    }
+    points = {**results.metrics, **averages}
+    _note_points_outside(intervals, points)
 
     metric_keys = sorted(
         {key for values in results.metrics.values() for key, value in values.items() if _is_scalar(value)}
@@ -113,27 +124,14 @@ def write_system_report(
         writer.writerow(
             ["system", "subset", *metric_keys, *(ci_header if intervals else []), *undefined_header]
         )
-        for name, values in results.metrics.items():
-            extra = ci_fields(name, ci_metrics) if intervals else []
+        for name, values in points.items():
+            extra = []
+            if intervals:  # an average has no minDCF
+                extra = ci_fields(name, ci_metrics if name in results.metrics else average_ci_metrics)
             if undefined_header:
                 reasons = values.get("undefined_because") or {}
                 extra.append("; ".join(f"{key}: {reason}" for key, reason in reasons.items()))
             writer.writerow([results.system, name, *(blank(values.get(key)) for key in metric_keys), *extra])
-        for column in table.averages:
-            if column in row:
-                extra = ci_fields(column, ["eer", *OPERATING_POINTS, *privacy_metrics]) if intervals else []
-                writer.writerow(
-                    [
-                        results.system,
-                        column,
-                        *(
-                            row[column] if k == "eer" else blank(point_rows.get(k, {}).get(column))
-                            for k in metric_keys
-                        ),
-                        *extra,
-                        *([""] if undefined_header else []),
-                    ]
-                )
     written["csv"] = folder / "results.csv"
 
     title = title or f"{results.system}{f' ({language})' if language else ''}: EER (%)"
@@ -165,7 +163,7 @@ def write_system_report(
             4,
         ),
         "",
-        *operating_points_markdown(results.metrics, intervals, point_rows, table, row),
+        *operating_points_markdown(results.metrics, intervals, points, table),
     ]
     text += [
         f"Protocol: {protocol.name} ({protocol.description})"
@@ -189,8 +187,7 @@ def write_system_report(
         ]
     text += calibration_markdown(results.metrics)
     if privacy is not None:
-        privacy_rows = {metric: point_rows[metric] for metric in privacy_metrics}  # not the operating points
-        text += privacy_markdown(results.metrics, intervals, privacy_rows, privacy)
+        text += privacy_markdown(results.metrics, intervals, averages, privacy)
     if intervals:
         text += [bootstrap_note(settings, speaker_source), ""]
         undefined = {  # a metric without a value already says why, in the privacy section
@@ -210,9 +207,8 @@ def write_system_report(
         text += [*outside, ""] if outside else []
     text += convergence_markdown(convergence)
     text += ["Options: " + ", ".join(f"{k}={v}" for k, v in results.options.items()), ""]
-    warnings = getattr(results, "warnings", None)
-    if warnings:  # e.g. silent or too-short enrollment and trial files (scored all the same)
-        text += ["Warnings:", "", *[f"- {warning}" for warning in warnings], ""]
+    if results.warnings:  # e.g. silent or too-short enrollment and trial files (scored all the same)
+        text += ["Warnings:", "", *[f"- {warning}" for warning in results.warnings], ""]
     written["markdown"] = write_text(folder / "results.md", "\n".join(text))
 
     subsets_json = {
@@ -236,7 +232,7 @@ def write_system_report(
         "operating_points": {metric: point_rows[metric] for metric in OPERATING_POINTS},
         "bootstrap": {**settings, "unit": "speaker", "test_speakers": speaker_source} if intervals else None,
         "options": results.options,
-        "warnings": list(getattr(results, "warnings", None) or []),
+        "warnings": list(results.warnings),
         "scores": {name: f"scores/{name}.txt" for name in results.subsets},
         # What the numbers above were computed from: a score file changed since is noticed (the grid).
         "score_digests": {name: file_digest(written[f"scores_{name}"]) for name in results.subsets},
@@ -318,21 +314,17 @@ def convergence_markdown(found: dict | None) -> list[str]:
     return text + [f"- {line}" for line in numbers] + [""]
 
 
-def operating_points_markdown(
-    metrics: dict, intervals: dict, point_rows: dict, table, row: dict
-) -> list[str]:
-    """The operating points' table of ``results.md``, with each interval or why it is undefined."""
+def operating_points_markdown(metrics: dict, intervals: dict, points: dict, table) -> list[str]:
+    """The operating points' table of ``results.md`` (``points``: each subset's and average's values),
+    with each interval or why it is undefined."""
 
     def cell(column, metric):
-        value = metrics[column].get(metric) if column in metrics else point_rows[metric].get(column)
+        value = points[column].get(metric)
         if value is None:
             return metric_problem(metrics, column, metric, table) or "-"
-        return format_interval(value, intervals.get(column, {}).get(metric) if intervals else None)
+        return format_interval(value, intervals.get(column, {}).get(metric))
 
-    rows = [
-        [column, *(cell(column, m) for m in OPERATING_POINTS)]
-        for column in [*metrics, *(c for c in table.averages if c in row)]
-    ]
+    rows = [[column, *(cell(column, m) for m in OPERATING_POINTS)] for column in points]
     headers = ["subset", *(header for key, header, _ in OPERATING_POINT_COLUMNS)]
     return ["Low false-alarm operating points (docs/evaluation.md):", "", markdown_table(headers, rows), ""]
 
@@ -354,15 +346,13 @@ def calibration_markdown(metrics: dict) -> list[str]:
     ]
 
 
-def _note_points_outside(intervals: dict, metrics: dict, row: dict, privacy_rows: dict) -> None:
-    """Add :func:`~segreconcat_aug.evaluation.bootstrap.outside_note` to each interval outside its point."""
+def _note_points_outside(intervals: dict, points: dict) -> None:
+    """Add :func:`~segreconcat_aug.evaluation.bootstrap.outside_note` to each interval outside its point
+    (``points``: each subset's and average's values)."""
     digits = {key: places for key, _, places in PRIVACY_COLUMNS}
     for column, found in intervals.items():
         for metric, interval in found.items():
-            if column in metrics:
-                point = metrics[column].get(metric)
-            else:
-                point = row.get(column) if metric == "eer" else privacy_rows.get(metric, {}).get(column)
+            point = points.get(column, {}).get(metric)
             places = (
                 4
                 if metric.startswith("min_dcf_")
@@ -423,9 +413,9 @@ def _ci_pair(interval: dict | None):
     return [interval["low"], interval["high"]]
 
 
-def privacy_markdown(metrics: dict, intervals: dict, privacy_rows: dict, options) -> list[str]:
-    """The privacy section of ``results.md``: a table per subset and average, the worst speakers, the
-    population sweeps and why a value is missing."""
+def privacy_markdown(metrics: dict, intervals: dict, averages: dict, options) -> list[str]:
+    """The privacy section of ``results.md``: a table per subset and average (``averages``: each table
+    average's values), the worst speakers, the population sweeps and why a value is missing."""
     top = f"top{options.top_k}"
     columns = [
         (top if key == "top5" else key, header.replace("top-5", f"top-{options.top_k}"), digits)
@@ -440,27 +430,18 @@ def privacy_markdown(metrics: dict, intervals: dict, privacy_rows: dict, options
     ]
 
     def cell(column, key, value, digits):
-        text = format_interval(value, intervals.get(column, {}).get(key) if intervals else None, digits)
+        text = format_interval(value, intervals.get(column, {}).get(key), digits)
         if key == "zebra_max_abs_log10_lr" and column in metrics and value is not None:
             head, _, tail = text.partition(" ")
             text = f"{head} ({metrics[column]['zebra_tag']})" + (f" {tail}" if tail else "")
         return text
 
+    # An average has a row where one of these metrics has its value.
+    shown = {name: values for name, values in averages.items() if any(key in values for key, _, _ in columns)}
     rows = [
         [name, *(cell(name, key, values.get(key), digits) for key, _, digits in columns)]
-        for name, values in metrics.items()
+        for name, values in {**metrics, **shown}.items()
     ]
-    for column in ("dev_avg", "test_avg", "avg"):
-        if any(column in row for row in privacy_rows.values()):
-            rows.append(
-                [
-                    column,
-                    *(
-                        cell(column, key, privacy_rows.get(key, {}).get(column), digits)
-                        for key, _, digits in columns
-                    ),
-                ]
-            )
     text = ["## Privacy beyond the EER (docs/evaluation.md)", "", markdown_table(headers, rows), ""]
     for name, values in metrics.items():
         worst = values.get("per_speaker_eer_worst") or []

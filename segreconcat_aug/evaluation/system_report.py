@@ -87,7 +87,6 @@ def write_system_report(
     privacy_metrics = interval_names(privacy) if privacy is not None else []
     dcf_metrics = [f"min_dcf_{p:g}" for p in p_targets]
     ci_metrics = ["eer", *dcf_metrics, *OPERATING_POINTS, *privacy_metrics]
-    average_ci_metrics = ["eer", *OPERATING_POINTS, *privacy_metrics]
     point_rows = {m: privacy_table(results.metrics, m, table) for m in [*OPERATING_POINTS, *privacy_metrics]}
     # Each column's values: a subset's metrics; an average's EER (the table row) and the other metrics' averages.
     averages = {
@@ -108,10 +107,10 @@ def write_system_report(
     undefined = privacy is not None or any(v.get("undefined_because") for v in results.metrics.values())
     undefined_header = ["undefined_because"] if undefined else []
 
-    def ci_fields(column, metrics):
+    def ci_fields(column):  # an average has no minDCF, nor its interval
         cells, reasons = [], []
         for metric in ci_metrics:
-            interval = (intervals.get(column, {}).get(metric) if metric in metrics else None) or {}
+            interval = intervals.get(column, {}).get(metric) or {}
             cells += [blank(interval.get("low")), blank(interval.get("high"))]
             reason = interval.get("reason")
             # An operating point's own reason (a list too small) is in undefined_because.
@@ -125,9 +124,7 @@ def write_system_report(
             ["system", "subset", *metric_keys, *(ci_header if intervals else []), *undefined_header]
         )
         for name, values in points.items():
-            extra = []
-            if intervals:  # an average has no minDCF
-                extra = ci_fields(name, ci_metrics if name in results.metrics else average_ci_metrics)
+            extra = ci_fields(name) if intervals else []
             if undefined_header:
                 reasons = values.get("undefined_because") or {}
                 extra.append("; ".join(f"{key}: {reason}" for key, reason in reasons.items()))
@@ -146,16 +143,14 @@ def write_system_report(
         ]
         for name, values in results.metrics.items()
     ]
-    columns = [c for c in table.columns if c in row]
-    table_rows = [[results.system, *row.values()]]
+    headers = dict(zip(table.columns, table.headers))
+    table_rows = [[results.system, *row.values()]]  # the row's columns: the table's, in its order
     if intervals:
-        table_rows.append(["95 % CI", *(interval_text(intervals[c]["eer"]) for c in columns)])
+        table_rows.append(["95 % CI", *(interval_text(intervals[c]["eer"]) for c in row)])
     text = [
         f"# {title}",
         "",
-        markdown_table(
-            ["system", *[h for c, h in zip(table.columns, table.headers) if c in row]], table_rows
-        ),
+        markdown_table(["system", *(headers[c] for c in row)], table_rows),
         "",
         markdown_table(
             ["subset", "EER (%)", *(f"minDCF {p:g}" for p in p_targets), "targets", "non-targets", "skipped"],
@@ -164,8 +159,6 @@ def write_system_report(
         ),
         "",
         *operating_points_markdown(results.metrics, intervals, points, table),
-    ]
-    text += [
         f"Protocol: {protocol.name} ({protocol.description})"
         + (f"; language {language}" if language else ""),
         "",
@@ -190,14 +183,13 @@ def write_system_report(
         text += privacy_markdown(results.metrics, intervals, averages, privacy)
     if intervals:
         text += [bootstrap_note(settings, speaker_source), ""]
-        undefined = {  # a metric without a value already says why, in the privacy section
-            f"{column} {metric}": interval["reason"]
+        undefined = [  # a metric without a value already says why, in the privacy section
+            f"- no interval for {column} {metric}: {interval['reason']}"
             for column, metrics in intervals.items()
             for metric, interval in metrics.items()
             if interval["reason"] and not metric_problem(results.metrics, column, metric, table)
-        }
-        text += [f"- no interval for {key}: {reason}" for key, reason in undefined.items()]
-        text += [""] if undefined else []
+        ]
+        text += [*undefined, ""] if undefined else []
         outside = [
             f"- {column} {metric}: {interval['note']}"
             for column, metrics in intervals.items()

@@ -408,18 +408,16 @@ def _ci_pair(interval: dict | None):
 def privacy_markdown(metrics: dict, intervals: dict, averages: dict, options) -> list[str]:
     """The privacy section of ``results.md``: a table per subset and average (``averages``: each table
     average's values), the worst speakers, the population sweeps and why a value is missing."""
-    top = f"top{options.top_k}"
+    threshold = f"{options.speaker_eer_threshold:g} % EER"
     columns = [
-        (top if key == "top5" else key, header.replace("top-5", f"top-{options.top_k}"), digits)
+        (
+            f"top{options.top_k}" if key == "top5" else key,
+            header.replace("top-5", f"top-{options.top_k}").replace("the EER threshold", threshold),
+            digits,
+        )
         for key, header, digits in PRIVACY_COLUMNS
     ]
-    headers = [
-        "subset",
-        *(
-            header.replace("the EER threshold", f"{options.speaker_eer_threshold:g} % EER")
-            for _, header, _ in columns
-        ),
-    ]
+    headers = ["subset", *(header for _, header, _ in columns)]
 
     def cell(column, key, value, digits):
         text = format_interval(value, intervals.get(column, {}).get(key), digits)

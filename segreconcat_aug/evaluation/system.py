@@ -122,9 +122,21 @@ def evaluation_hparams_file(training_file, values) -> Path:
 
 
 def load_evaluation_hparams(path, overrides=None) -> dict:
-    """The values of an evaluation YAML (its ``base_hparams``' values first), then ``overrides``, checked
-    against :class:`EvaluationOptions` (an :class:`~..errors.OptionError` names every bad one), as given."""
-    values = {**_read_evaluation_yaml(Path(path)), **dict(overrides or {})}
+    """The values of an evaluation YAML (composed over its ``base_hparams`` file as a training YAML is:
+    :func:`hparams_text`), then ``overrides``, checked against :class:`EvaluationOptions` (an
+    :class:`~..errors.OptionError` names every bad one), as given."""
+    file = Path(path)
+    if not file.is_file():
+        raise MissingInputError(
+            f"{file}: no such evaluation YAML (eval_hparams names it; hparams/evaluate.yaml)"
+        )
+    try:
+        text = hparams_text(file)
+    except FileNotFoundError as error:
+        raise MissingInputError(
+            f"{error.filename}: no such evaluation YAML ({BASE_KEY} of {file} names it)"
+        ) from None
+    values = {**dict(load_hyperpyyaml(text) or {}), **dict(overrides or {})}
     try:
         EvaluationOptions.model_validate(values)
     except ValidationError as error:
@@ -138,21 +150,6 @@ def load_evaluation_hparams(path, overrides=None) -> dict:
     if folder and Path(folder).exists() and not Path(folder).is_dir():
         raise OptionError(f"option eval_folder: {folder!r} is a file, not a folder: give a folder path")
     return values
-
-
-def _read_evaluation_yaml(path: Path) -> dict:
-    """Its values, composed over its ``base_hparams`` file as a training YAML is (:func:`hparams_text`)."""
-    if not path.is_file():
-        raise MissingInputError(
-            f"{path}: no such evaluation YAML (eval_hparams names it; hparams/evaluate.yaml)"
-        )
-    try:
-        text = hparams_text(path)
-    except FileNotFoundError as error:
-        raise MissingInputError(
-            f"{error.filename}: no such evaluation YAML ({BASE_KEY} of {path} names it)"
-        ) from None
-    return dict(load_hyperpyyaml(text) or {})
 
 
 def privacy_options(hparams: dict) -> PrivacyOptions | None:
@@ -298,17 +295,19 @@ def evaluate_system(
     scheme = get_protocol(hparams.get("protocol"))
     language = scheme.check_language(hparams.get("language"))
     eval_folder = evaluation_folder(hparams)
+
+    def convention(key):  # the option as given, else the protocol's
+        return scheme.convention(key, hparams.get(key))
+
     score_norm = hparams["eval_score_norm"]
-    enroll_mean = scheme.convention("eval_enroll_mean", hparams["eval_enroll_mean"])
+    enroll_mean = convention("eval_enroll_mean")
     allow_pipes = bool(hparams["eval_allow_pipes"])
     check_evaluation_folder(hparams)
     layout = detect_layout(data_folder, system, scheme.layout)
-    skip_missing = bool(
-        scheme.convention("eval_skip_missing_trials", hparams.get("eval_skip_missing_trials"))
-    )
-    trials_from = scheme.convention("eval_trials_from", hparams.get("eval_trials_from"))
-    duplicate_trials = scheme.convention("eval_duplicate_trials", hparams.get("eval_duplicate_trials"))
-    resample = bool(scheme.convention("eval_resample", hparams.get("eval_resample")))
+    skip_missing = bool(convention("eval_skip_missing_trials"))
+    trials_from = convention("eval_trials_from")
+    duplicate_trials = convention("eval_duplicate_trials")
+    resample = bool(convention("eval_resample"))
     batching = hparams["eval_batching"]
 
     enrollments, trial_lists = load_system_trials(
@@ -324,10 +323,8 @@ def evaluate_system(
         trials_from=trials_from,
         collapse_duplicates=duplicate_trials == "collapse",
     )
-    notes = list(
-        dict.fromkeys(
-            note for loaded in (*enrollments.values(), *trial_lists.values()) for note in loaded.notes
-        )
+    notes = dict.fromkeys(  # each once, in order
+        note for loaded in (*enrollments.values(), *trial_lists.values()) for note in loaded.notes
     )
     cohort_top_k = None
     if score_norm:  # the cohort is drawn (and a too small one refused) before anything is written
@@ -350,9 +347,11 @@ def evaluate_system(
                     f"eval_cohort_min_size: {system}'s training set gives a cohort of {len(drawn)} "
                     f"utterances, fewer than {min_size}; lower eval_cohort_min_size"
                 )
-        else:
+            size = len(drawn)
+        else:  # one model per speaker, of the utterances drawn
             chosen = cohort_utterances(train, int(hparams["eval_cohort_utts_per_speaker"]), seed)
-        size = len(drawn) if score_norm == "as-norm-voxattack" else len(chosen)
+            drawn = [utt for utts in chosen.values() for utt in utts]
+            size = len(chosen)
         asked = hparams["eval_cohort_top_k"]
         cohort_top_k = used_top_k(score_norm, size, asked, f"{system}'s training set ({folder})")
         if asked and cohort_top_k != asked:  # the cohort is smaller: the k used is what is recorded
@@ -366,9 +365,7 @@ def evaluate_system(
         hparams, enrollments, trial_lists, eval_folder, resample=resample
     )
     model = model or load_evaluation_model(hparams, {"device": device})
-    normalize_wave = wave_normalization(
-        scheme.convention("eval_normalize_wave", hparams.get("eval_normalize_wave"))
-    )
+    normalize_wave = wave_normalization(convention("eval_normalize_wave"))
     trim = bool(hparams["eval_trim_zeros"])
     # The wave processing is part of the embedding cache's name: changing it re-embeds.
     wave_options = {"normalize_wave": WAVE_CACHE_NAMES.get(normalize_wave, False), "trim_zeros": trim}
@@ -412,20 +409,17 @@ def evaluate_system(
             models[part] = speaker_models(enrollment.speakers, embeddings, mean=enroll_mean)
 
     cohort = None
-    if score_norm == "as-norm-voxattack":
+    if score_norm:
         embeddings = extractor.embed(
             {utt: train.wav[utt] for utt in drawn},
             cache_root / f"cohort-{train.path.name}",
             train.utt2dur,
             desc="cohort",
         )
-        cohort = np.stack([embeddings[utt] for utt in drawn])
-    elif score_norm:
-        wav = {utt: train.wav[utt] for utts in chosen.values() for utt in utts}
-        embeddings = extractor.embed(
-            wav, cache_root / f"cohort-{train.path.name}", train.utt2dur, desc="cohort"
-        )
-        cohort = np.stack(list(speaker_models(chosen, embeddings, mean=enroll_mean).values()))
+        if score_norm == "as-norm-voxattack":
+            cohort = np.stack([embeddings[utt] for utt in drawn])
+        else:
+            cohort = np.stack(list(speaker_models(chosen, embeddings, mean=enroll_mean).values()))
 
     test_embeddings = {
         name: extractor.embed(
@@ -471,9 +465,10 @@ def evaluate_system(
     p_targets = tuple(hparams["eval_p_targets"])
     qmf_lists = {}
     for name, trials in trial_lists.items():
+        part = scheme.part(name)
         scored = score_trials(
             trials,
-            models[scheme.part(name)],
+            models[part],
             test_embeddings[name],
             cohort,
             score_norm,
@@ -481,7 +476,6 @@ def evaluate_system(
         )
         rows = {name: scored}
         if calibration == "qmf":
-            part = scheme.part(name)
             features = trial_features(
                 trials,
                 scored.scores,
@@ -492,7 +486,7 @@ def evaluate_system(
             )
             qmf_lists[name] = (features, scored.targets, scored.enroll)
         if scheme.gender_rows:
-            genders = {**(enrollments[scheme.part(name)].spk2gender or {}), **(trials.spk2gender or {})}
+            genders = {**(enrollments[part].spk2gender or {}), **(trials.spk2gender or {})}
             if genders:
                 rows.update(gender_rows(scored, genders))
             else:

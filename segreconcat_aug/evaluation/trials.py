@@ -124,19 +124,19 @@ def load_trial_list(
     name: str,
     folder: KaldiFolder,
     enrollment: Enrollment,
-    skip_missing: bool = False,
-    trials_path=None,
-    collapse_duplicates: bool = False,
+    path: Path,
+    *,
+    skip_missing: bool,
+    collapse_duplicates: bool,
 ) -> TrialList:
-    """Read and check ``<folder>/trials`` (or ``trials_path``) against ``enrollment`` and ``wav.scp``.
+    """Read and check the trials file ``path`` (:func:`trials_file`) against ``enrollment`` and ``wav.scp``.
 
     ``collapse_duplicates``: a repeated ``(speaker, utterance)`` pair is scored once, as both VPC
     toolkits' score dictionaries do. ``skip_missing`` (the 2026 code): trials naming an unknown
     speaker or utterance are skipped and counted, and a test id is also found with ``.wav`` added or removed.
     """
-    path = Path(trials_path) if trials_path is not None else folder.path / "trials"
-    # load_kaldi_folder parsed the file if there was one; read_trials says why there is none.
-    trials = folder.trials if folder.trials is not None and trials_path is None else read_trials(path)
+    # load_kaldi_folder parsed the folder's own list already.
+    trials = folder.trials if path == folder.path / "trials" else read_trials(path)
     if not trials:
         raise TrialListError(f"{path}: no trials")
     keep = []
@@ -173,26 +173,22 @@ def load_trial_list(
             f"{name}: {renamed} test utterance(s) of {path} found in wav.scp with '.wav' added or removed, "
             "as the VPC 2026 code looks them up"
         )
-    first: dict[tuple[str, str], Trial] = {}
-    unique = []
+    first: dict[tuple[str, str], Trial] = {}  # each pair's first line, in the list's order
     for trial in keep:
-        pair = (trial.enroll_speaker, trial.test_utterance)
-        if pair not in first:
-            first[pair] = trial
-            unique.append(trial)
-        elif first[pair].target != trial.target:
+        earlier = first.setdefault((trial.enroll_speaker, trial.test_utterance), trial)
+        if earlier.target != trial.target:
             raise TrialListError(
-                f"{path}:{trial.line}: {pair[0]} {pair[1]} is a {_label(trial.target)} trial here and a "
-                f"{_label(first[pair].target)} one on line {first[pair].line}: correct the list"
+                f"{path}:{trial.line}: {trial.enroll_speaker} {trial.test_utterance} is a {_label(trial.target)} "
+                f"trial here and a {_label(earlier.target)} one on line {earlier.line}: correct the list"
             )
-    duplicates = len(keep) - len(unique)
+    duplicates = len(keep) - len(first)
     if duplicates:
         how = "scored once each, as the VPC code does" if collapse_duplicates else "each scored again"
         notes.append(
             f"{name}: {duplicates} line(s) of {path} repeat an earlier (speaker, utterance) pair: {how}"
         )
         if collapse_duplicates:
-            keep = unique
+            keep = list(first.values())
     for note in notes:
         logger.warning("%s", note)
     if not keep:
@@ -234,18 +230,16 @@ def trials_file(folder: KaldiFolder, original: Path | None, trials_from: str) ->
             f"{folder.path / 'trials'}: no such file, nor {original / 'trials' if original else '-'} "
             "(the original folder's list, which the VPC 2026 toolkit reads)"
         )
-    chosen = (theirs or own) if trials_from == "original" else (own or theirs)
-    notes = []
-    if original is not None and chosen != (theirs if trials_from == "original" else own):
-        wanted = "original folder" if trials_from == "original" else "anonymized folder"
-        notes.append(f"no trials in the {wanted} ({trials_from}): scored {chosen}")
-    if own is not None and theirs is not None and own.read_bytes() != theirs.read_bytes():
-        other = own if chosen == theirs else theirs
-        flip = "anonymized" if chosen == theirs else "original"
-        notes.append(
-            f"{other} differs from {chosen}, which was scored (eval_trials_from: {flip} scores the other)"
-        )
-    return chosen, notes
+    wanted, flip = ("original", "anonymized") if trials_from == "original" else ("anonymized", "original")
+    preferred, other = (theirs, own) if trials_from == "original" else (own, theirs)
+    if preferred is None:
+        notes = [f"no trials in the {wanted} folder ({trials_from}): scored {other}"] if original else []
+        return other, notes
+    if other is not None and other.read_bytes() != preferred.read_bytes():
+        return preferred, [
+            f"{other} differs from {preferred}, which was scored (eval_trials_from: {flip} scores the other)"
+        ]
+    return preferred, []
 
 
 def load_system_trials(
@@ -325,8 +319,8 @@ def load_system_trials(
             subset,
             folder,
             enrollments[scheme.part(subset)],
+            trials_path,
             skip_missing=skip_missing,
-            trials_path=trials_path if trials_path != folder.path / "trials" else None,
             collapse_duplicates=collapse,
         )
         trial_lists[subset].notes += [f"{subset}: {note}" for note in notes] + completed(folder)

@@ -129,7 +129,6 @@ def load_with_encoder_classifier(
 ) -> SpeakerModel:
     """A folder with a speaker model's ``hyperparams.yaml`` (``spec``, read by :func:`read_spec` with its
     ``overrides``), checked, then loaded by ``EncoderClassifier.from_hparams`` (see :func:`load_speaker_model`)."""
-    folder = Path(folder)
     yaml_path = folder / MODEL_HPARAMS
     files = speaker_model_files(spec, folder, yaml_path)
     states = read_pretrainer_files(spec, files, trusted=bool(hparams.get("trusted", False)))
@@ -167,7 +166,24 @@ def speaker_model_files(spec, folder: Path, yaml_path: Path) -> dict[str, Path]:
             f"{yaml_path}: modules has no {', '.join(missing)}; evaluation embeds with "
             f"{', '.join(EMBEDDING_MODULES)} as EncoderClassifier.encode_batch does"
         )
-    files = _pretrainer_files(spec, folder, yaml_path)
+    # Every file the pretrainer loads (paths, else <folder>/<key>.ckpt), all checked local.
+    pretrainer = spec["pretrainer"] if isinstance(spec["pretrainer"], dict) else {}
+    paths = pretrainer.get("paths") or {}
+    files = {}
+    for name in pretrainer.get("loadables") or {}:
+        given = paths.get(name)
+        path = Path(str(given)) if given is not None else folder / f"{name}.ckpt"
+        if not path.is_absolute():
+            path = Path.cwd() / path  # SpeechBrain reads a relative path from the working directory
+        if not path.is_file():
+            where = (
+                f"pretrainer.paths.{name}: {given}" if given is not None else f"pretrainer.loadables.{name}"
+            )
+            raise ModelFolderError(
+                f"{yaml_path}: {where} needs {path}, which is not there (the model is read from local files "
+                "only, never from the model hub: copy the file into the folder)"
+            )
+        files[name] = path
     if "embedding_model" not in files:
         raise ModelFolderError(
             f"{yaml_path}: its pretrainer does not load embedding_model (pretrainer.loadables), so the model "
@@ -213,9 +229,8 @@ def read_spec(yaml_path: Path, folder: Path, *, trusted: bool = False):
         raw = yaml.load(text)  # nodes only: ruamel's round-trip loader calls nothing a tag names
         if not isinstance(raw, dict):
             raise ValueError("not a mapping of keys")
-        if (
-            "pretrainer" in raw
-        ):  # EncoderClassifier builds it whole (else only its modules are built, each checked)
+        # EncoderClassifier builds a YAML with a pretrainer whole (else only its modules are built, each checked).
+        if "pretrainer" in raw:
             check_model_text(text, yaml_path, trusted=trusted)  # before an !include: is followed
         overrides = {"pretrained_path": str(folder.absolute())} if "pretrained_path" in raw else {}
         spec = yaml.load(resolve_references(text, overrides).getvalue())
@@ -227,29 +242,6 @@ def read_spec(yaml_path: Path, folder: Path, *, trusted: bool = False):
             f"{yaml_path}: cannot be read as HyperPyYAML ({type(err).__name__}: {reason})"
         ) from None
     return spec, overrides
-
-
-def _pretrainer_files(spec, folder: Path, yaml_path: Path) -> dict[str, Path]:
-    """Every file the folder's pretrainer loads (``paths``, else ``<folder>/<key>.ckpt``), all checked local."""
-    pretrainer = spec["pretrainer"] if isinstance(spec["pretrainer"], dict) else {}
-    loadables = pretrainer.get("loadables") or {}
-    paths = pretrainer.get("paths") or {}
-    files = {}
-    for name in loadables:
-        given = paths.get(name)
-        path = Path(str(given)) if given is not None else folder / f"{name}.ckpt"
-        if not path.is_absolute():
-            path = Path.cwd() / path  # SpeechBrain reads a relative path from the working directory
-        if not path.is_file():
-            where = (
-                f"pretrainer.paths.{name}: {given}" if given is not None else f"pretrainer.loadables.{name}"
-            )
-            raise ModelFolderError(
-                f"{yaml_path}: {where} needs {path}, which is not there (the model is read from local files "
-                "only, never from the model hub: copy the file into the folder)"
-            )
-        files[name] = path
-    return files
 
 
 def read_checkpoint(path: Path, *, trusted: bool = False) -> dict:
@@ -317,10 +309,6 @@ def _checked_model(encoder, hparams, folder, yaml_path, files, states, stated) -
     logger.info(
         "%s: loaded with EncoderClassifier from its %s (%s)", folder, MODEL_HPARAMS, sizes_text(sizes)
     )
-    extra_files = [
-        yaml_path,
-        *(files[name] for name in ("compute_features", "mean_var_norm") if name in files),
-    ]
     return SpeakerModel(
         folder=folder,
         compute_features=mods["compute_features"],
@@ -328,7 +316,7 @@ def _checked_model(encoder, hparams, folder, yaml_path, files, states, stated) -
         embedding_model=model,
         checkpoint=files["embedding_model"],
         loader="EncoderClassifier",
-        files=tuple(extra_files),
+        files=(yaml_path, *(files[name] for name in ("compute_features", "mean_var_norm") if name in files)),
         sizes=sizes,
     )
 
@@ -344,17 +332,14 @@ def folder_sizes(compute_features, embedding_model, sample_rate=None) -> dict:
     >>> folder_sizes(Fbank(n_mels=40), model)
     {'sample_rate': 16000, 'n_mels': 40, 'channels': [8, 8, 8, 8, 24], 'attention_channels': 4, 'lin_neurons': 12}
     """
-    stft = getattr(compute_features, "compute_STFT", None)
-    fbanks = getattr(compute_features, "compute_fbanks", None)
+    if sample_rate is None:
+        sample_rate = getattr(getattr(compute_features, "compute_STFT", None), "sample_rate", None)
+    n_mels = getattr(getattr(compute_features, "compute_fbanks", None), "n_mels", None)
     state = embedding_model.state_dict()
-    sizes = {"sample_rate": sample_rate if sample_rate is not None else getattr(stft, "sample_rate", None)}
-    n_mels = getattr(fbanks, "n_mels", None)
     if n_mels is None and "blocks.0.conv.conv.weight" in state:  # another front end: the ECAPA's input
         n_mels = int(state["blocks.0.conv.conv.weight"].shape[1])
-    sizes["n_mels"] = n_mels
-    found = ecapa_sizes(state)
-    sizes.update({key: value for key, value in found.items() if value != []})
-    return sizes
+    found = {key: value for key, value in ecapa_sizes(state).items() if value != []}
+    return {"sample_rate": sample_rate, "n_mels": n_mels, **found}
 
 
 def _check_agreement(sizes: dict, hparams: dict, yaml_path: Path, stated) -> None:
@@ -423,21 +408,16 @@ def ecapa_sizes(state: dict) -> dict:
     {'channels': [16, 16, 16, 16, 48], 'attention_channels': 8, 'lin_neurons': 16}
     """
     channels = []
-    while True:
-        layer = len(channels)
-        key = "blocks.0.conv.conv.weight" if layer == 0 else f"blocks.{layer}.tdnn2.conv.conv.weight"
-        if key not in state:
-            break
+    key = "blocks.0.conv.conv.weight"
+    while key in state:
         channels.append(int(state[key].shape[0]))
+        key = f"blocks.{len(channels)}.tdnn2.conv.conv.weight"
+    if "mfa.conv.conv.weight" in state:
+        channels.append(int(state["mfa.conv.conv.weight"].shape[0]))
     sizes = {"channels": channels}
-    for name, key in (
-        ("channels", "mfa.conv.conv.weight"),
-        ("attention_channels", "asp.tdnn.conv.conv.weight"),
-        ("lin_neurons", "fc.conv.weight"),
-    ):
+    for name, key in (("attention_channels", "asp.tdnn.conv.conv.weight"), ("lin_neurons", "fc.conv.weight")):
         if key in state:
-            value = int(state[key].shape[0])
-            sizes[name] = [*channels, value] if name == "channels" else value
+            sizes[name] = int(state[key].shape[0])
     return sizes
 
 

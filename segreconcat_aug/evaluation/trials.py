@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
+from itertools import compress
 from pathlib import Path
 
 import numpy as np
@@ -140,7 +141,6 @@ def load_trial_list(
     if not trials:
         raise TrialListError(f"{path}: no trials")
     keep = []
-    skipped = 0
     renamed = 0
     for trial in trials:
         problem = None
@@ -157,12 +157,11 @@ def load_trial_list(
                 renamed += 1
                 trial = trial._replace(test_utterance=test)
             keep.append(trial)
-        elif skip_missing:
-            skipped += 1
-        else:
+        elif not skip_missing:
             raise TrialListError(
                 f"{path}:{trial.line}: {problem} (--eval_skip_missing_trials=True skips such trials, counted)"
             )
+    skipped = len(trials) - len(keep)
     notes = []
     if skipped:
         logger.warning(
@@ -403,12 +402,12 @@ def gender_rows(scored: SubsetScores, spk2gender: dict[str, str]) -> dict[str, S
         rows[name] = SubsetScores(
             name,
             scored.trials_file,
-            [e for e, k in zip(scored.enroll, keep) if k],
-            [t for t, k in zip(scored.test, keep) if k],
+            list(compress(scored.enroll, keep)),
+            list(compress(scored.test, keep)),
             scored.targets[keep],
             scored.scores[keep],
             0,
-            None if scored.test_speakers is None else [t for t, k in zip(scored.test_speakers, keep) if k],
+            None if scored.test_speakers is None else list(compress(scored.test_speakers, keep)),
         )
     return rows
 

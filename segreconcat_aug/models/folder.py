@@ -351,10 +351,8 @@ def _check_agreement(sizes: dict, hparams: dict, yaml_path: Path, stated) -> Non
             f"{rate}: evaluate a model of the data's rate (or data at the model's)"
         )
     for key in MODEL_KEYS:
-        if key not in stated or key not in hparams:
-            continue
-        given, found = hparams[key], sizes.get(key)
-        if given != found:
+        given, found = hparams.get(key), sizes.get(key)
+        if key in stated and key in hparams and given != found:
             there = "none (not an ECAPA-TDNN)" if found is None else f"{key}={found}"
             raise ModelMismatchError(
                 f"{yaml_path}: its model has {there}, but --{key}={given} was given; the model folder decides "

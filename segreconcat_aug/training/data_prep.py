@@ -221,19 +221,29 @@ def check_training_audio(wav: dict[str, str], options: PrepOptions, output: Path
     return frames, report.chunk_means, report.rates
 
 
-def _at_training_rate(
+def _measure_at_training_rate(
     wav: dict[str, str], frames: dict, chunk_means: dict, rates: dict, options: PrepOptions
 ):
-    """``frames`` and ``chunk_means``, those of files at another rate measured on their resampled audio
-    (what the training reads: :func:`~segreconcat_aug.data.audio.read_audio` with ``resample``)."""
-    frames, chunk_means, chunk = dict(frames), dict(chunk_means), options.chunk
+    """Frames and silent-chunk flags (empty when no chunk is filtered) of the audio the training reads.
+
+    The full check measured both; files at another rate are measured on their resampled audio
+    (:func:`~segreconcat_aug.data.audio.read_audio` with ``resample``), and after a header check the
+    others' chunks take one decoding pass (:func:`silent_chunk_flags`)."""
+    frames, chunk_means = dict(frames), dict(chunk_means)
+    chunk, threshold = options.chunk, options.amplitude_threshold
     for utt in [utt for utt in frames if rates[utt] != options.sample_rate]:
         audio = read_audio(wav[utt], sample_rate=options.sample_rate, resample=True)
         frames[utt] = len(audio)
-        if options.amplitude_threshold > 0:
+        if threshold > 0:
             whole = np.abs(audio[: len(audio) // chunk * chunk]).astype(np.float64)
             chunk_means[utt] = whole.reshape(-1, chunk).sum(axis=1) / chunk
-    return frames, chunk_means
+    if threshold <= 0:
+        return frames, {}
+    silent = {utt: chunk_means[utt] < threshold for utt in wav if utt in chunk_means}
+    if options.check_audio != "full":
+        rest = {utt: path for utt, path in wav.items() if utt not in silent}
+        silent.update(silent_chunk_flags(rest, chunk, threshold, workers=options.check_workers))
+    return frames, silent
 
 
 def skip(output: Path, signature: dict) -> bool:
@@ -271,13 +281,11 @@ def prepare_vpac_training(
         return {**paths, "summary": summary, "skipped": True}
 
     logger.info("Preparing training data of %s from %s", system, folder)
-    if bad:
-        kaldi.wav = {utt: path for utt, path in kaldi.wav.items() if utt in frames}
-    frames, chunk_means = _at_training_rate(kaldi.wav, frames, chunk_means, rates, options)
+    kaldi.wav = {utt: path for utt, path in kaldi.wav.items() if utt in frames}
+    frames, silent = _measure_at_training_rate(kaldi.wav, frames, chunk_means, rates, options)
     durations = _durations(frames, options.sample_rate, kaldi.utt2dur, folder / "utt2dur")
     utt2spk = {utt: kaldi.utt2spk[utt] for utt in kaldi.wav}
     dev, kept = _held_out_and_kept(utt2spk, kaldi.spk2gender, durations, options, dev_utterances)
-    silent = _silent_chunks(kaldi.wav, chunk_means, options)
     train = _train_rows(
         kaldi.wav, utt2spk, durations, [u for u in kaldi.wav if u not in dev and u in kept], silent, options
     )
@@ -361,19 +369,6 @@ def _held_out_and_kept(utt2spk, spk2gender, durations, options: PrepOptions, dev
         dev_speakers={utt2spk[utt] for utt in dev},
     )
     return dev, kept
-
-
-def _silent_chunks(wav: dict[str, str], chunk_means: dict, options: PrepOptions) -> dict[str, np.ndarray]:
-    """Utterance -> one flag per fixed chunk (silent: below ``min_chunk_amplitude``); empty when none is filtered."""
-    threshold = options.amplitude_threshold
-    if threshold <= 0:
-        return {}
-    measured = {utt: chunk_means[utt] < threshold for utt in wav if utt in chunk_means}
-    if options.check_audio == "full":
-        return measured
-    # the header check decoded nothing (but resampled files): one decoding pass for the filter
-    rest = {utt: path for utt, path in wav.items() if utt not in measured}
-    return {**silent_chunk_flags(rest, options.chunk, threshold, workers=options.check_workers), **measured}
 
 
 @dataclass

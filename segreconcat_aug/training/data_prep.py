@@ -98,15 +98,6 @@ def silent_chunk_flags(
         return dict(tqdm(results, total=len(wav), desc="measuring chunk amplitudes", mininterval=2))
 
 
-def input_signature(folder: Path, params: dict) -> dict:
-    """What the manifests depend on: the list files' contents and the parameters."""
-    lists = {
-        name: file_digest(folder / name).removeprefix("sha256:") if (folder / name).is_file() else None
-        for name in ("wav.scp", "utt2spk", "utt2dur")
-    }
-    return {"version": PREP_VERSION, "folder": str(folder.resolve()), "lists": lists, "params": params}
-
-
 def _write_csv(path: Path, fields, rows) -> None:
     with atomic_writer(path, newline="") as handle:  # a killed run leaves no half-written manifest
         writer = csv.writer(handle)
@@ -162,8 +153,12 @@ class PrepOptions:
             data_folder, system, self.folder_overrides, protocol=self.protocol, language=self.language
         )
 
-    def signature_params(self, data_folder, system: str, bad: list[str], dev_utterances) -> dict:
-        """The parameters the manifests depend on (with the list files: :func:`input_signature`)."""
+    def signature(self, folder: Path, data_folder, system: str, bad: list[str], dev_utterances) -> dict:
+        """What the manifests of ``folder`` depend on: the list files' contents and the parameters."""
+        lists = {
+            name: file_digest(folder / name).removeprefix("sha256:") if (folder / name).is_file() else None
+            for name in ("wav.scp", "utt2spk", "utt2dur")
+        }
         params = {
             "data_folder": str(Path(data_folder).resolve()),
             "system": system,
@@ -179,7 +174,7 @@ class PrepOptions:
             params["dev_utterances"] = hashlib.sha256("\n".join(sorted(dev_utterances)).encode()).hexdigest()
         if float(self.train_fraction) != 1:  # a full run's signature names no fraction
             params.update(train_fraction=float(self.train_fraction), train_subsample=self.train_subsample)
-        return params
+        return {"version": PREP_VERSION, "folder": str(folder.resolve()), "lists": lists, "params": params}
 
 
 def check_training_audio(wav: dict[str, str], options: PrepOptions, output: Path):
@@ -273,7 +268,7 @@ def prepare_vpac_training(
     # every file anyway: it measures the chunk amplitudes in the same pass.
     frames, chunk_means, rates = check_training_audio(kaldi.wav, options, output)
     bad = sorted(set(kaldi.wav) - set(frames))
-    signature = input_signature(folder, options.signature_params(data_folder, system, bad, dev_utterances))
+    signature = options.signature(folder, data_folder, system, bad, dev_utterances)
     paths = {"train": output / TRAIN_CSV, "dev": output / DEV_CSV}
     if skip(output, signature):
         summary = json.loads((output / SUMMARY_FILE).read_text(encoding="utf-8"))

@@ -1,9 +1,7 @@
 """Training data of one challenge system: checked audio, a fixed dev split, CSV manifests.
 
->>> augmented_factor("concat"), augmented_factor("rearranged"), augmented_factor("none")
-(2, 1, 1)
->>> crop_rows(4.0, sentence_len=3.0, factor=2), crop_rows(4.0, sentence_len=3.0, factor=1)
-(2, 1)
+>>> [PrepOptions(mode=mode).factor for mode in ("concat", "rearranged", "none")]
+[2, 1, 1]
 >>> dev_chunks(50000, chunk=16000)
 [(0, 16000), (16000, 32000), (32000, 48000)]
 """
@@ -60,18 +58,6 @@ class DataPrepError(UserError, ValueError):
 
 class AudioCheckError(DataPrepError):
     """Audio files failed the audio check: missing, unreadable, truncated, NaN, silent, ... (all listed)."""
-
-
-def augmented_factor(mode: str) -> int:
-    """How many times longer the training audio is after SegReConcat in ``mode``."""
-    if mode not in MODES:
-        raise ValueError(f"unknown mode {mode!r}; choose from {MODES}")
-    return 2 if mode == "concat" else 1
-
-
-def crop_rows(duration: float, sentence_len: float, factor: int = 1) -> int:
-    """Training rows of one utterance: ``int(factor * duration / sentence_len)``."""
-    return int(factor * duration / sentence_len)
 
 
 def dev_chunks(num_samples: int, chunk: int) -> list[tuple[int, int]]:
@@ -135,7 +121,10 @@ class PrepOptions:
 
     @property
     def factor(self) -> int:
-        return augmented_factor(self.mode)
+        """How many times longer the training audio is after SegReConcat in ``mode``."""
+        if self.mode not in MODES:
+            raise ValueError(f"unknown mode {self.mode!r}; choose from {MODES}")
+        return 2 if self.mode == "concat" else 1
 
     @property
     def amplitude_threshold(self) -> float:
@@ -375,12 +364,13 @@ class _TrainRows:
 
 
 def _train_rows(wav, utt2spk, durations, utts, silent, options: PrepOptions) -> _TrainRows:
-    """The crops of the training utterances ``utts`` (module text: ``int(f * (d - silent) / sentence_len)``)."""
+    """The crops of the training utterances ``utts``: ``int(factor * seconds / sentence_len)`` each, the
+    seconds of its silent chunks left out."""
     found = _TrainRows()
     for utt in utts:
         quiet = int(silent[utt].sum()) if utt in silent else 0
         found.silent_chunks += quiet
-        rows = crop_rows(durations[utt] - quiet * options.sentence_len, options.sentence_len, options.factor)
+        rows = int(options.factor * (durations[utt] - quiet * options.sentence_len) / options.sentence_len)
         if rows == 0:
             (found.all_silent if quiet else found.short).append(utt)
         for k in range(rows):

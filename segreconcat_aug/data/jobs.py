@@ -28,6 +28,7 @@ from .jsonl_files import (
     _is_folder_target,
     cache_files,
     iter_jsonl,
+    shard_files,
     truncate_partial_tail,
 )
 from .result_files import atomic_writer
@@ -108,11 +109,9 @@ def read_failures(output) -> dict[str, str]:
     """``{id: reason}`` from every failures file of ``output`` (a folder, a file, or its parts), those of
     shards that wrote no line (every utterance failed) included."""
     output = Path(output)
-    if _is_folder_target(output):
-        files = sorted(output.glob("*.failures.tsv")) if output.is_dir() else []
-    else:
-        parts = output.parent.glob(f"{output.stem}.part-[0-9]*-of-[0-9]*.failures.tsv")
-        files = [*sorted(parts), failures_path(output)]
+    files = shard_files(output, ".failures.tsv")
+    if not _is_folder_target(output):
+        files.append(failures_path(output))
     result: dict[str, str] = {}
     for file in files:
         if file.is_file():

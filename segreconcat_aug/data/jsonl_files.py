@@ -21,12 +21,13 @@ def _is_folder_target(output: Path) -> bool:
     return output.is_dir() or output.suffix != ".jsonl"
 
 
-def shard_files(output, suffix: str = "") -> list[Path]:
-    """The part files written for ``output`` (a folder's ``*.jsonl`` or ``x.part-*.jsonl``), sorted."""
+def shard_files(output, ending: str = ".jsonl") -> list[Path]:
+    """The part files written for ``output`` (a folder's ``*.jsonl`` or ``x.part-*.jsonl``; another
+    ``ending``: their ``.jsonl.partial`` or ``.failures.tsv``), sorted."""
     output = Path(output)
     if _is_folder_target(output):
-        return sorted(output.glob(f"*.jsonl{suffix}")) if output.is_dir() else []
-    return sorted(output.parent.glob(f"{output.stem}.part-[0-9]*-of-[0-9]*.jsonl{suffix}"))
+        return sorted(output.glob(f"*{ending}")) if output.is_dir() else []
+    return sorted(output.parent.glob(f"{output.stem}.part-[0-9]*-of-[0-9]*{ending}"))
 
 
 def cache_files(
@@ -36,7 +37,7 @@ def cache_files(
     (``in_progress``: with the ``.partial`` files of unfinished shards)."""
     path = Path(path)
     suffixes = ["", PARTIAL] if in_progress else [""]
-    files = {file for suffix in suffixes for file in shard_files(path, suffix)}
+    files = {file for suffix in suffixes for file in shard_files(path, f".jsonl{suffix}")}
     if not path.is_dir():
         files |= {Path(f"{path}{suffix}") for suffix in suffixes if Path(f"{path}{suffix}").is_file()}
     if required and not files:

@@ -29,8 +29,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ..align.cache import AlignmentIndex, RepeatedIds
-from ..data.jsonl_files import cache_files, iter_jsonl
+from ..align.cache import AlignmentIndex
+from ..data.jsonl_files import RepeatedIds, cache_files, iter_jsonl
 from ..errors import UserError
 from .segments import span_rule
 from .strategies import get_strategy, is_order_of

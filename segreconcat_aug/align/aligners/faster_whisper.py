@@ -118,8 +118,9 @@ class FasterWhisperAligner(BatchedAligner):
         offsets = [start / SAMPLE_RATE for start in starts]
         # An utterance's second window starts at WINDOW_SAMPLES: one per utterance over 30 s (no key
         # when there is none: the stats list only what happened).
-        if WINDOW_SAMPLES in starts:
-            self.stats["long_form_utterances"] += starts.count(WINDOW_SAMPLES)
+        long_form = starts.count(WINDOW_SAMPLES)
+        if long_form:
+            self.stats["long_form_utterances"] += long_form
         # As the batched pipeline prepares a chunk: features without the last frame, padded to 30 s.
         features = np.stack([pad_or_trim(model.feature_extractor(piece)[..., :-1]) for piece in pieces])
         encoder_output, outputs = self.pipeline.generate_segment_batched(features, tokenizer, self.options)
